@@ -1,0 +1,605 @@
+// Package conformance is the test suite every lockswap backend passes.
+//
+// A backend hooks in with a [Harness] that makes independent Lockers over
+// one shared store (each with its own connections: two Lockers are two
+// clients, never one object playing both sides) and says which fault
+// controls it offers. [Run] then checks the rules every Locker must keep;
+// each failure message says which rule was broken, for the implementer.
+//
+//	func TestConformance(t *testing.T) {
+//		mr := miniredis.RunT(t)
+//		conformance.Run(t, conformance.Harness{
+//			NewLocker:   func(t *testing.T) lockswap.Locker { ... },
+//			TTL:         500 * time.Millisecond,
+//			AdvanceTime: mr.FastForward,
+//		})
+//	}
+package conformance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/fenced"
+)
+
+// Harness connects a backend to the suite.
+type Harness struct {
+	// NewLocker returns a new Locker with its own connections to the shared
+	// store. The suite closes it.
+	NewLocker func(t *testing.T) lockswap.Locker
+	// TTL is the lock TTL for cases that wait for expiry. On real servers
+	// keep it short (a few hundred ms; etcd: the smallest it honours).
+	TTL time.Duration
+	// AdvanceTime, when set, moves the store's clock forward (miniredis
+	// FastForward), so expiry needs no real waiting.
+	AdvanceTime func(d time.Duration)
+	// Expire, when set, makes a held lock expire on the server as if its
+	// holder had crashed or paused: for a backend that keeps locks alive in
+	// the background (etcd leases), it stops that. The suite then waits
+	// until another Locker can take the key. When nil, the suite advances
+	// time or waits for the TTL.
+	Expire func(t *testing.T, holder lockswap.Locker, l lockswap.Lock)
+	// Goroutines lists package path prefixes whose goroutines must not
+	// outlive Close, beside lockswap's own.
+	Goroutines []string
+}
+
+// Run runs every conformance case as a subtest of t.
+func Run(t *testing.T, h Harness) {
+	t.Helper()
+	if h.NewLocker == nil || h.TTL <= 0 {
+		t.Fatal("conformance: Harness needs NewLocker and a positive TTL")
+	}
+	s := &suite{h: h}
+	cases := []struct {
+		name string
+		fn   func(*testing.T)
+	}{
+		{"MutualExclusion", s.mutualExclusion},
+		{"TryAcquireHeld", s.tryAcquireHeld},
+		{"ExpiredHolderCannotReleaseOrExtend", s.expiredHolder},
+		{"VanishedHolderFreedAfterTTL", s.vanishedHolder},
+		{"ExtendKeepsLock", s.extendKeepsLock},
+		{"ReleaseIdempotent", s.releaseIdempotent},
+		{"CancelWaitingAcquire", s.cancelWaiting},
+		{"TokensUnique", s.tokensUnique},
+		{"DeadlineWithinTTL", s.deadlineWithinTTL},
+		{"DoneByDeadline", s.doneByDeadline},
+		{"Fencing", s.fencing},
+		{"BadArguments", s.badArguments},
+		{"Close", s.closeLocker},
+		{"Do", s.do},
+	}
+	for _, c := range cases {
+		t.Run(c.name, c.fn)
+	}
+}
+
+type suite struct {
+	h   Harness
+	seq int
+	mu  sync.Mutex
+}
+
+func (s *suite) locker(t *testing.T) lockswap.Locker {
+	t.Helper()
+	l := s.h.NewLocker(t)
+	if l == nil {
+		t.Fatal("conformance: NewLocker returned nil")
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+// key returns a key no other case uses.
+func (s *suite) key(t *testing.T) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.seq++
+	return fmt.Sprintf("conformance-%s-%d-%d", strings.ReplaceAll(t.Name(), "/", "-"), time.Now().UnixNano(), s.seq)
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func (s *suite) ttl() lockswap.Option { return lockswap.WithTTL(s.h.TTL) }
+
+// eventually polls cond until it is true or timeout passes.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: %s", timeout, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// expire makes l expire on the server and waits until other can take key,
+// returning other's lock.
+func (s *suite) expireAndTake(t *testing.T, holder lockswap.Locker, l lockswap.Lock, other lockswap.Locker) lockswap.Lock {
+	t.Helper()
+	ctx := ctxT(t)
+	if s.h.Expire != nil {
+		s.h.Expire(t, holder, l)
+	} else if s.h.AdvanceTime != nil {
+		s.h.AdvanceTime(s.h.TTL + time.Millisecond)
+	}
+	var got lockswap.Lock
+	eventually(t, s.h.TTL*3+10*time.Second, "a lock whose holder stopped renewing was never freed: keys must expire after their TTL", func() bool {
+		nl, err := other.TryAcquire(ctx, l.Key(), s.ttl())
+		if err == nil {
+			got = nl
+			return true
+		}
+		if !errors.Is(err, lockswap.ErrHeld) {
+			t.Fatalf("TryAcquire while waiting for expiry: %v (want success or ErrHeld)", err)
+		}
+		return false
+	})
+	return got
+}
+
+func (s *suite) mutualExclusion(t *testing.T) {
+	const lockers, perLocker, rounds = 3, 3, 8
+	key := s.key(t)
+	ctx := ctxT(t)
+	var res fenced.Resource
+	var wg sync.WaitGroup
+	errs := make(chan error, lockers*perLocker)
+	for i := 0; i < lockers; i++ {
+		lk := s.locker(t)
+		for g := 0; g < perLocker; g++ {
+			wg.Add(1)
+			go func(holder string) {
+				defer wg.Done()
+				for r := 0; r < rounds; r++ {
+					l, err := lk.Acquire(ctx, key, lockswap.WithTTL(10*time.Second),
+						lockswap.WithRetry(lockswap.JitterRetry(time.Millisecond, 5*time.Millisecond)))
+					if err != nil {
+						errs <- fmt.Errorf("%s: Acquire: %w", holder, err)
+						return
+					}
+					res.Enter(holder)
+					runtime.Gosched()
+					time.Sleep(100 * time.Microsecond) // hold the lock for a moment of real work
+					res.Exit()
+					if err := l.Release(ctx); err != nil {
+						errs <- fmt.Errorf("%s: Release: %w", holder, err)
+						return
+					}
+				}
+			}(fmt.Sprintf("locker%d/g%d", i, g))
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	st := res.Stats()
+	if st.Overlaps != 0 {
+		t.Errorf("mutual exclusion broken: %d of %d critical sections overlapped another holder (max %d inside at once)", st.Overlaps, st.Entries, st.MaxConcurrent)
+	}
+	if want := lockers * perLocker * rounds; st.Entries != want && !t.Failed() {
+		t.Errorf("%d critical sections entered, want %d", st.Entries, want)
+	}
+}
+
+func (s *suite) tryAcquireHeld(t *testing.T) {
+	a, b := s.locker(t), s.locker(t)
+	ctx, key := ctxT(t), s.key(t)
+	la, err := a.TryAcquire(ctx, key, lockswap.WithTTL(10*time.Second))
+	if err != nil {
+		t.Fatalf("TryAcquire on a free key: %v", err)
+	}
+	_, err = b.TryAcquire(ctx, key, lockswap.WithTTL(10*time.Second))
+	if !errors.Is(err, lockswap.ErrHeld) {
+		t.Fatalf("TryAcquire on a key another Locker holds: err = %v; contention must match ErrHeld", err)
+	}
+	if errors.Is(err, lockswap.ErrUnavailable) {
+		t.Fatalf("contention error also matches ErrUnavailable: %v; callers must be able to tell contention from an outage", err)
+	}
+	if !strings.Contains(err.Error(), key) {
+		t.Errorf("contention error %q does not name the key %q", err, key)
+	}
+	if err := la.Release(ctx); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	lb, err := b.TryAcquire(ctx, key, lockswap.WithTTL(10*time.Second))
+	if err != nil {
+		t.Fatalf("TryAcquire after the holder released: %v; Release must free the key", err)
+	}
+	lb.Release(ctx)
+}
+
+func (s *suite) expiredHolder(t *testing.T) {
+	a, b, c := s.locker(t), s.locker(t), s.locker(t)
+	ctx, key := ctxT(t), s.key(t)
+	la, err := a.TryAcquire(ctx, key, s.ttl())
+	if err != nil {
+		t.Fatalf("TryAcquire: %v", err)
+	}
+	lb := s.expireAndTake(t, a, la, b)
+	if err := la.Extend(ctx, s.h.TTL); !errors.Is(err, lockswap.ErrLost) {
+		t.Errorf("Extend by a holder whose lock expired and was taken: err = %v, want ErrLost", err)
+	}
+	if err := la.Release(ctx); !errors.Is(err, lockswap.ErrLost) {
+		t.Errorf("Release by a holder whose lock expired and was taken: err = %v, want ErrLost", err)
+	}
+	select {
+	case <-la.Done():
+	default:
+		t.Error("Done of a lock known to be lost is still open")
+	}
+	if _, err := c.TryAcquire(ctx, key, s.ttl()); !errors.Is(err, lockswap.ErrHeld) {
+		t.Errorf("after the former holder's Extend/Release, a third Locker got err = %v, want ErrHeld: a stale holder disturbed the new holder's lock", err)
+	}
+	if err := lb.Release(ctx); err != nil {
+		t.Errorf("new holder's Release: %v", err)
+	}
+}
+
+func (s *suite) vanishedHolder(t *testing.T) {
+	a, b := s.locker(t), s.locker(t)
+	ctx, key := ctxT(t), s.key(t)
+	la, err := a.TryAcquire(ctx, key, s.ttl())
+	if err != nil {
+		t.Fatalf("TryAcquire: %v", err)
+	}
+	if _, err := b.TryAcquire(ctx, key, s.ttl()); !errors.Is(err, lockswap.ErrHeld) {
+		t.Fatalf("key taken while its holder was alive: err = %v", err)
+	}
+	lb := s.expireAndTake(t, a, la, b)
+	if lb.Token() == la.Token() {
+		t.Error("the new holder has the vanished holder's token")
+	}
+	lb.Release(ctx)
+}
+
+func (s *suite) extendKeepsLock(t *testing.T) {
+	a, b := s.locker(t), s.locker(t)
+	ctx, key := ctxT(t), s.key(t)
+	ttl := s.h.TTL
+	la, err := a.TryAcquire(ctx, key, s.ttl())
+	if err != nil {
+		t.Fatalf("TryAcquire: %v", err)
+	}
+	first := la.Deadline()
+	// Extend twice, each time before the validity runs out, so that in all
+	// the lock is held for more than its original TTL.
+	for i := 0; i < 2; i++ {
+		if s.h.AdvanceTime != nil {
+			s.h.AdvanceTime(ttl * 6 / 10)
+		} else {
+			time.Sleep(ttl * 6 / 10) // real servers: the passage of time is the condition under test
+		}
+		if err := la.Extend(ctx, ttl); err != nil {
+			t.Fatalf("Extend #%d within validity: %v", i+1, err)
+		}
+	}
+	if !la.Deadline().After(first) {
+		t.Errorf("Deadline %v did not move past the original %v after Extend", la.Deadline(), first)
+	}
+	select {
+	case <-la.Done():
+		t.Fatal("Done closed although the lock was extended in time")
+	default:
+	}
+	if _, err := b.TryAcquire(ctx, key, s.ttl()); !errors.Is(err, lockswap.ErrHeld) {
+		t.Fatalf("after 1.2×TTL with extensions another Locker got err = %v, want ErrHeld: Extend must keep the lock", err)
+	}
+	if err := la.Release(ctx); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+}
+
+func (s *suite) releaseIdempotent(t *testing.T) {
+	a, b, c := s.locker(t), s.locker(t), s.locker(t)
+	ctx, key := ctxT(t), s.key(t)
+	la, err := a.TryAcquire(ctx, key, lockswap.WithTTL(10*time.Second))
+	if err != nil {
+		t.Fatalf("TryAcquire: %v", err)
+	}
+	if err := la.Release(ctx); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	select {
+	case <-la.Done():
+	default:
+		t.Error("Done still open after Release")
+	}
+	lb, err := b.TryAcquire(ctx, key, lockswap.WithTTL(10*time.Second))
+	if err != nil {
+		t.Fatalf("TryAcquire after Release: %v", err)
+	}
+	if err := la.Release(ctx); err != nil && !errors.Is(err, lockswap.ErrLost) {
+		t.Errorf("second Release: %v, want nil or ErrLost", err)
+	}
+	if _, err := c.TryAcquire(ctx, key, lockswap.WithTTL(10*time.Second)); !errors.Is(err, lockswap.ErrHeld) {
+		t.Errorf("a second Release by the former holder freed the new holder's lock (third Locker got %v)", err)
+	}
+	if err := la.Extend(ctx, time.Second); !errors.Is(err, lockswap.ErrLost) {
+		t.Errorf("Extend after Release: err = %v, want ErrLost", err)
+	}
+	lb.Release(ctx)
+}
+
+func (s *suite) cancelWaiting(t *testing.T) {
+	a, b, c := s.locker(t), s.locker(t), s.locker(t)
+	ctx, key := ctxT(t), s.key(t)
+	la, err := a.TryAcquire(ctx, key, lockswap.WithTTL(10*time.Second))
+	if err != nil {
+		t.Fatalf("TryAcquire: %v", err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := b.Acquire(wctx, key, lockswap.WithTTL(10*time.Second),
+			lockswap.WithRetry(lockswap.ConstantRetry(5*time.Millisecond)))
+		done <- err
+	}()
+	time.Sleep(50 * time.Millisecond) // let the waiter wait; the outcome does not depend on it
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("cancelled Acquire: err = %v, want it to match context.Canceled", err)
+		}
+		if !errors.Is(err, lockswap.ErrHeld) {
+			t.Errorf("cancelled Acquire: err = %v, want it to match ErrHeld too (the cause of the wait)", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Acquire did not return within 5s of its context being cancelled")
+	}
+	if err := la.Release(ctx); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	lc, err := c.TryAcquire(ctx, key, lockswap.WithTTL(10*time.Second))
+	if err != nil {
+		t.Fatalf("after the holder released, the key is still taken (%v): the cancelled waiter left something behind", err)
+	}
+	lc.Release(ctx)
+}
+
+func (s *suite) tokensUnique(t *testing.T) {
+	a, b := s.locker(t), s.locker(t)
+	ctx, key := ctxT(t), s.key(t)
+	seen := map[string]bool{}
+	for i := 0; i < 20; i++ {
+		lk := a
+		if i%2 == 1 {
+			lk = b
+		}
+		l, err := lk.Acquire(ctx, key, lockswap.WithTTL(10*time.Second), lockswap.WithRetry(lockswap.ConstantRetry(5*time.Millisecond)))
+		if err != nil {
+			t.Fatalf("Acquire #%d: %v", i, err)
+		}
+		tok := l.Token()
+		if len(tok) < 16 {
+			t.Errorf("token %q is shorter than 16 characters: tokens need at least 128 random bits", tok)
+		}
+		if seen[tok] {
+			t.Errorf("token %q handed out twice", tok)
+		}
+		seen[tok] = true
+		if l.Key() != key {
+			t.Errorf("Key() = %q, want %q", l.Key(), key)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatalf("Release: %v", err)
+		}
+	}
+}
+
+func (s *suite) deadlineWithinTTL(t *testing.T) {
+	a := s.locker(t)
+	ctx, key := ctxT(t), s.key(t)
+	ttl := 10 * time.Second
+	start := time.Now()
+	l, err := a.TryAcquire(ctx, key, lockswap.WithTTL(ttl))
+	if err != nil {
+		t.Fatalf("TryAcquire: %v", err)
+	}
+	defer l.Release(ctx)
+	end := time.Now()
+	if d := l.Deadline(); d.After(start.Add(ttl)) {
+		t.Errorf("Deadline %v is later than start + TTL %v: exclusion cannot be promised past the TTL", d, start.Add(ttl))
+	} else if !d.After(end) {
+		t.Errorf("Deadline %v already passed on return (end %v) with a 10s TTL", d, end)
+	}
+}
+
+func (s *suite) doneByDeadline(t *testing.T) {
+	a := s.locker(t)
+	ctx, key := ctxT(t), s.key(t)
+	l, err := a.TryAcquire(ctx, key, s.ttl())
+	if err != nil {
+		t.Fatalf("TryAcquire: %v", err)
+	}
+	defer l.Release(ctx)
+	select {
+	case <-l.Done():
+	case <-time.After(time.Until(l.Deadline()) + 5*time.Second):
+		t.Fatalf("Done not closed 5s after the Deadline of a lock that was never extended")
+	}
+	if now := time.Now(); now.Before(l.Deadline().Add(-s.h.TTL)) {
+		t.Errorf("Done closed at %v, more than a TTL before the Deadline %v", now, l.Deadline())
+	}
+	if err := l.Extend(ctx, s.h.TTL); !errors.Is(err, lockswap.ErrLost) {
+		t.Errorf("Extend after Done closed: err = %v, want ErrLost (the holder was already told it lost the lock)", err)
+	}
+}
+
+func (s *suite) fencing(t *testing.T) {
+	a, b := s.locker(t), s.locker(t)
+	ctx, key := ctxT(t), s.key(t)
+	declared := a.Guarantees().Fencing
+	var last uint64
+	for i := 0; i < 6; i++ {
+		lk := a
+		if i%2 == 1 {
+			lk = b
+		}
+		l, err := lk.Acquire(ctx, key, lockswap.WithTTL(10*time.Second), lockswap.WithRetry(lockswap.ConstantRetry(5*time.Millisecond)))
+		if err != nil {
+			t.Fatalf("Acquire: %v", err)
+		}
+		f, ok := l.Fence()
+		if ok != declared {
+			t.Fatalf("Fence() ok = %v but Guarantees().Fencing = %v: the declaration must match the lock", ok, declared)
+		}
+		if ok && i > 0 && f <= last {
+			t.Errorf("fence %d after %d: fences must strictly increase across holders", f, last)
+		}
+		last = f
+		if err := l.Release(ctx); err != nil {
+			t.Fatalf("Release: %v", err)
+		}
+	}
+}
+
+func (s *suite) badArguments(t *testing.T) {
+	a, b := s.locker(t), s.locker(t)
+	ctx, key := ctxT(t), s.key(t)
+	check := func(what string, err error) {
+		t.Helper()
+		if !errors.Is(err, lockswap.ErrInvalid) {
+			t.Errorf("%s: err = %v, want ErrInvalid", what, err)
+		}
+	}
+	_, err := a.TryAcquire(ctx, "", lockswap.WithTTL(time.Second))
+	check("TryAcquire with an empty key", err)
+	_, err = a.Acquire(ctx, "", lockswap.WithTTL(time.Second))
+	check("Acquire with an empty key", err)
+	for _, ttl := range []time.Duration{0, -time.Second, time.Microsecond} {
+		_, err = a.TryAcquire(ctx, key, lockswap.WithTTL(ttl))
+		check(fmt.Sprintf("TryAcquire with TTL %v", ttl), err)
+		_, err = a.Acquire(ctx, key, lockswap.WithTTL(ttl))
+		check(fmt.Sprintf("Acquire with TTL %v", ttl), err)
+	}
+	// Nothing was taken by the rejected calls.
+	l, err := b.TryAcquire(ctx, key, lockswap.WithTTL(10*time.Second))
+	if err != nil {
+		t.Fatalf("key taken after rejected calls: %v; bad arguments must change nothing", err)
+	}
+	check("Extend with TTL 0", l.Extend(ctx, 0))
+	if _, err := a.TryAcquire(ctx, key, lockswap.WithTTL(10*time.Second)); !errors.Is(err, lockswap.ErrHeld) {
+		t.Errorf("after a rejected Extend the lock is no longer held (%v)", err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Errorf("Release after a rejected Extend: %v", err)
+	}
+}
+
+func (s *suite) closeLocker(t *testing.T) {
+	before := leaked(s.h.Goroutines)
+	lk := s.h.NewLocker(t)
+	ctx, key := ctxT(t), s.key(t)
+	l, err := lk.TryAcquire(ctx, key, lockswap.WithTTL(10*time.Second))
+	if err != nil {
+		t.Fatalf("TryAcquire: %v", err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	if err := lk.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if _, err := lk.TryAcquire(ctx, key, lockswap.WithTTL(time.Second)); !errors.Is(err, lockswap.ErrClosed) {
+		t.Errorf("TryAcquire after Close: err = %v, want ErrClosed", err)
+	}
+	var after []string
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		after = leaked(s.h.Goroutines)
+		if len(after) <= len(before) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if len(after) > len(before) {
+		t.Errorf("%d goroutines of the backend outlived Close:\n%s", len(after)-len(before), strings.Join(after, "\n\n"))
+	}
+}
+
+// leaked returns the stacks of goroutines running code of lockswap (other
+// than this suite and tests) or of the extra packages.
+func leaked(extra []string) []string {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	var out []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "lockswap/conformance.") || strings.Contains(g, "testing.tRunner") ||
+			strings.Contains(g, "internal/testserver.") {
+			continue
+		}
+		match := strings.Contains(g, "github.com/lockswap/lockswap")
+		for _, p := range extra {
+			match = match || strings.Contains(g, p)
+		}
+		if match {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+func (s *suite) do(t *testing.T) {
+	a, b := s.locker(t), s.locker(t)
+	ctx, key := ctxT(t), s.key(t)
+	ttl := s.h.TTL
+	ran := false
+	err := lockswap.Do(ctx, a, key, func(ctx context.Context, l lockswap.Lock) error {
+		ran = true
+		if _, err := b.TryAcquire(ctx, key, s.ttl()); !errors.Is(err, lockswap.ErrHeld) {
+			return fmt.Errorf("inside Do another Locker got %v, want ErrHeld", err)
+		}
+		// Outlive the TTL: Do's renewal must keep the lock.
+		end := time.Now().Add(ttl + ttl/2)
+		for time.Now().Before(end) {
+			if s.h.AdvanceTime != nil {
+				s.h.AdvanceTime(ttl / 10)
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("fn's context ended while renewal should keep the lock: %w", context.Cause(ctx))
+			case <-time.After(ttl / 10):
+			}
+		}
+		if _, err := b.TryAcquire(ctx, key, s.ttl()); !errors.Is(err, lockswap.ErrHeld) {
+			return fmt.Errorf("after 1.5×TTL inside Do another Locker got %v, want ErrHeld: Do must renew", err)
+		}
+		return nil
+	}, s.ttl())
+	if err != nil {
+		t.Fatalf("Do: %v", err)
+	}
+	if !ran {
+		t.Fatal("Do returned nil without running fn")
+	}
+	l, err := b.TryAcquire(ctx, key, s.ttl())
+	if err != nil {
+		t.Fatalf("after Do returned the key is still held (%v): Do must release", err)
+	}
+	l.Release(ctx)
+}

@@ -1,0 +1,162 @@
+package lockswap
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrMaxHold is the cause of fn's context ending in [Do] when the maximum
+// hold time ([WithMaxHold]) was reached.
+var ErrMaxHold = errors.New("maximum lock hold time reached")
+
+// Do acquires the lock on key (waiting per opts), runs fn while renewing the
+// lock in the background, then releases it.
+//
+// Renewal extends the lock by its TTL about every TTL/3. If renewal fails,
+// fn's context is cancelled, with a cause matching [ErrLost], before the
+// lock's deadline: fn must stop touching the protected resource when its
+// context ends. Renewal stops synchronously when fn returns, before the
+// release. With [WithMaxHold], renewal stops after that total and fn's
+// context is cancelled with cause [ErrMaxHold] before the lock can lapse.
+//
+// Do returns fn's error, joined with an error matching [ErrLost] when the
+// lock was lost while fn ran, or an acquire error. A failed release of a
+// lock that was not lost is returned too.
+func Do(ctx context.Context, locker Locker, key string, fn func(ctx context.Context, l Lock) error, opts ...Option) error {
+	o, err := ApplyOptions(nil, opts)
+	if err != nil {
+		return fmt.Errorf("lockswap.Do %q: %w", key, err)
+	}
+	l, err := locker.Acquire(ctx, key, opts...)
+	if err != nil {
+		return err
+	}
+	fnCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+
+	r := &renewer{lock: l, ttl: o.TTL, every: o.RenewEvery, cancel: cancel, stop: make(chan struct{}), done: make(chan struct{})}
+	if r.every <= 0 {
+		r.every = o.TTL / 3
+	}
+	if o.MaxHold > 0 {
+		r.until = time.Now().Add(o.MaxHold)
+	}
+	go r.run(fnCtx)
+
+	fnErr := fn(fnCtx, l)
+
+	close(r.stop)
+	<-r.done // renewal has stopped before we release
+	relErr := l.Release(ctx)
+	if r.lost != nil {
+		return errors.Join(fnErr, r.lost)
+	}
+	if relErr != nil && !errors.Is(relErr, ErrLost) {
+		return errors.Join(fnErr, fmt.Errorf("lockswap.Do: release: %w", relErr))
+	}
+	if relErr != nil {
+		// Renewal did not notice, but the lock was gone by the end.
+		return errors.Join(fnErr, fmt.Errorf("lockswap.Do %q: lock lost before fn returned: %w", key, relErr))
+	}
+	return fnErr
+}
+
+// renewer extends a lock until told to stop, and cancels the work's context
+// before the lock's deadline when it cannot.
+type renewer struct {
+	lock   Lock
+	ttl    time.Duration
+	every  time.Duration
+	until  time.Time // zero: no maximum hold time
+	cancel context.CancelCauseFunc
+	stop   chan struct{}
+	done   chan struct{}
+	lost   error // set before done is closed
+}
+
+// margin is how long before the lock's deadline the work is cancelled when
+// renewal has not succeeded: enough for fn to notice and stop.
+func (r *renewer) margin() time.Duration {
+	m := r.ttl / 10
+	if m > time.Second {
+		m = time.Second
+	}
+	return m
+}
+
+func (r *renewer) run(ctx context.Context) {
+	defer close(r.done)
+	timer := time.NewTimer(r.every)
+	defer timer.Stop()
+	for {
+		cancelAt := r.lock.Deadline().Add(-r.margin())
+		select {
+		case <-r.stop:
+			return
+		case <-ctx.Done():
+			return
+		case <-r.lock.Done():
+			r.fail(fmt.Errorf("lockswap.Do %q: lock lost: %w", r.lock.Key(), ErrLost))
+			return
+		case <-timer.C:
+		}
+		now := time.Now()
+		if !r.until.IsZero() && now.Add(r.ttl).After(r.until) {
+			// Extending by a full TTL would pass the maximum hold time; stop
+			// renewing and end the work before the current deadline.
+			wait := time.Until(cancelAt)
+			if d := time.Until(r.until); d < wait {
+				wait = d
+			}
+			if !r.sleep(wait) {
+				return
+			}
+			r.cancel(ErrMaxHold)
+			<-r.stop
+			return
+		}
+		if !now.Before(cancelAt) {
+			r.fail(fmt.Errorf("lockswap.Do %q: renewal did not succeed before the deadline: %w", r.lock.Key(), ErrLost))
+			return
+		}
+		ectx, ecancel := context.WithDeadline(context.WithoutCancel(ctx), cancelAt)
+		err := r.lock.Extend(ectx, r.ttl)
+		ecancel()
+		switch {
+		case err == nil:
+			timer.Reset(r.every)
+		case errors.Is(err, ErrLost):
+			r.fail(fmt.Errorf("lockswap.Do %q: renewal: %w", r.lock.Key(), err))
+			return
+		default:
+			// Transient (outage): try again soon, within the current validity.
+			retry := r.every / 4
+			if left := time.Until(cancelAt); left < retry {
+				retry = left
+			}
+			timer.Reset(max(retry, 0))
+		}
+	}
+}
+
+// sleep waits d or until stopped; false when stopped.
+func (r *renewer) sleep(d time.Duration) bool {
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-r.stop:
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+func (r *renewer) fail(err error) {
+	r.lost = err
+	r.cancel(err)
+}

@@ -1,0 +1,231 @@
+package lockswap
+
+import (
+	"fmt"
+	"strings"
+)
+
+// ClockAssumption is what a backend assumes about clocks for its safety.
+type ClockAssumption int
+
+const (
+	// ClockNone: safety does not depend on any client's clock; expiry is
+	// measured by the servers.
+	ClockNone ClockAssumption = iota
+	// ClockBoundedDrift: clocks may disagree, but their rates drift by a
+	// bounded factor (the Redlock assumption; covered by the drift term).
+	ClockBoundedDrift
+	// ClockSynchronized: clients' wall clocks must agree; a client whose
+	// clock runs ahead can take a live lock (legacy SETNX timestamps).
+	ClockSynchronized
+)
+
+// String returns "none", "bounded drift" or "synchronized wall clocks".
+func (c ClockAssumption) String() string {
+	switch c {
+	case ClockNone:
+		return "none"
+	case ClockBoundedDrift:
+		return "bounded drift"
+	case ClockSynchronized:
+		return "synchronized wall clocks"
+	}
+	return fmt.Sprintf("ClockAssumption(%d)", int(c))
+}
+
+// WaitStyle is how Acquire waits for a held lock.
+type WaitStyle int
+
+const (
+	// WaitPoll: retry after a delay (per [RetryStrategy]).
+	WaitPoll WaitStyle = iota
+	// WaitNotify: woken by the server when the lock is freed, no order.
+	WaitNotify
+	// WaitQueue: woken in arrival order (first come, first served).
+	WaitQueue
+)
+
+// String returns "poll", "notify" or "fifo queue".
+func (w WaitStyle) String() string {
+	switch w {
+	case WaitPoll:
+		return "poll"
+	case WaitNotify:
+		return "notify"
+	case WaitQueue:
+		return "fifo queue"
+	}
+	return fmt.Sprintf("WaitStyle(%d)", int(w))
+}
+
+// Guarantees describes what a backend keeps under which faults. It is data:
+// the docs table, `lockswap compare` and configuration requirements
+// (require=fencing) are all derived from it, and every field is
+// demonstrated by a test, including the properties a backend does not keep.
+type Guarantees struct {
+	// Backend is the backend's short name ("redlock", "singleredis", ...).
+	Backend string
+	// Fencing: Lock.Fence returns a number that strictly increases across
+	// holders, so a resource can reject a holder that paused past its
+	// validity.
+	Fencing bool
+	// SurvivesHolderPause: exclusion holds even when a holder pauses longer
+	// than its validity and then acts. No lease-based lock keeps this on its
+	// own; fencing is how the resource catches the stale holder.
+	SurvivesHolderPause bool
+	// SurvivesFailover: exclusion holds when a server fails over to a
+	// replica (Redis async replica, etcd leader loss).
+	SurvivesFailover bool
+	// SurvivesRestart: exclusion holds when a server restarts without
+	// persistence.
+	SurvivesRestart bool
+	// Clock is what safety assumes about clocks.
+	Clock ClockAssumption
+	// Nodes is the number of servers the lock uses, and Tolerates how many of
+	// them may be down while clients still acquire and release.
+	Nodes, Tolerates int
+	// StaleReleaseSafe: a release by a former holder never removes the next
+	// holder's lock.
+	StaleReleaseSafe bool
+	// Wait is how Acquire waits.
+	Wait WaitStyle
+	// Notes are short caveats, one sentence each.
+	Notes []string
+}
+
+// Property names one requirement configuration can state (require=...).
+type Property string
+
+// The properties [Guarantees.Has] knows.
+const (
+	PropFencing          Property = "fencing"
+	PropFailover         Property = "failover"
+	PropRestart          Property = "restart"
+	PropClockIndependent Property = "clock-independent"
+	PropFaultTolerant    Property = "fault-tolerant"
+	PropStaleReleaseSafe Property = "stale-release-safe"
+	PropNoPolling        Property = "no-polling"
+	PropFair             Property = "fair"
+)
+
+// Properties lists every [Property] in a stable order.
+func Properties() []Property {
+	return []Property{PropFencing, PropFailover, PropRestart, PropClockIndependent,
+		PropFaultTolerant, PropStaleReleaseSafe, PropNoPolling, PropFair}
+}
+
+// Has reports whether g provides p. It returns an error matching
+// [ErrInvalid] for an unknown property.
+func (g Guarantees) Has(p Property) (bool, error) {
+	switch p {
+	case PropFencing:
+		return g.Fencing, nil
+	case PropFailover:
+		return g.SurvivesFailover, nil
+	case PropRestart:
+		return g.SurvivesRestart, nil
+	case PropClockIndependent:
+		return g.Clock != ClockSynchronized, nil
+	case PropFaultTolerant:
+		return g.Tolerates > 0, nil
+	case PropStaleReleaseSafe:
+		return g.StaleReleaseSafe, nil
+	case PropNoPolling:
+		return g.Wait != WaitPoll, nil
+	case PropFair:
+		return g.Wait == WaitQueue, nil
+	}
+	return false, fmt.Errorf("unknown property %q (known: %v): %w", p, Properties(), ErrInvalid)
+}
+
+// Require returns nil when g has every property in props, and otherwise an
+// error matching [ErrInvalid] that names the backend and what is missing.
+func (g Guarantees) Require(props ...Property) error {
+	var missing []string
+	for _, p := range props {
+		ok, err := g.Has(p)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			missing = append(missing, string(p))
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("backend %s lacks required %s: %w", g.Backend, strings.Join(missing, ", "), ErrInvalid)
+	}
+	return nil
+}
+
+// GuaranteeRow is one row of the rendered comparison: a label and how to
+// read the value from a [Guarantees].
+type GuaranteeRow struct {
+	Label string
+	Value func(Guarantees) string
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+// GuaranteeRows are the rows of the text and markdown renderings, in their
+// stable order.
+func GuaranteeRows() []GuaranteeRow {
+	return []GuaranteeRow{
+		{"fencing token", func(g Guarantees) string { return yesNo(g.Fencing) }},
+		{"exclusion survives holder pause", func(g Guarantees) string { return yesNo(g.SurvivesHolderPause) }},
+		{"exclusion survives failover", func(g Guarantees) string { return yesNo(g.SurvivesFailover) }},
+		{"exclusion survives restart without persistence", func(g Guarantees) string { return yesNo(g.SurvivesRestart) }},
+		{"clock assumption", func(g Guarantees) string { return g.Clock.String() }},
+		{"faults tolerated", func(g Guarantees) string { return fmt.Sprintf("%d of %d", g.Tolerates, g.Nodes) }},
+		{"stale release safe", func(g Guarantees) string { return yesNo(g.StaleReleaseSafe) }},
+		{"wait style", func(g Guarantees) string { return g.Wait.String() }},
+	}
+}
+
+// String renders g as stable "label: value" lines.
+func (g Guarantees) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "backend: %s\n", g.Backend)
+	for _, r := range GuaranteeRows() {
+		fmt.Fprintf(&b, "%s: %s\n", r.Label, r.Value(g))
+	}
+	for _, n := range g.Notes {
+		fmt.Fprintf(&b, "note: %s\n", n)
+	}
+	return b.String()
+}
+
+// MarkdownTable renders several backends' guarantees side by side: one
+// column per backend, one row per property, then the notes.
+func MarkdownTable(gs ...Guarantees) string {
+	var b strings.Builder
+	b.WriteString("| property |")
+	for _, g := range gs {
+		fmt.Fprintf(&b, " %s |", g.Backend)
+	}
+	b.WriteString("\n|---|")
+	for range gs {
+		b.WriteString("---|")
+	}
+	b.WriteString("\n")
+	for _, r := range GuaranteeRows() {
+		fmt.Fprintf(&b, "| %s |", r.Label)
+		for _, g := range gs {
+			fmt.Fprintf(&b, " %s |", r.Value(g))
+		}
+		b.WriteString("\n")
+	}
+	for _, g := range gs {
+		for _, n := range g.Notes {
+			fmt.Fprintf(&b, "\n- %s: %s", g.Backend, n)
+		}
+	}
+	if len(gs) > 0 {
+		b.WriteString("\n")
+	}
+	return b.String()
+}

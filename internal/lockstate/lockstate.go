@@ -1,0 +1,122 @@
+// Package lockstate is the bookkeeping every backend's lock handle shares:
+// key, token, fence, the deadline and the Done channel that closes at it.
+package lockstate
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"sync"
+	"time"
+)
+
+// DriftFactor and DriftFixed are the default clock drift allowance: a lock
+// of TTL t is trusted until start + t - (t*DriftFactor + DriftFixed), the
+// rule of the Redlock design.
+const (
+	DriftFactor = 0.01
+	DriftFixed  = 2 * time.Millisecond
+)
+
+// Drift returns the default drift allowance for ttl.
+func Drift(ttl time.Duration) time.Duration {
+	return time.Duration(float64(ttl)*DriftFactor) + DriftFixed
+}
+
+// NewToken returns 128 random bits from crypto/rand, hex encoded.
+func NewToken() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+).
+	return hex.EncodeToString(b[:])
+}
+
+// State is a held lock's shared state. The zero value is not usable; use New.
+type State struct {
+	key, token string
+	fence      uint64
+	hasFence   bool
+
+	mu       sync.Mutex
+	deadline time.Time
+	timer    *time.Timer
+	done     chan struct{}
+	ended    bool
+}
+
+// New returns the state of a lock held until deadline. Done closes at the
+// deadline unless SetDeadline moves it first.
+func New(key, token string, fence uint64, hasFence bool, deadline time.Time) *State {
+	s := &State{key: key, token: token, fence: fence, hasFence: hasFence,
+		deadline: deadline, done: make(chan struct{})}
+	s.mu.Lock()
+	s.timer = time.AfterFunc(time.Until(deadline), s.expire)
+	s.mu.Unlock()
+	return s
+}
+
+// Key returns the lock's key.
+func (s *State) Key() string { return s.key }
+
+// Token returns the lock's token.
+func (s *State) Token() string { return s.token }
+
+// Fence returns the fence and whether there is one.
+func (s *State) Fence() (uint64, bool) { return s.fence, s.hasFence }
+
+// Deadline returns the current deadline.
+func (s *State) Deadline() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.deadline
+}
+
+// Done returns the channel closed at the deadline or on End.
+func (s *State) Done() <-chan struct{} { return s.done }
+
+// Ended reports whether Done is closed.
+func (s *State) Ended() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ended
+}
+
+// SetDeadline moves the deadline (after a successful extension). It returns
+// false, changing nothing, when Done is already closed: a lock whose holder
+// was told it is lost stays lost.
+func (s *State) SetDeadline(deadline time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended {
+		return false
+	}
+	s.deadline = deadline
+	s.timer.Reset(time.Until(deadline))
+	return true
+}
+
+// End closes Done (loss detected, or released) and stops the timer.
+func (s *State) End() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.endLocked()
+}
+
+func (s *State) endLocked() {
+	if s.ended {
+		return
+	}
+	s.ended = true
+	s.timer.Stop()
+	close(s.done)
+}
+
+func (s *State) expire() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	// A Reset may have raced with this call: only end if the deadline has
+	// really passed.
+	if d := time.Until(s.deadline); d > 0 && !s.ended {
+		s.timer.Reset(d)
+		return
+	}
+	s.endLocked()
+}

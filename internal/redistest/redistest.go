@@ -1,0 +1,60 @@
+// Package redistest builds Redis clients for tests: one constructor per
+// client library, each making a new client with its own connections, closed
+// when the test ends.
+package redistest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	redigo "github.com/gomodule/redigo/redis"
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/lockswap/lockswap/redisclient"
+)
+
+// NewClient makes a new client to addr with its own connections.
+type NewClient func(t testing.TB, addr string) redisclient.Client
+
+// Clients are the client libraries every Redis backend is tested with, by
+// name ("goredis", "redigo").
+var Clients = []struct {
+	Name string
+	New  NewClient
+}{
+	{"goredis", GoRedis},
+	{"redigo", Redigo},
+}
+
+// GoRedisClient returns a raw go-redis client to addr, closed at cleanup.
+// ContextTimeoutEnabled is on, so contexts bound commands.
+func GoRedisClient(t testing.TB, addr string) *goredis.Client {
+	c := goredis.NewClient(&goredis.Options{Addr: addr, ContextTimeoutEnabled: true,
+		MaxRetries: -1, DialTimeout: time.Second, PoolSize: 64})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// GoRedis returns a go-redis adapter with its own client to addr.
+func GoRedis(t testing.TB, addr string) redisclient.Client {
+	return redisclient.GoRedis(GoRedisClient(t, addr))
+}
+
+// RedigoPool returns a raw redigo pool to addr, closed at cleanup.
+func RedigoPool(t testing.TB, addr string) *redigo.Pool {
+	p := &redigo.Pool{
+		MaxIdle:     64,
+		IdleTimeout: time.Minute,
+		DialContext: func(ctx context.Context) (redigo.Conn, error) {
+			return redigo.DialContext(ctx, "tcp", addr, redigo.DialConnectTimeout(time.Second))
+		},
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+// Redigo returns a redigo adapter with its own pool to addr.
+func Redigo(t testing.TB, addr string) redisclient.Client {
+	return redisclient.RedigoNamed(RedigoPool(t, addr), addr)
+}

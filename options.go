@@ -1,0 +1,88 @@
+package lockswap
+
+import (
+	"fmt"
+	"time"
+)
+
+// DefaultTTL is the lock TTL used when no [WithTTL] option is given.
+const DefaultTTL = 10 * time.Second
+
+// MinTTL is the smallest TTL any backend accepts. Backends may require more
+// (etcd leases are whole seconds, see etcdlease).
+const MinTTL = time.Millisecond
+
+// Options are the per-call settings of Acquire, TryAcquire and [Do]. Build
+// them with [Option] functions; backends read them with [ApplyOptions].
+type Options struct {
+	// TTL is how long the lock is valid without being extended.
+	TTL time.Duration
+	// Retry is the retry policy for Acquire; nil means the Locker's default.
+	Retry RetryStrategy
+	// MaxHold bounds the total time [Do] keeps the lock, extensions
+	// included. Zero means no bound beyond the context.
+	MaxHold time.Duration
+	// RenewEvery is how often [Do] extends the lock; zero means TTL/3.
+	RenewEvery time.Duration
+}
+
+// Option sets one field of [Options].
+type Option func(*Options)
+
+// WithTTL sets the lock's time to live. It must be at least [MinTTL].
+func WithTTL(ttl time.Duration) Option { return func(o *Options) { o.TTL = ttl } }
+
+// WithRetry sets the retry policy Acquire uses between attempts.
+func WithRetry(r RetryStrategy) Option { return func(o *Options) { o.Retry = r } }
+
+// WithMaxHold bounds how long [Do] holds the lock in total: when it is
+// reached, renewal stops and fn's context is cancelled before the lock's
+// deadline.
+func WithMaxHold(d time.Duration) Option { return func(o *Options) { o.MaxHold = d } }
+
+// WithRenewEvery sets how often [Do] extends the lock (default TTL/3).
+func WithRenewEvery(d time.Duration) Option { return func(o *Options) { o.RenewEvery = d } }
+
+// ApplyOptions applies opts over the defaults (TTL [DefaultTTL], retry
+// defaultRetry) and validates the result. The error matches [ErrInvalid].
+func ApplyOptions(defaultRetry RetryStrategy, opts []Option) (Options, error) {
+	o := Options{TTL: DefaultTTL, Retry: defaultRetry}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	if err := ValidateTTL(o.TTL); err != nil {
+		return o, err
+	}
+	if o.MaxHold < 0 {
+		return o, fmt.Errorf("max hold %v is negative: %w", o.MaxHold, ErrInvalid)
+	}
+	if o.RenewEvery < 0 {
+		return o, fmt.Errorf("renew interval %v is negative: %w", o.RenewEvery, ErrInvalid)
+	}
+	if o.Retry == nil {
+		o.Retry = NoRetry()
+	}
+	return o, nil
+}
+
+// ValidateTTL checks that ttl is at least [MinTTL]; the error matches
+// [ErrInvalid].
+func ValidateTTL(ttl time.Duration) error {
+	if ttl <= 0 {
+		return fmt.Errorf("ttl %v is not positive: %w", ttl, ErrInvalid)
+	}
+	if ttl < MinTTL {
+		return fmt.Errorf("ttl %v is below the minimum %v: %w", ttl, MinTTL, ErrInvalid)
+	}
+	return nil
+}
+
+// ValidateKey checks that key is not empty; the error matches [ErrInvalid].
+func ValidateKey(key string) error {
+	if key == "" {
+		return fmt.Errorf("empty lock key: %w", ErrInvalid)
+	}
+	return nil
+}

@@ -1,0 +1,155 @@
+package redisclient
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/gomodule/redigo/redis"
+)
+
+type redigo struct {
+	pool *redis.Pool
+	name string
+}
+
+// Redigo adapts a redigo connection pool. Connections must support
+// redis.ConnWithContext (those from redis.Dial do), so that every command is
+// bounded by its context. It returns nil for a nil pool, which the backends
+// reject with lockswap.ErrInvalid.
+func Redigo(pool *redis.Pool) Client {
+	if pool == nil {
+		return nil
+	}
+	return &redigo{pool: pool, name: "redigo pool"}
+}
+
+// RedigoNamed is [Redigo] with a name for messages, such as the address.
+// The name must not contain a password.
+func RedigoNamed(pool *redis.Pool, name string) Client {
+	if pool == nil {
+		return nil
+	}
+	return &redigo{pool: pool, name: "redigo " + name}
+}
+
+func (r *redigo) String() string { return r.name }
+
+func redigoErr(err error) error {
+	if re, ok := err.(redis.Error); ok {
+		return &ReplyError{Msg: string(re)}
+	}
+	return err
+}
+
+// normalize turns redigo replies into the package's common forms.
+func normalize(v any) any {
+	switch x := v.(type) {
+	case []byte:
+		return string(x)
+	case []any:
+		for i := range x {
+			x[i] = normalize(x[i])
+		}
+		return x
+	}
+	return v
+}
+
+func (r *redigo) do(ctx context.Context, cmd string, args ...any) (any, error) {
+	conn, err := r.pool.GetContext(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("redigo: get connection: %w", err)
+	}
+	v, err := redis.DoContext(conn, ctx, cmd, args...)
+	conn.Close()
+	return v, redigoErr(err)
+}
+
+func (r *redigo) SetNXPX(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
+	v, err := r.do(ctx, "SET", key, value, "NX", "PX", millis(ttl))
+	return v != nil && err == nil, err
+}
+
+func (r *redigo) SetNX(ctx context.Context, key, value string) (bool, error) {
+	v, err := r.do(ctx, "SETNX", key, value)
+	n, _ := v.(int64)
+	return n == 1, err
+}
+
+func (r *redigo) getLike(ctx context.Context, cmd string, args ...any) (string, bool, error) {
+	v, err := r.do(ctx, cmd, args...)
+	if err != nil || v == nil {
+		return "", false, err
+	}
+	b, ok := v.([]byte)
+	if !ok {
+		return "", false, fmt.Errorf("redigo %s: unexpected reply %T", cmd, v)
+	}
+	return string(b), true, nil
+}
+
+func (r *redigo) Get(ctx context.Context, key string) (string, bool, error) {
+	return r.getLike(ctx, "GET", key)
+}
+
+func (r *redigo) GetSet(ctx context.Context, key, value string) (string, bool, error) {
+	return r.getLike(ctx, "GETSET", key, value)
+}
+
+func (r *redigo) Del(ctx context.Context, keys ...string) (int64, error) {
+	args := make([]any, len(keys))
+	for i, k := range keys {
+		args[i] = k
+	}
+	v, err := r.do(ctx, "DEL", args...)
+	n, _ := v.(int64)
+	return n, err
+}
+
+func (r *redigo) Time(ctx context.Context) (time.Time, error) {
+	v, err := r.do(ctx, "TIME")
+	if err != nil {
+		return time.Time{}, err
+	}
+	return parseTime(normalize(v))
+}
+
+func (r *redigo) Run(ctx context.Context, s *Script, keys []string, args ...any) (any, error) {
+	conn, err := r.pool.GetContext(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("redigo: get connection: %w", err)
+	}
+	defer conn.Close()
+	cmdArgs := make([]any, 0, 2+len(keys)+len(args))
+	cmdArgs = append(cmdArgs, s.sha, len(keys))
+	for _, k := range keys {
+		cmdArgs = append(cmdArgs, k)
+	}
+	cmdArgs = append(cmdArgs, args...)
+	v, err := redis.DoContext(conn, ctx, "EVALSHA", cmdArgs...)
+	if err = redigoErr(err); err != nil && isNoScript(err) {
+		cmdArgs[0] = s.src
+		v, err = redis.DoContext(conn, ctx, "EVAL", cmdArgs...)
+		err = redigoErr(err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return normalize(v), nil
+}
+
+func (r *redigo) Do(ctx context.Context, args ...any) (any, error) {
+	if len(args) == 0 {
+		return nil, fmt.Errorf("redigo: empty command")
+	}
+	cmd, ok := args[0].(string)
+	if !ok {
+		return nil, fmt.Errorf("redigo: command name %v is not a string", args[0])
+	}
+	v, err := r.do(ctx, cmd, args[1:]...)
+	if err != nil {
+		return nil, err
+	}
+	return normalize(v), nil
+}

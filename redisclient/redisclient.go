@@ -1,0 +1,135 @@
+// Package redisclient is the small interface through which every Redis
+// backend of lockswap talks to Redis, with one adapter for go-redis v9 and
+// one for redigo. Users pass their own clients in:
+//
+//	rc := redisclient.GoRedis(rdb)   // *redis.Client, *redis.ClusterClient, *redis.Ring, redis.UniversalClient
+//	rc := redisclient.Redigo(pool)   // *redigo.Pool
+//
+// Every command is bounded by its context: redigo through DoContext; go-redis
+// only when the client was built with Options.ContextTimeoutEnabled = true
+// (otherwise go-redis bounds a command by its ReadTimeout/WriteTimeout).
+// Scripts go by EVALSHA, falling back to EVAL once when the server answers
+// NOSCRIPT (after a restart or SCRIPT FLUSH).
+package redisclient
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"time"
+)
+
+// Client is the set of Redis operations the lock backends need. Results are
+// normalised across clients: integers as int64, bulk and status strings as
+// string, arrays as []any, a nil reply as nil. A Redis error reply matches
+// [ErrReply]; any other error is a transport error (connection refused,
+// timeout, context ended).
+type Client interface {
+	// SetNXPX runs SET key value NX PX ttl and reports whether it was set.
+	SetNXPX(ctx context.Context, key, value string, ttl time.Duration) (bool, error)
+	// SetNX runs SETNX key value (no expiry) and reports whether it was set.
+	SetNX(ctx context.Context, key, value string) (bool, error)
+	// Get returns the string value of key, and false when the key is absent.
+	Get(ctx context.Context, key string) (string, bool, error)
+	// GetSet sets key to value and returns the old value, false when absent.
+	GetSet(ctx context.Context, key, value string) (string, bool, error)
+	// Del deletes keys and returns how many existed.
+	Del(ctx context.Context, keys ...string) (int64, error)
+	// Time returns the server's clock (TIME).
+	Time(ctx context.Context) (time.Time, error)
+	// Run runs script by EVALSHA with keys as KEYS and args as ARGV,
+	// loading it with EVAL when the server does not know it.
+	Run(ctx context.Context, script *Script, keys []string, args ...any) (any, error)
+	// Do runs any other command (INFO, SCAN, PTTL, TYPE, ...).
+	Do(ctx context.Context, args ...any) (any, error)
+	// String names the client for messages: the address where known. It
+	// never contains a password.
+	String() string
+}
+
+// ErrReply is matched by errors that are Redis error replies (WRONGTYPE,
+// NOSCRIPT, ERR ...), as opposed to transport errors.
+var ErrReply = errors.New("redis error reply")
+
+// ReplyError is a Redis error reply. It matches [ErrReply].
+type ReplyError struct{ Msg string }
+
+func (e *ReplyError) Error() string { return "redis: " + e.Msg }
+
+// Is reports whether target is [ErrReply].
+func (e *ReplyError) Is(target error) bool { return target == ErrReply }
+
+// IsWrongType reports whether err is a WRONGTYPE reply: the key holds a
+// value of another Redis type.
+func IsWrongType(err error) bool {
+	var re *ReplyError
+	return errors.As(err, &re) && strings.HasPrefix(re.Msg, "WRONGTYPE")
+}
+
+func isNoScript(err error) bool {
+	var re *ReplyError
+	return errors.As(err, &re) && strings.HasPrefix(re.Msg, "NOSCRIPT")
+}
+
+// Script is a Lua script with its SHA1, for EVALSHA.
+type Script struct {
+	src, sha string
+}
+
+// NewScript returns a Script for src. Scripts must take every key and value
+// through KEYS and ARGV, never by string building.
+func NewScript(src string) *Script {
+	sum := sha1.Sum([]byte(src))
+	return &Script{src: src, sha: hex.EncodeToString(sum[:])}
+}
+
+// Source returns the script's Lua source.
+func (s *Script) Source() string { return s.src }
+
+// SHA returns the script's SHA1 in hex.
+func (s *Script) SHA() string { return s.sha }
+
+// IsNil reports whether c is nil or an interface holding a nil pointer, so
+// that backends can reject a nil client with a clear error.
+func IsNil(c any) bool {
+	if c == nil {
+		return true
+	}
+	v := reflect.ValueOf(c)
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Interface, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan:
+		return v.IsNil()
+	}
+	return false
+}
+
+func millis(ttl time.Duration) int64 {
+	ms := ttl.Milliseconds()
+	if ms < 1 {
+		ms = 1
+	}
+	return ms
+}
+
+// parseTime turns a TIME reply [seconds, microseconds] into a time.Time.
+func parseTime(v any) (time.Time, error) {
+	arr, ok := v.([]any)
+	if !ok || len(arr) != 2 {
+		return time.Time{}, fmt.Errorf("redis TIME: unexpected reply %v", v)
+	}
+	var parts [2]int64
+	for i, p := range arr {
+		s, ok := p.(string)
+		if !ok {
+			return time.Time{}, fmt.Errorf("redis TIME: unexpected reply %v", v)
+		}
+		if _, err := fmt.Sscan(s, &parts[i]); err != nil {
+			return time.Time{}, fmt.Errorf("redis TIME: %w", err)
+		}
+	}
+	return time.Unix(parts[0], parts[1]*1000), nil
+}

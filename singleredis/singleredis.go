@@ -1,0 +1,298 @@
+// Package singleredis is a lockswap backend on one Redis: acquire is one
+// SET key token NX PX ttl, release one EVALSHA compare-and-delete, extend one
+// EVALSHA compare-and-pexpire.
+//
+// The stored value is the plain random token, so any other client that
+// follows the standard single-instance scheme (SET NX PX with a random
+// value, compare-and-delete on release) on the same key excludes lockswap
+// and is excluded by it.
+//
+// With Options.Fence, acquire is one EVALSHA that does the SET NX PX and an
+// INCR of a fence counter in the same hash slot (so it works on Redis
+// Cluster too); Lock.Fence returns the counter's value.
+//
+// One Redis is one point of failure: a restart without persistence or a
+// failover to an asynchronous replica loses the lock (see Guarantees).
+package singleredis
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/internal/lockstate"
+	"github.com/lockswap/lockswap/redisclient"
+)
+
+// Options configure a Locker. The zero value is usable.
+type Options struct {
+	// Prefix is prepended to every key in Redis ("app:" makes lock "x" the
+	// key "app:x").
+	Prefix string
+	// Fence enables fencing: a counter per key, incremented by every
+	// acquisition in the same script as the SET.
+	Fence bool
+	// Retry is Acquire's default retry policy; nil means DefaultRetry.
+	Retry lockswap.RetryStrategy
+	// Closer, when set, is closed by Locker.Close (for a client the Locker
+	// owns, such as one opened from a URL).
+	Closer io.Closer
+}
+
+// DefaultRetry is the retry policy Acquire uses when none is given: a random
+// delay of 5 to 25 ms between attempts, until the context ends. A constant
+// jittered interval keeps waiters fair (exponential backoff favours
+// newcomers).
+var DefaultRetry = lockswap.JitterRetry(5*time.Millisecond, 25*time.Millisecond)
+
+// FenceSuffix is appended to the fence counter's key.
+const FenceSuffix = ":fence"
+
+var (
+	releaseScript = redisclient.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) end return 0`)
+	extendScript  = redisclient.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("PEXPIRE", KEYS[1], ARGV[2]) end return 0`)
+	fencedAcquire = redisclient.NewScript(`if redis.call("SET", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then return redis.call("INCR", KEYS[2]) end return 0`)
+)
+
+// Locker is the single-Redis lockswap.Locker.
+type Locker struct {
+	c      redisclient.Client
+	opts   Options
+	closed atomic.Bool
+}
+
+var _ lockswap.Locker = (*Locker)(nil)
+
+// New returns a Locker over c. A nil client is rejected with an error
+// matching lockswap.ErrInvalid.
+func New(c redisclient.Client, opts Options) (*Locker, error) {
+	if redisclient.IsNil(c) {
+		return nil, fmt.Errorf("singleredis: nil redis client: %w", lockswap.ErrInvalid)
+	}
+	if opts.Retry == nil {
+		opts.Retry = DefaultRetry
+	}
+	return &Locker{c: c, opts: opts}, nil
+}
+
+// Guarantees describes the single-Redis lock.
+func (lk *Locker) Guarantees() lockswap.Guarantees {
+	return Guarantees(lk.opts.Fence)
+}
+
+// Guarantees returns the single-Redis backend's guarantees, with or without
+// fencing.
+func Guarantees(fence bool) lockswap.Guarantees {
+	g := lockswap.Guarantees{
+		Backend:          "singleredis",
+		Fencing:          fence,
+		Clock:            lockswap.ClockNone,
+		Nodes:            1,
+		Tolerates:        0,
+		StaleReleaseSafe: true,
+		Wait:             lockswap.WaitPoll,
+		Notes: []string{
+			"a restart without persistence or a failover to an async replica loses the lock",
+		},
+	}
+	if fence {
+		g.Notes = append(g.Notes, "the fence counter lives in the same Redis: it survives only what the data survives")
+	}
+	return g
+}
+
+// Close marks the Locker closed and closes Options.Closer if set. Held
+// locks are not released; they expire after their TTL.
+func (lk *Locker) Close() error {
+	if lk.closed.Swap(true) {
+		return nil
+	}
+	if lk.opts.Closer != nil {
+		return lk.opts.Closer.Close()
+	}
+	return nil
+}
+
+// String names the backend and client, without credentials.
+func (lk *Locker) String() string { return "singleredis(" + lk.c.String() + ")" }
+
+// FenceKey returns the key of the fence counter for the Redis key k, in the
+// same Redis Cluster hash slot as k.
+func FenceKey(k string) string {
+	if hasHashTag(k) || strings.ContainsRune(k, '}') {
+		// k's own hash tag (its first {...}) is kept by a suffix.
+		return k + FenceSuffix
+	}
+	return "{" + k + "}" + FenceSuffix
+}
+
+// hasHashTag reports whether k has a Redis Cluster hash tag: a "{" followed
+// later by a "}" with at least one character between them.
+func hasHashTag(k string) bool {
+	open := strings.IndexByte(k, '{')
+	if open < 0 {
+		return false
+	}
+	close := strings.IndexByte(k[open+1:], '}')
+	return close > 0
+}
+
+// Acquire waits for the lock per the retry policy (Options.Retry or
+// lockswap.WithRetry) until ctx ends.
+func (lk *Locker) Acquire(ctx context.Context, key string, opts ...lockswap.Option) (lockswap.Lock, error) {
+	o, err := lk.prepare(key, opts)
+	if err != nil {
+		return nil, err
+	}
+	first := true
+	return lockswap.Retry(ctx, o.Retry, func(ctx context.Context) (lockswap.Lock, error) {
+		l, err := lk.try(ctx, key, o.TTL, first)
+		first = false
+		return l, err
+	})
+}
+
+// TryAcquire makes one attempt.
+func (lk *Locker) TryAcquire(ctx context.Context, key string, opts ...lockswap.Option) (lockswap.Lock, error) {
+	o, err := lk.prepare(key, opts)
+	if err != nil {
+		return nil, err
+	}
+	return lk.try(ctx, key, o.TTL, true)
+}
+
+func (lk *Locker) prepare(key string, opts []lockswap.Option) (lockswap.Options, error) {
+	if lk.closed.Load() {
+		return lockswap.Options{}, fmt.Errorf("singleredis: acquire %q: %w", key, lockswap.ErrClosed)
+	}
+	if err := lockswap.ValidateKey(key); err != nil {
+		return lockswap.Options{}, fmt.Errorf("singleredis: acquire: %w", err)
+	}
+	o, err := lockswap.ApplyOptions(lk.opts.Retry, opts)
+	if err != nil {
+		return o, fmt.Errorf("singleredis: acquire %q: %w", key, err)
+	}
+	return o, nil
+}
+
+// try makes one attempt. checkType asks, when the key is taken, whether it
+// holds a string at all (one extra round trip on the first failed attempt
+// only), so that someone else's data under the key is reported as such.
+func (lk *Locker) try(ctx context.Context, key string, ttl time.Duration, checkType bool) (lockswap.Lock, error) {
+	k := lk.opts.Prefix + key
+	token := lockstate.NewToken()
+	start := time.Now()
+	var (
+		ok    bool
+		fence uint64
+		err   error
+	)
+	if lk.opts.Fence {
+		var v any
+		v, err = lk.c.Run(ctx, fencedAcquire, []string{k, FenceKey(k)}, token, ttl.Milliseconds())
+		if err == nil {
+			n, isInt := v.(int64)
+			if !isInt {
+				return nil, fmt.Errorf("singleredis: acquire %q: unexpected script reply %T: %w", key, v, lockswap.ErrInvalid)
+			}
+			ok, fence = n > 0, uint64(n)
+		}
+	} else {
+		ok, err = lk.c.SetNXPX(ctx, k, token, ttl)
+	}
+	if err != nil {
+		if redisclient.IsWrongType(err) {
+			return nil, fmt.Errorf("singleredis: acquire %q: the fence counter %q holds a value that is not a counter: %w", key, FenceKey(k), lockswap.ErrInvalid)
+		}
+		// The SET may have been applied before the error: remove it if so.
+		lk.cleanup(ctx, k, token)
+		return nil, fmt.Errorf("singleredis: acquire %q on %s: %w: %w", key, lk.c, lockswap.ErrUnavailable, err)
+	}
+	if !ok {
+		if checkType {
+			if err := lk.checkStringKey(ctx, key, k); err != nil {
+				return nil, err
+			}
+		}
+		return nil, fmt.Errorf("singleredis: acquire %q: %w", key, lockswap.ErrHeld)
+	}
+	deadline := start.Add(ttl - lockstate.Drift(ttl))
+	return &lock{lk: lk, k: k, State: lockstate.New(key, token, fence, lk.opts.Fence, deadline)}, nil
+}
+
+// checkStringKey returns an ErrInvalid error when k holds a non-string
+// value: that is not a lock, and no amount of waiting will free it.
+func (lk *Locker) checkStringKey(ctx context.Context, key, k string) error {
+	v, err := lk.c.Do(ctx, "TYPE", k)
+	if err != nil {
+		return fmt.Errorf("singleredis: acquire %q on %s: %w: %w", key, lk.c, lockswap.ErrUnavailable, err)
+	}
+	if typ, _ := v.(string); typ != "string" && typ != "none" {
+		return fmt.Errorf("singleredis: acquire %q: key %q holds a Redis %s, not a lock; it was left untouched: %w", key, k, typ, lockswap.ErrInvalid)
+	}
+	return nil
+}
+
+func (lk *Locker) cleanup(ctx context.Context, k, token string) {
+	cctx, cancel := lockswap.CleanupContext(ctx)
+	defer cancel()
+	_, _ = lk.c.Run(cctx, releaseScript, []string{k}, token)
+}
+
+// lock is a held single-Redis lock.
+type lock struct {
+	*lockstate.State
+	lk       *Locker
+	k        string
+	released atomic.Bool
+}
+
+func (l *lock) Extend(ctx context.Context, ttl time.Duration) error {
+	if err := lockswap.ValidateTTL(ttl); err != nil {
+		return fmt.Errorf("singleredis: extend %q: %w", l.Key(), err)
+	}
+	if l.Ended() || !time.Now().Before(l.Deadline()) {
+		l.End()
+		return fmt.Errorf("singleredis: extend %q: validity already over: %w", l.Key(), lockswap.ErrLost)
+	}
+	start := time.Now()
+	v, err := l.lk.c.Run(ctx, extendScript, []string{l.k}, l.Token(), ttl.Milliseconds())
+	if err != nil {
+		if redisclient.IsWrongType(err) {
+			l.End()
+			return fmt.Errorf("singleredis: extend %q: key now holds another type: %w", l.Key(), lockswap.ErrLost)
+		}
+		return fmt.Errorf("singleredis: extend %q on %s: %w: %w", l.Key(), l.lk.c, lockswap.ErrUnavailable, err)
+	}
+	if n, _ := v.(int64); n != 1 {
+		l.End()
+		return fmt.Errorf("singleredis: extend %q: %w", l.Key(), lockswap.ErrLost)
+	}
+	if !l.SetDeadline(start.Add(ttl - lockstate.Drift(ttl))) {
+		return fmt.Errorf("singleredis: extend %q: lock ended while extending: %w", l.Key(), lockswap.ErrLost)
+	}
+	return nil
+}
+
+func (l *lock) Release(ctx context.Context) error {
+	if l.released.Load() {
+		return nil
+	}
+	cctx, cancel := lockswap.CleanupContext(ctx)
+	defer cancel()
+	v, err := l.lk.c.Run(cctx, releaseScript, []string{l.k}, l.Token())
+	if err != nil && !redisclient.IsWrongType(err) {
+		return fmt.Errorf("singleredis: release %q on %s: %w: %w", l.Key(), l.lk.c, lockswap.ErrUnavailable, err)
+	}
+	l.End()
+	if n, _ := v.(int64); n != 1 {
+		return fmt.Errorf("singleredis: release %q: no longer ours: %w", l.Key(), lockswap.ErrLost)
+	}
+	l.released.Store(true)
+	return nil
+}
+
