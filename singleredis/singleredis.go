@@ -295,4 +295,3 @@ func (l *lock) Release(ctx context.Context) error {
 	l.released.Store(true)
 	return nil
 }
-

@@ -1,0 +1,169 @@
+package lockswap_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/memlock"
+)
+
+// faultyLocker wraps a Locker so that Extend can be made to fail and calls
+// are counted.
+type faultyLocker struct {
+	lockswap.Locker
+	extendErr atomic.Pointer[error]
+	extends   atomic.Int32
+}
+
+func (f *faultyLocker) Acquire(ctx context.Context, key string, opts ...lockswap.Option) (lockswap.Lock, error) {
+	l, err := f.Locker.Acquire(ctx, key, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &faultyLock{Lock: l, f: f}, nil
+}
+
+type faultyLock struct {
+	lockswap.Lock
+	f *faultyLocker
+}
+
+func (l *faultyLock) Extend(ctx context.Context, ttl time.Duration) error {
+	l.f.extends.Add(1)
+	if e := l.f.extendErr.Load(); e != nil {
+		return *e
+	}
+	return l.Lock.Extend(ctx, ttl)
+}
+
+func TestDoRenewsAndReleases(t *testing.T) {
+	store := memlock.NewStore()
+	f := &faultyLocker{Locker: memlock.New(store)}
+	other := memlock.New(store)
+	ctx := context.Background()
+	ttl := 150 * time.Millisecond
+	err := lockswap.Do(ctx, f, "job", func(ctx context.Context, l lockswap.Lock) error {
+		// Wait until renewal has extended the lock past its first deadline.
+		first := l.Deadline()
+		for f.extends.Load() < 4 {
+			select {
+			case <-ctx.Done():
+				return context.Cause(ctx)
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+		if !l.Deadline().After(first) {
+			return fmt.Errorf("deadline did not move after %d renewals", f.extends.Load())
+		}
+		if _, err := other.TryAcquire(ctx, "job"); !errors.Is(err, lockswap.ErrHeld) {
+			return fmt.Errorf("key free while Do holds it past its TTL: %v", err)
+		}
+		return nil
+	}, lockswap.WithTTL(ttl))
+	if err != nil {
+		t.Fatalf("Do: %v", err)
+	}
+	n := f.extends.Load()
+	time.Sleep(ttl) // nothing may renew after Do returned: give a stray renewer the chance to show itself
+	if m := f.extends.Load(); m != n {
+		t.Errorf("%d Extend calls after Do returned: renewal must stop synchronously", m-n)
+	}
+	l, err := other.TryAcquire(ctx, "job")
+	if err != nil {
+		t.Fatalf("key still held after Do returned: %v", err)
+	}
+	l.Release(ctx)
+}
+
+func TestDoCancelsBeforeDeadlineWhenRenewalFails(t *testing.T) {
+	f := &faultyLocker{Locker: memlock.New(memlock.NewStore())}
+	down := fmt.Errorf("injected: %w", lockswap.ErrUnavailable)
+	f.extendErr.Store(&down)
+	var deadline, cancelledAt time.Time
+	err := lockswap.Do(context.Background(), f, "job", func(ctx context.Context, l lockswap.Lock) error {
+		deadline = l.Deadline()
+		select {
+		case <-ctx.Done():
+			cancelledAt = time.Now()
+			return context.Cause(ctx)
+		case <-time.After(10 * time.Second):
+			return errors.New("fn's context was never cancelled although renewal kept failing")
+		}
+	}, lockswap.WithTTL(300*time.Millisecond))
+	if !errors.Is(err, lockswap.ErrLost) {
+		t.Fatalf("Do = %v, want an error matching ErrLost", err)
+	}
+	if !cancelledAt.Before(deadline) {
+		t.Errorf("fn's context ended at %v, not before the lock's deadline %v", cancelledAt, deadline)
+	}
+	if f.extends.Load() < 2 {
+		t.Errorf("only %d renewal attempts: a transient failure must be retried within the validity", f.extends.Load())
+	}
+}
+
+func TestDoReportsLoss(t *testing.T) {
+	f := &faultyLocker{Locker: memlock.New(memlock.NewStore())}
+	lost := fmt.Errorf("injected: %w", lockswap.ErrLost)
+	var cause error
+	err := lockswap.Do(context.Background(), f, "job", func(ctx context.Context, l lockswap.Lock) error {
+		f.extendErr.Store(&lost)
+		<-ctx.Done()
+		cause = context.Cause(ctx)
+		return nil
+	}, lockswap.WithTTL(90*time.Millisecond))
+	if !errors.Is(err, lockswap.ErrLost) || !errors.Is(cause, lockswap.ErrLost) {
+		t.Fatalf("Do = %v, fn's cause = %v; both must match ErrLost", err, cause)
+	}
+}
+
+func TestDoMaxHold(t *testing.T) {
+	lk := memlock.New(memlock.NewStore())
+	var mu sync.Mutex
+	var cause error
+	var deadline, end time.Time
+	err := lockswap.Do(context.Background(), lk, "job", func(ctx context.Context, l lockswap.Lock) error {
+		<-ctx.Done()
+		mu.Lock()
+		defer mu.Unlock()
+		cause, deadline, end = context.Cause(ctx), l.Deadline(), time.Now()
+		return ctx.Err()
+	}, lockswap.WithTTL(60*time.Millisecond), lockswap.WithMaxHold(200*time.Millisecond))
+	if !errors.Is(cause, lockswap.ErrMaxHold) {
+		t.Fatalf("fn's context cause = %v, want ErrMaxHold", cause)
+	}
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("Do = %v, want fn's error", err)
+	}
+	if !end.Before(deadline) {
+		t.Errorf("work ended at %v, after the lock's deadline %v", end, deadline)
+	}
+}
+
+func TestDoBadArguments(t *testing.T) {
+	lk := memlock.New(memlock.NewStore())
+	called := false
+	err := lockswap.Do(context.Background(), lk, "job", func(context.Context, lockswap.Lock) error { called = true; return nil }, lockswap.WithTTL(-1))
+	if !errors.Is(err, lockswap.ErrInvalid) || called {
+		t.Fatalf("Do with a negative TTL: err = %v, fn called = %v", err, called)
+	}
+}
+
+func ExampleDo() {
+	locker := memlock.New(memlock.NewStore())
+	err := lockswap.Do(context.Background(), locker, "nightly-report", func(ctx context.Context, l lockswap.Lock) error {
+		// Work here while ctx is alive; Do renews the lock in the background
+		// and cancels ctx before the lock could lapse.
+		fmt.Println("working under", l.Key())
+		return nil
+	}, lockswap.WithTTL(30*time.Second))
+	fmt.Println("done:", err)
+	// Output:
+	// working under nightly-report
+	// done: <nil>
+}

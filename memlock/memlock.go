@@ -1,0 +1,149 @@
+// Package memlock is an in-process lockswap.Locker: locks live in a map in
+// this process. It is for users' own unit tests and for examples that need
+// no server; it excludes only goroutines that share one *Store.
+package memlock
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/internal/lockstate"
+)
+
+// Store holds the locks. Lockers made from one Store exclude each other.
+type Store struct {
+	mu    sync.Mutex
+	now   func() time.Time
+	locks map[string]entry
+	fence map[string]uint64
+}
+
+type entry struct {
+	token   string
+	expires time.Time
+}
+
+// NewStore returns an empty Store that uses the real clock.
+func NewStore() *Store {
+	return &Store{now: time.Now, locks: map[string]entry{}, fence: map[string]uint64{}}
+}
+
+// Locker is a lockswap.Locker over a Store.
+type Locker struct {
+	s      *Store
+	retry  lockswap.RetryStrategy
+	closed atomic.Bool
+}
+
+// New returns a Locker over s that retries every 5 ms by default.
+func New(s *Store) *Locker {
+	return &Locker{s: s, retry: lockswap.ConstantRetry(5 * time.Millisecond)}
+}
+
+// Guarantees: in-process, so no network faults apply; fencing yes.
+func (lk *Locker) Guarantees() lockswap.Guarantees {
+	return lockswap.Guarantees{Backend: "memlock", Fencing: true, Clock: lockswap.ClockNone,
+		SurvivesFailover: true, SurvivesRestart: false, Nodes: 1, StaleReleaseSafe: true, Wait: lockswap.WaitPoll,
+		Notes: []string{"in-process only: excludes goroutines sharing one Store, not processes"}}
+}
+
+// Close marks the Locker closed.
+func (lk *Locker) Close() error { lk.closed.Store(true); return nil }
+
+// Acquire waits for the lock per the retry policy until ctx ends.
+func (lk *Locker) Acquire(ctx context.Context, key string, opts ...lockswap.Option) (lockswap.Lock, error) {
+	o, err := lk.prepare(key, opts)
+	if err != nil {
+		return nil, err
+	}
+	return lockswap.Retry(ctx, o.Retry, func(context.Context) (lockswap.Lock, error) { return lk.try(key, o.TTL) })
+}
+
+// TryAcquire makes one attempt.
+func (lk *Locker) TryAcquire(ctx context.Context, key string, opts ...lockswap.Option) (lockswap.Lock, error) {
+	o, err := lk.prepare(key, opts)
+	if err != nil {
+		return nil, err
+	}
+	return lk.try(key, o.TTL)
+}
+
+func (lk *Locker) prepare(key string, opts []lockswap.Option) (lockswap.Options, error) {
+	if lk.closed.Load() {
+		return lockswap.Options{}, fmt.Errorf("memlock: acquire %q: %w", key, lockswap.ErrClosed)
+	}
+	if err := lockswap.ValidateKey(key); err != nil {
+		return lockswap.Options{}, fmt.Errorf("memlock: %w", err)
+	}
+	o, err := lockswap.ApplyOptions(lk.retry, opts)
+	if err != nil {
+		return o, fmt.Errorf("memlock: acquire %q: %w", key, err)
+	}
+	return o, nil
+}
+
+func (lk *Locker) try(key string, ttl time.Duration) (lockswap.Lock, error) {
+	s := lk.s
+	start := time.Now() // the deadline counts from before the lock was taken
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	if e, ok := s.locks[key]; ok && now.Before(e.expires) {
+		return nil, fmt.Errorf("memlock: acquire %q: %w", key, lockswap.ErrHeld)
+	}
+	token := lockstate.NewToken()
+	s.locks[key] = entry{token: token, expires: now.Add(ttl)}
+	s.fence[key]++
+	return &lock{s: s, State: lockstate.New(key, token, s.fence[key], true, start.Add(ttl))}, nil
+}
+
+type lock struct {
+	*lockstate.State
+	s        *Store
+	released bool // guarded by s.mu
+}
+
+// owned reports whether the store still holds our token for the key.
+func (l *lock) ownedLocked() bool {
+	e, ok := l.s.locks[l.Key()]
+	return ok && e.token == l.Token() && l.s.now().Before(e.expires)
+}
+
+func (l *lock) Extend(_ context.Context, ttl time.Duration) error {
+	if err := lockswap.ValidateTTL(ttl); err != nil {
+		return fmt.Errorf("memlock: extend %q: %w", l.Key(), err)
+	}
+	l.s.mu.Lock()
+	defer l.s.mu.Unlock()
+	if l.Ended() || !l.ownedLocked() {
+		l.End()
+		return fmt.Errorf("memlock: extend %q: %w", l.Key(), lockswap.ErrLost)
+	}
+	start := time.Now()
+	l.s.locks[l.Key()] = entry{token: l.Token(), expires: l.s.now().Add(ttl)}
+	l.SetDeadline(start.Add(ttl))
+	return nil
+}
+
+func (l *lock) Release(context.Context) error {
+	l.s.mu.Lock()
+	defer l.s.mu.Unlock()
+	e, ok := l.s.locks[l.Key()]
+	l.End()
+	if l.released {
+		return nil
+	}
+	if !ok || e.token != l.Token() {
+		return fmt.Errorf("memlock: release %q: taken over: %w", l.Key(), lockswap.ErrLost)
+	}
+	delete(l.s.locks, l.Key())
+	l.released = true
+	if !l.s.now().Before(e.expires) {
+		return fmt.Errorf("memlock: release %q: expired before release: %w", l.Key(), lockswap.ErrLost)
+	}
+	return nil
+}

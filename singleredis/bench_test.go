@@ -1,0 +1,141 @@
+package singleredis_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	redigo "github.com/gomodule/redigo/redis"
+
+	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/internal/redistest"
+	"github.com/lockswap/lockswap/internal/testserver"
+	"github.com/lockswap/lockswap/singleredis"
+)
+
+// The benchmarks compare one acquire+release cycle of singleredis with the
+// raw floor of the same client in the same run: SET key token NX PX ttl,
+// then EVALSHA compare-and-delete. Run:
+//
+//	go test -run '^$' -bench . -benchmem -count 5 ./singleredis/ | tee /tmp/sr.txt
+//
+// and compare each BenchmarkCycle/<client>/<serial|parallel>/lockswap with
+// its .../floor sibling.
+
+const releaseSrc = `if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) end return 0`
+
+var benchGoroutineSeq atomic.Int64
+
+// keys returns n distinct keys for one goroutine.
+func keys(n int) []string {
+	g := benchGoroutineSeq.Add(1)
+	ks := make([]string, n)
+	for i := range ks {
+		ks[i] = fmt.Sprintf("bench:%d:%d", g, i)
+	}
+	return ks
+}
+
+type cycleFunc func(ctx context.Context, key string) error
+
+func runCycle(b *testing.B, parallel bool, newCycle func() cycleFunc) {
+	ctx := context.Background()
+	b.ReportAllocs()
+	if !parallel {
+		cycle, ks := newCycle(), keys(1024)
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			if err := cycle(ctx, ks[i&1023]); err != nil {
+				b.Fatal(err)
+			}
+		}
+		return
+	}
+	b.SetParallelism(16) // 32 goroutines on 2 cores
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		cycle, ks := newCycle(), keys(1024)
+		for i := 0; pb.Next(); i++ {
+			if err := cycle(ctx, ks[i&1023]); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
+func BenchmarkCycle(b *testing.B) {
+	srv := testserver.RedisT(b, testserver.RedisOptions{})
+	addr := srv.Addr()
+	token := "0123456789abcdef0123456789abcdef"
+	ttl := 10 * time.Second
+
+	// go-redis
+	gr := redistest.GoRedisClient(b, addr)
+	grLocker, _ := singleredis.New(redistest.GoRedis(b, addr), singleredis.Options{})
+	sha := gr.ScriptLoad(context.Background(), releaseSrc).Val()
+	goredisFloor := func() cycleFunc {
+		return func(ctx context.Context, key string) error {
+			ok, err := gr.SetNX(ctx, key, token, ttl).Result()
+			if err != nil || !ok {
+				return fmt.Errorf("floor SET: %v %v", ok, err)
+			}
+			return gr.EvalSha(ctx, sha, []string{key}, token).Err()
+		}
+	}
+
+	// redigo
+	pool := redistest.RedigoPool(b, addr)
+	rgLocker, _ := singleredis.New(redistest.Redigo(b, addr), singleredis.Options{})
+	redigoFloor := func() cycleFunc {
+		return func(ctx context.Context, key string) error {
+			c, err := pool.GetContext(ctx)
+			if err != nil {
+				return err
+			}
+			v, err := redigo.DoContext(c, ctx, "SET", key, token, "NX", "PX", ttl.Milliseconds())
+			c.Close()
+			if err != nil || v == nil {
+				return fmt.Errorf("floor SET: %v %v", v, err)
+			}
+			c, err = pool.GetContext(ctx)
+			if err != nil {
+				return err
+			}
+			_, err = redigo.DoContext(c, ctx, "EVALSHA", sha, 1, key, token)
+			c.Close()
+			return err
+		}
+	}
+
+	lockswapCycle := func(lk lockswap.Locker) func() cycleFunc {
+		return func() cycleFunc {
+			return func(ctx context.Context, key string) error {
+				l, err := lk.TryAcquire(ctx, key, lockswap.WithTTL(ttl))
+				if err != nil {
+					return err
+				}
+				return l.Release(ctx)
+			}
+		}
+	}
+
+	for _, client := range []struct {
+		name  string
+		floor func() cycleFunc
+		ours  func() cycleFunc
+	}{
+		{"goredis", goredisFloor, lockswapCycle(grLocker)},
+		{"redigo", redigoFloor, lockswapCycle(rgLocker)},
+	} {
+		for _, mode := range []struct {
+			name     string
+			parallel bool
+		}{{"serial", false}, {"parallel", true}} {
+			b.Run(client.name+"/"+mode.name+"/floor", func(b *testing.B) { runCycle(b, mode.parallel, client.floor) })
+			b.Run(client.name+"/"+mode.name+"/lockswap", func(b *testing.B) { runCycle(b, mode.parallel, client.ours) })
+		}
+	}
+}
