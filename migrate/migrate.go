@@ -1,0 +1,364 @@
+// Package migrate is a Locker for moving a fleet off legacy SETNX/GETSET
+// locks without a stop-the-world.
+//
+// Each client runs in one phase:
+//
+//   - PhaseLegacy: only the legacy lock, as old clients take it.
+//   - PhaseDual: the legacy lock, then the target lock (any backend), always
+//     in that order; released in reverse. A dual client excludes old clients
+//     through the legacy lock and target-only clients through the target
+//     lock.
+//   - PhaseTarget: only the target lock; safe once no old client runs. With
+//     Options.LegacyNet, a target client also treats a live legacy lock on
+//     the same resource as held, which catches a forgotten old client.
+//
+// The rollout is: every client to PhaseDual; wait for the longest TTL plus
+// the time configuration takes to reach every client; then every client to
+// PhaseTarget. Rollback is the same steps in reverse. docs/migration.md is
+// the runbook and says why each wait is needed.
+package migrate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/lockswap/lockswap"
+)
+
+// Phase is a step of the migration.
+type Phase int
+
+// The phases, in rollout order.
+const (
+	PhaseLegacy Phase = iota + 1
+	PhaseDual
+	PhaseTarget
+)
+
+// String returns "legacy", "dual" or "target".
+func (p Phase) String() string {
+	switch p {
+	case PhaseLegacy:
+		return "legacy"
+	case PhaseDual:
+		return "dual"
+	case PhaseTarget:
+		return "target"
+	}
+	return fmt.Sprintf("Phase(%d)", int(p))
+}
+
+// ParsePhase parses "legacy", "dual" or "target"; the error matches
+// lockswap.ErrInvalid.
+func ParsePhase(s string) (Phase, error) {
+	for _, p := range []Phase{PhaseLegacy, PhaseDual, PhaseTarget} {
+		if strings.EqualFold(s, p.String()) {
+			return p, nil
+		}
+	}
+	return 0, fmt.Errorf("migrate: unknown phase %q (want legacy, dual or target): %w", s, lockswap.ErrInvalid)
+}
+
+// LegacyProbe tells whether a live legacy lock exists on a key without
+// taking it. legacysetnx.Locker implements it.
+type LegacyProbe interface {
+	// LegacyLive reports whether key (mapped as the legacy Locker maps it)
+	// holds a legacy lock whose timestamp is still in the future.
+	LegacyLive(ctx context.Context, key string) (bool, error)
+}
+
+// Locator is implemented by Redis backends: it names the server and the
+// Redis key a lock name maps to, so that New can refuse a configuration in
+// which the legacy and the target lock are the same Redis key.
+type Locator interface {
+	// Locate returns an identity of the store (such as its address) and the
+	// key under which the lock for key is stored there.
+	Locate(key string) (store, storedKey string)
+}
+
+// Options configure a migration Locker.
+type Options struct {
+	// Phase is this client's phase.
+	Phase Phase
+	// Legacy is the legacy Locker (legacysetnx). Required in PhaseLegacy and
+	// PhaseDual, and in PhaseTarget with LegacyNet.
+	Legacy lockswap.Locker
+	// Target is the Locker being migrated to. Required in PhaseDual and
+	// PhaseTarget.
+	Target lockswap.Locker
+	// LegacyKey maps a lock name to the name passed to the legacy Locker
+	// (the legacy Locker adds its own prefix). Nil means the same name.
+	LegacyKey func(key string) string
+	// LegacyNet, in PhaseTarget, checks for a live legacy lock before
+	// taking the target lock, and after taking it, and treats one as held.
+	// Legacy must implement LegacyProbe.
+	LegacyNet bool
+	// OnLegacyNet is called whenever the safety net finds a live legacy lock
+	// (a forgotten old client): log it, count it.
+	OnLegacyNet func(key string)
+	// Retry is Acquire's default retry policy; nil means a random 5-25 ms.
+	Retry lockswap.RetryStrategy
+}
+
+// ErrSameKey is wrapped by New's error when the legacy and the target lock
+// would be the same Redis key on the same server.
+var ErrSameKey = errors.New("legacy and target locks map to the same Redis key")
+
+// Locker is the migration Locker.
+type Locker struct {
+	o Options
+}
+
+var _ lockswap.Locker = (*Locker)(nil)
+
+// New returns a migration Locker. It refuses, with an error matching
+// lockswap.ErrInvalid, a missing Locker for the phase, a safety net whose
+// legacy Locker cannot probe, and a key mapping that would put both locks
+// under one Redis key (an old client would read the target's token as an
+// expired timestamp and overwrite it with GETSET, dropping the key's
+// expiry: both sides would lose the lock and the key could stay forever).
+func New(o Options) (*Locker, error) {
+	if o.LegacyKey == nil {
+		o.LegacyKey = func(k string) string { return k }
+	}
+	if o.Retry == nil {
+		o.Retry = lockswap.JitterRetry(5*time.Millisecond, 25*time.Millisecond)
+	}
+	needLegacy := o.Phase == PhaseLegacy || o.Phase == PhaseDual || (o.Phase == PhaseTarget && o.LegacyNet)
+	needTarget := o.Phase == PhaseDual || o.Phase == PhaseTarget
+	switch {
+	case o.Phase < PhaseLegacy || o.Phase > PhaseTarget:
+		return nil, fmt.Errorf("migrate: phase %v: %w", o.Phase, lockswap.ErrInvalid)
+	case needLegacy && o.Legacy == nil:
+		return nil, fmt.Errorf("migrate: phase %v needs a legacy Locker: %w", o.Phase, lockswap.ErrInvalid)
+	case needTarget && o.Target == nil:
+		return nil, fmt.Errorf("migrate: phase %v needs a target Locker: %w", o.Phase, lockswap.ErrInvalid)
+	}
+	if o.Phase == PhaseTarget && o.LegacyNet {
+		if _, ok := o.Legacy.(LegacyProbe); !ok {
+			return nil, fmt.Errorf("migrate: the legacy safety net needs a legacy Locker that can probe (%T cannot): %w", o.Legacy, lockswap.ErrInvalid)
+		}
+	}
+	if o.Legacy != nil && o.Target != nil {
+		if err := checkDistinct(o); err != nil {
+			return nil, err
+		}
+	}
+	return &Locker{o: o}, nil
+}
+
+func checkDistinct(o Options) error {
+	lloc, ok1 := o.Legacy.(Locator)
+	tloc, ok2 := o.Target.(Locator)
+	if !ok1 || !ok2 {
+		return nil
+	}
+	for _, probe := range []string{"resource", "a:b", "x"} {
+		ls, lk := lloc.Locate(o.LegacyKey(probe))
+		ts, tk := tloc.Locate(probe)
+		if ls == ts && lk == tk {
+			return fmt.Errorf("migrate: lock %q is Redis key %q on %s for both the legacy and the target lock; use a different prefix or LegacyKey mapping: %w: %w",
+				probe, lk, ls, ErrSameKey, lockswap.ErrInvalid)
+		}
+	}
+	return nil
+}
+
+// Phase returns the Locker's phase.
+func (lk *Locker) Phase() Phase { return lk.o.Phase }
+
+// Guarantees are those of the lock that decides in this phase: the legacy
+// lock's in PhaseLegacy, the target's in PhaseTarget. In PhaseDual both
+// locks are taken, so exclusion holds while either does; the reported
+// guarantees are the target's, with the legacy lock's clock assumption,
+// which dual clients still depend on against old clients.
+func (lk *Locker) Guarantees() lockswap.Guarantees {
+	switch lk.o.Phase {
+	case PhaseLegacy:
+		g := lk.o.Legacy.Guarantees()
+		g.Backend = "migrate(legacy)"
+		return g
+	case PhaseDual:
+		g := lk.o.Target.Guarantees()
+		lg := lk.o.Legacy.Guarantees()
+		g.Backend = "migrate(dual)"
+		if lg.Clock > g.Clock {
+			g.Clock = lg.Clock
+		}
+		g.Notes = append(append([]string(nil), g.Notes...), "dual phase: against old clients, exclusion rests on the legacy lock")
+		return g
+	default:
+		g := lk.o.Target.Guarantees()
+		g.Backend = "migrate(target)"
+		return g
+	}
+}
+
+// Close closes both Lockers.
+func (lk *Locker) Close() error {
+	var errs []error
+	if lk.o.Legacy != nil {
+		errs = append(errs, lk.o.Legacy.Close())
+	}
+	if lk.o.Target != nil {
+		errs = append(errs, lk.o.Target.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// Acquire waits for the lock(s) of the phase per the retry policy.
+func (lk *Locker) Acquire(ctx context.Context, key string, opts ...lockswap.Option) (lockswap.Lock, error) {
+	o, err := lockswap.ApplyOptions(lk.o.Retry, opts)
+	if err != nil {
+		return nil, fmt.Errorf("migrate: acquire %q: %w", key, err)
+	}
+	if err := lockswap.ValidateKey(key); err != nil {
+		return nil, fmt.Errorf("migrate: %w", err)
+	}
+	return lockswap.Retry(ctx, o.Retry, func(ctx context.Context) (lockswap.Lock, error) {
+		return lk.TryAcquire(ctx, key, opts...)
+	})
+}
+
+// TryAcquire makes one attempt at the lock(s) of the phase.
+func (lk *Locker) TryAcquire(ctx context.Context, key string, opts ...lockswap.Option) (lockswap.Lock, error) {
+	opts = append(opts[:len(opts):len(opts)], lockswap.WithRetry(lockswap.NoRetry()))
+	if err := lockswap.ValidateKey(key); err != nil {
+		return nil, fmt.Errorf("migrate: %w", err)
+	}
+	switch lk.o.Phase {
+	case PhaseLegacy:
+		l, err := lk.o.Legacy.TryAcquire(ctx, lk.o.LegacyKey(key), opts...)
+		if err != nil {
+			return nil, err
+		}
+		return &lock{key: key, locks: []lockswap.Lock{l}}, nil
+	case PhaseDual:
+		ll, err := lk.o.Legacy.TryAcquire(ctx, lk.o.LegacyKey(key), opts...)
+		if err != nil {
+			return nil, err
+		}
+		tl, err := lk.o.Target.TryAcquire(ctx, key, opts...)
+		if err != nil {
+			cctx, cancel := lockswap.CleanupContext(ctx)
+			defer cancel()
+			_ = ll.Release(cctx)
+			return nil, err
+		}
+		return &lock{key: key, locks: []lockswap.Lock{ll, tl}}, nil
+	default:
+		if lk.o.LegacyNet {
+			if err := lk.legacyNet(ctx, key); err != nil {
+				return nil, err
+			}
+		}
+		tl, err := lk.o.Target.TryAcquire(ctx, key, opts...)
+		if err != nil {
+			return nil, err
+		}
+		if lk.o.LegacyNet {
+			// An old client may have taken the legacy lock between the
+			// check and our acquisition: check again while we hold ours.
+			if err := lk.legacyNet(ctx, key); err != nil {
+				cctx, cancel := lockswap.CleanupContext(ctx)
+				defer cancel()
+				_ = tl.Release(cctx)
+				return nil, err
+			}
+		}
+		return &lock{key: key, locks: []lockswap.Lock{tl}}, nil
+	}
+}
+
+// legacyNet returns ErrHeld when a live legacy lock guards key, and
+// ErrUnavailable when the legacy store cannot say.
+func (lk *Locker) legacyNet(ctx context.Context, key string) error {
+	live, err := lk.o.Legacy.(LegacyProbe).LegacyLive(ctx, lk.o.LegacyKey(key))
+	if err != nil {
+		if errors.Is(err, lockswap.ErrUnavailable) || errors.Is(err, lockswap.ErrInvalid) {
+			return fmt.Errorf("migrate: legacy safety net for %q: %w", key, err)
+		}
+		return fmt.Errorf("migrate: legacy safety net for %q: %w: %w", key, lockswap.ErrUnavailable, err)
+	}
+	if live {
+		if lk.o.OnLegacyNet != nil {
+			lk.o.OnLegacyNet(key)
+		}
+		return fmt.Errorf("migrate: %q is held by a legacy client (safety net; is an old client still running?): %w", key, lockswap.ErrHeld)
+	}
+	return nil
+}
+
+// lock is one or two held locks, in acquisition order.
+type lock struct {
+	key   string
+	locks []lockswap.Lock
+
+	once sync.Once
+	done chan struct{}
+}
+
+func (l *lock) Key() string { return l.key }
+
+// Token is the last (deciding) lock's token.
+func (l *lock) Token() string { return l.locks[len(l.locks)-1].Token() }
+
+// Fence is the target lock's fence, where it has one.
+func (l *lock) Fence() (uint64, bool) { return l.locks[len(l.locks)-1].Fence() }
+
+// Deadline is the earliest of the held locks' deadlines: exclusion against
+// every kind of client holds only until then.
+func (l *lock) Deadline() time.Time {
+	d := l.locks[0].Deadline()
+	for _, x := range l.locks[1:] {
+		if xd := x.Deadline(); xd.Before(d) {
+			d = xd
+		}
+	}
+	return d
+}
+
+// Done closes when any of the held locks' Done closes.
+func (l *lock) Done() <-chan struct{} {
+	if len(l.locks) == 1 {
+		return l.locks[0].Done()
+	}
+	l.once.Do(func() {
+		l.done = make(chan struct{})
+		a, b := l.locks[0].Done(), l.locks[1].Done()
+		go func() {
+			select {
+			case <-a:
+			case <-b:
+			}
+			close(l.done)
+		}()
+	})
+	return l.done
+}
+
+// Extend extends every held lock; it fails if any fails.
+func (l *lock) Extend(ctx context.Context, ttl time.Duration) error {
+	var errs []error
+	for _, x := range l.locks {
+		if err := x.Extend(ctx, ttl); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Release releases in reverse order of acquisition: target, then legacy.
+func (l *lock) Release(ctx context.Context) error {
+	var errs []error
+	for i := len(l.locks) - 1; i >= 0; i-- {
+		if err := l.locks[i].Release(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
