@@ -236,7 +236,7 @@ func (lk *Locker) TryAcquire(ctx context.Context, key string, opts ...lockswap.O
 		if err != nil {
 			return nil, err
 		}
-		return &lock{key: key, locks: []lockswap.Lock{l}}, nil
+		return newLock(key, l), nil
 	case PhaseDual:
 		ll, err := lk.o.Legacy.TryAcquire(ctx, lk.o.LegacyKey(key), opts...)
 		if err != nil {
@@ -249,7 +249,7 @@ func (lk *Locker) TryAcquire(ctx context.Context, key string, opts ...lockswap.O
 			_ = ll.Release(cctx)
 			return nil, err
 		}
-		return &lock{key: key, locks: []lockswap.Lock{ll, tl}}, nil
+		return newLock(key, ll, tl), nil
 	default:
 		if lk.o.LegacyNet {
 			if err := lk.legacyNet(ctx, key); err != nil {
@@ -270,7 +270,7 @@ func (lk *Locker) TryAcquire(ctx context.Context, key string, opts ...lockswap.O
 				return nil, err
 			}
 		}
-		return &lock{key: key, locks: []lockswap.Lock{tl}}, nil
+		return newLock(key, tl), nil
 	}
 }
 
@@ -302,6 +302,28 @@ type lock struct {
 	done chan struct{}
 }
 
+// newLock returns the lock over locks. With two locks, a goroutine closes
+// Done when either lock's Done closes; it ends then (at Release, on loss,
+// or at the earlier deadline at the latest).
+func newLock(key string, locks ...lockswap.Lock) *lock {
+	l := &lock{key: key, locks: locks}
+	if len(locks) == 1 {
+		return l
+	}
+	l.done = make(chan struct{})
+	a, b := locks[0].Done(), locks[1].Done()
+	go func() {
+		select {
+		case <-a:
+		case <-b:
+		}
+		l.end()
+	}()
+	return l
+}
+
+func (l *lock) end() { l.once.Do(func() { close(l.done) }) }
+
 func (l *lock) Key() string { return l.key }
 
 // Token is the last (deciding) lock's token.
@@ -324,20 +346,9 @@ func (l *lock) Deadline() time.Time {
 
 // Done closes when any of the held locks' Done closes.
 func (l *lock) Done() <-chan struct{} {
-	if len(l.locks) == 1 {
+	if l.done == nil {
 		return l.locks[0].Done()
 	}
-	l.once.Do(func() {
-		l.done = make(chan struct{})
-		a, b := l.locks[0].Done(), l.locks[1].Done()
-		go func() {
-			select {
-			case <-a:
-			case <-b:
-			}
-			close(l.done)
-		}()
-	})
 	return l.done
 }
 
@@ -349,6 +360,9 @@ func (l *lock) Extend(ctx context.Context, ttl time.Duration) error {
 			errs = append(errs, err)
 		}
 	}
+	if l.done != nil && len(errs) > 0 && errors.Is(errors.Join(errs...), lockswap.ErrLost) {
+		l.end()
+	}
 	return errors.Join(errs...)
 }
 
@@ -359,6 +373,9 @@ func (l *lock) Release(ctx context.Context) error {
 		if err := l.locks[i].Release(ctx); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if l.done != nil {
+		l.end()
 	}
 	return errors.Join(errs...)
 }

@@ -295,3 +295,9 @@ func (l *lock) Release(ctx context.Context) error {
 	l.released.Store(true)
 	return nil
 }
+
+// Locate returns the Redis server and key under which the lock named key is
+// stored (see migrate.Locator).
+func (lk *Locker) Locate(key string) (store, storedKey string) {
+	return lk.c.String(), lk.opts.Prefix + key
+}
