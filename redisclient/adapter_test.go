@@ -93,8 +93,8 @@ func checkAdapter(t *testing.T, c, admin redisclient.Client, real bool) {
 		t.Errorf("nil script reply = %#v, %v; want nil", v, err)
 	}
 	v, err := c.Run(ctx, arrScript, nil)
-	if arr, ok := v.([]any); err != nil || !ok || len(arr) != 2 || arr[0] != int64(1) || arr[1] != "two" {
-		t.Errorf("array script = %#v, %v; want [1 two]", v, err)
+	if arr, ok := v.([]any); err != nil || !ok || len(arr) != 3 || arr[0] != int64(1) || arr[1] != "two" || arr[2] != nil {
+		t.Errorf("array script = %#v, %v; want [1 two nil] (Lua false is a nil reply)", v, err)
 	}
 
 	// NOSCRIPT fallback: after SCRIPT FLUSH the script is loaded again.

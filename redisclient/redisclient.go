@@ -67,7 +67,9 @@ func (e *ReplyError) Is(target error) bool { return target == ErrReply }
 // value of another Redis type.
 func IsWrongType(err error) bool {
 	var re *ReplyError
-	return errors.As(err, &re) && strings.HasPrefix(re.Msg, "WRONGTYPE")
+	// Inside a script the reply is wrapped ("ERR Error running script ...
+	// WRONGTYPE ..."), so look for the code anywhere in the message.
+	return errors.As(err, &re) && strings.Contains(re.Msg, "WRONGTYPE")
 }
 
 func isNoScript(err error) bool {

@@ -55,7 +55,12 @@ const FenceSuffix = ":fence"
 var (
 	releaseScript = redisclient.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) end return 0`)
 	extendScript  = redisclient.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("PEXPIRE", KEYS[1], ARGV[2]) end return 0`)
-	fencedAcquire = redisclient.NewScript(`if redis.call("SET", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then return redis.call("INCR", KEYS[2]) end return 0`)
+	// The counter is incremented before the SET, so that a counter that is
+	// not a number fails the script before anything is written.
+	fencedAcquire = redisclient.NewScript(`if redis.call("EXISTS", KEYS[1]) == 1 then return 0 end
+local fence = redis.call("INCR", KEYS[2])
+redis.call("SET", KEYS[1], ARGV[1], "PX", ARGV[2])
+return fence`)
 )
 
 // Locker is the single-Redis lockswap.Locker.
@@ -121,7 +126,10 @@ func (lk *Locker) Close() error {
 func (lk *Locker) String() string { return "singleredis(" + lk.c.String() + ")" }
 
 // FenceKey returns the key of the fence counter for the Redis key k, in the
-// same Redis Cluster hash slot as k.
+// same Redis Cluster hash slot as k: "{k}:fence", or "k:fence" when k has a
+// hash tag of its own. A key that contains "}" without a valid hash tag
+// cannot share a slot with any other key; on Redis Cluster, fenced locks on
+// such keys fail with Redis's CROSSSLOT error (reported as ErrUnavailable).
 func FenceKey(k string) string {
 	if hasHashTag(k) || strings.ContainsRune(k, '}') {
 		// k's own hash tag (its first {...}) is kept by a suffix.
