@@ -1,0 +1,167 @@
+package compare
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/internal/testserver"
+)
+
+// Options configure a comparison.
+type Options struct {
+	// Backends to compare; empty means all (BackendNames).
+	Backends []string
+	// Scenarios to run; empty means all (ScenarioNames).
+	Scenarios []string
+	// Iterations is the number of critical sections per goroutine in the
+	// contention scenario (default 20).
+	Iterations int
+	// Miniredis forces miniredis even when redis-server is on PATH.
+	Miniredis bool
+	// Progress, when set, receives one line per step.
+	Progress io.Writer
+}
+
+// env is what a run has: real redis-server processes, or only miniredis.
+type env struct {
+	real bool
+}
+
+// kit knows how to set one backend up for each scenario.
+type kit struct {
+	name       string
+	guarantees lockswap.Guarantees
+	// setup starts fresh servers for the scenario and returns a fixture; it
+	// returns errNotApplicable or errNeedsReal when it cannot.
+	setup func(ctx context.Context, e *env, scenario string) (*fixture, error)
+}
+
+// kits lists the backends in column order; each backend's file adds its own.
+var kits []kit
+
+// BackendNames lists the backends in column order.
+func BackendNames() []string {
+	out := make([]string, len(kits))
+	for i, k := range kits {
+		out[i] = k.name
+	}
+	return out
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Run runs the comparison.
+func Run(ctx context.Context, o Options) (*Result, error) {
+	if o.Iterations <= 0 {
+		o.Iterations = 20
+	}
+	for _, b := range o.Backends {
+		if !contains(BackendNames(), b) {
+			return nil, fmt.Errorf("compare: unknown backend %q (known: %v): %w", b, BackendNames(), lockswap.ErrInvalid)
+		}
+	}
+	for _, s := range o.Scenarios {
+		if !contains(ScenarioNames(), s) {
+			return nil, fmt.Errorf("compare: unknown scenario %q (known: %v): %w", s, ScenarioNames(), lockswap.ErrInvalid)
+		}
+	}
+	e := &env{}
+	_, hasRedis := testserver.RedisServerPath()
+	e.real = hasRedis && !o.Miniredis
+	res := &Result{Environment: "redis: real redis-server processes started on loopback; etcd: embedded (in process)"}
+	if !e.real {
+		res.Environment = "redis: miniredis (in-process fake; redis-server not found on PATH or --miniredis given): scenarios that need real processes are marked \"not run\"; etcd: embedded (in process)"
+	}
+	var selected []kit
+	for _, k := range kits {
+		if len(o.Backends) == 0 || contains(o.Backends, k.name) {
+			selected = append(selected, k)
+			res.Backends = append(res.Backends, k.name)
+		}
+	}
+	for _, sc := range scenarios {
+		if len(o.Scenarios) > 0 && !contains(o.Scenarios, sc.name) {
+			continue
+		}
+		row := Row{Scenario: sc.name, Description: sc.description, Cells: map[string]Cell{}}
+		for _, k := range selected {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			progress(o.Progress, "%s: %s ...", sc.name, k.name)
+			start := time.Now()
+			cell := runOne(ctx, e, k, sc, o.Iterations)
+			progress(o.Progress, "%s: %s: %s (%v)", sc.name, k.name, cell.Outcome, time.Since(start).Round(time.Millisecond))
+			row.Cells[k.name] = cell
+		}
+		res.Rows = append(res.Rows, row)
+	}
+	return res, nil
+}
+
+func progress(w io.Writer, format string, args ...any) {
+	if w != nil {
+		fmt.Fprintf(w, format+"\n", args...)
+	}
+}
+
+func runOne(ctx context.Context, e *env, k kit, sc scenario, iterations int) (cell Cell) {
+	expected, declared := sc.declared(k.guarantees)
+	defer func() {
+		cell.Expected, cell.Declared = expected, declared
+		if expected == NotApplicable {
+			cell.Expected = ""
+		}
+		cell.Contradiction = contradicts(cell, expected, k.guarantees, sc.name)
+	}()
+	if expected == NotApplicable {
+		return Cell{Outcome: NotApplicable}
+	}
+	f, err := k.setup(ctx, e, sc.name)
+	switch {
+	case errors.Is(err, errNotApplicable):
+		return Cell{Outcome: NotApplicable, Detail: err.Error()}
+	case errors.Is(err, errNeedsReal):
+		return Cell{Outcome: NotRun, Detail: "needs real redis-server processes"}
+	case err != nil:
+		return Cell{Outcome: NotRun, Detail: "setup: " + err.Error()}
+	}
+	defer f.close()
+	return sc.run(ctx, f, k.guarantees, iterations)
+}
+
+// contradicts says whether a measured cell contradicts the declaration.
+func contradicts(c Cell, expected Outcome, g lockswap.Guarantees, sc string) bool {
+	switch c.Outcome {
+	case NotRun, NotApplicable:
+		return false
+	}
+	if expected == NotApplicable || expected == "" {
+		return false
+	}
+	if c.Outcome != expected {
+		return true
+	}
+	if sc == ScPause {
+		// Fencing declared: the stale write must be rejected; not declared:
+		// nothing could have rejected it.
+		if g.Fencing && c.StaleRejected == 0 {
+			return true
+		}
+		if !g.Fencing && c.StaleRejected > 0 {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,190 @@
+package compare
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/internal/testserver"
+	"github.com/lockswap/lockswap/redisclient"
+)
+
+// redisBackend describes a backend over n Redis servers.
+type redisBackend struct {
+	name string
+	n    int
+	g    lockswap.Guarantees
+	ttl  time.Duration
+	// build makes a Locker over the clients; skew is how far the client's
+	// wall clock runs ahead.
+	build func(clients []redisclient.Client, skew time.Duration) (lockswap.Locker, error)
+	// readsClock: the backend's safety reads the client's wall clock.
+	readsClock bool
+}
+
+// node is one Redis server of a fixture.
+type node struct {
+	addr    string
+	kill    func()
+	restart func() error
+}
+
+func startNode(e *env, f *fixture) (*node, error) {
+	if e.real {
+		r, err := testserver.StartRedis(testserver.RedisOptions{})
+		if err != nil {
+			return nil, err
+		}
+		f.onClose(r.Stop)
+		return &node{addr: r.Addr(), kill: r.Kill, restart: r.Restart}, nil
+	}
+	mr := miniredis.NewMiniRedis()
+	if err := mr.Start(); err != nil {
+		return nil, err
+	}
+	f.onClose(mr.Close)
+	return &node{addr: mr.Addr(), kill: mr.Close, restart: func() error { return errNeedsReal }}, nil
+}
+
+func newGoRedis(f *fixture, addr string) redisclient.Client {
+	c := goredis.NewClient(&goredis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1,
+		DialTimeout: 250 * time.Millisecond, ReadTimeout: time.Second, WriteTimeout: time.Second})
+	f.onClose(func() { c.Close() })
+	return redisclient.GoRedis(c)
+}
+
+func (rb redisBackend) kit() kit {
+	return kit{name: rb.name, guarantees: rb.g, setup: rb.setup}
+}
+
+func (rb redisBackend) setup(ctx context.Context, e *env, sc string) (*fixture, error) {
+	f := &fixture{ttl: rb.ttl}
+	ok := false
+	defer func() {
+		if !ok {
+			f.close()
+		}
+	}()
+	needsReal := sc == ScRestart || sc == ScFailover
+	if sc == ScLeaderStop {
+		return nil, fmt.Errorf("%w: no leader election in Redis", errNotApplicable)
+	}
+	if needsReal && !e.real {
+		return nil, errNeedsReal
+	}
+	nodes := make([]*node, rb.n)
+	addrs := make([]string, rb.n)
+	for i := range nodes {
+		nd, err := startNode(e, f)
+		if err != nil {
+			return nil, err
+		}
+		nodes[i], addrs[i] = nd, nd.addr
+	}
+	majority := rb.n/2 + 1
+	switch sc {
+	case ScRestart:
+		f.fault = func(context.Context) error {
+			for _, nd := range nodes[:majority] {
+				nd.kill()
+				if err := nd.restart(); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		f.note = fmt.Sprintf("%d of %d restarted empty", majority, rb.n)
+	case ScFailover:
+		// Node 0 gets a replica that follows it through a proxy; the link
+		// is cut before the lock is written (asynchronous replication).
+		link, err := testserver.StartProxy(addrs[0])
+		if err != nil {
+			return nil, err
+		}
+		f.onClose(link.Close)
+		replica, err := testserver.StartRedis(testserver.RedisOptions{ReplicaOf: link.Addr()})
+		if err != nil {
+			return nil, err
+		}
+		f.onClose(replica.Stop)
+		admin := goredis.NewClient(&goredis.Options{Addr: replica.Addr()})
+		f.onClose(func() { admin.Close() })
+		if err := waitLinked(ctx, admin); err != nil {
+			return nil, err
+		}
+		link.Blackhole(true)
+		f.fault = func(ctx context.Context) error {
+			nodes[0].kill()
+			return admin.Do(ctx, "REPLICAOF", "NO", "ONE").Err()
+		}
+		afterAddrs := append([]string{replica.Addr()}, addrs[1:]...)
+		f.after = func() (lockswap.Locker, error) { return rb.locker(f, afterAddrs, 0) }
+		f.note = "the promoted replica never received the lock"
+		if rb.n > 1 {
+			f.note = fmt.Sprintf("master 1 of %d failed over to a replica that never received the lock", rb.n)
+		}
+	case ScMinorityDown:
+		down := (rb.n - 1) / 2
+		f.fault = func(context.Context) error {
+			for _, nd := range nodes[:down] {
+				nd.kill()
+			}
+			return nil
+		}
+		f.note = fmt.Sprintf("%d of %d down", down, rb.n)
+	case ScMajorityDown:
+		f.fault = func(context.Context) error {
+			for _, nd := range nodes[:majority] {
+				nd.kill()
+			}
+			return nil
+		}
+		f.note = fmt.Sprintf("%d of %d down", majority, rb.n)
+	case ScSlow:
+		proxy, err := testserver.StartProxy(addrs[0])
+		if err != nil {
+			return nil, err
+		}
+		f.onClose(proxy.Close)
+		addrs[0] = proxy.Addr()
+		f.fault = func(context.Context) error { proxy.SetDelay(30 * time.Millisecond); return nil }
+		f.note = fmt.Sprintf("server 1 of %d delayed 30 ms each way", rb.n)
+	}
+	f.newLocker = func() (lockswap.Locker, error) { return rb.locker(f, addrs, 0) }
+	if rb.readsClock {
+		f.newSkewed = func(skew time.Duration) (lockswap.Locker, error) { return rb.locker(f, addrs, skew) }
+	}
+	ok = true
+	return f, nil
+}
+
+func (rb redisBackend) locker(f *fixture, addrs []string, skew time.Duration) (lockswap.Locker, error) {
+	clients := make([]redisclient.Client, len(addrs))
+	for i, a := range addrs {
+		clients[i] = newGoRedis(f, a)
+	}
+	return rb.build(clients, skew)
+}
+
+func waitLinked(ctx context.Context, admin *goredis.Client) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		info, _ := admin.Info(ctx, "replication").Result()
+		if strings.Contains(info, "master_link_status:up") {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("replica never linked to its primary")
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,436 @@
+package compare
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/fenced"
+)
+
+// errNotApplicable and errNeedsReal are returned by a kit's setup when a
+// scenario does not apply to the backend, or needs real server processes.
+var (
+	errNotApplicable = errors.New("not applicable")
+	errNeedsReal     = errors.New("needs real redis-server processes")
+)
+
+// fixture is one backend set up on fresh servers for one scenario.
+type fixture struct {
+	// newLocker returns an independent Locker (its own connections).
+	newLocker func() (lockswap.Locker, error)
+	// newSkewed returns a Locker whose wall clock runs skew ahead; nil when
+	// the backend's safety does not read the client's wall clock.
+	newSkewed func(skew time.Duration) (lockswap.Locker, error)
+	// ttl is the lock TTL the scenario uses.
+	ttl time.Duration
+	// fault injects the scenario's fault.
+	fault func(ctx context.Context) error
+	// after returns a Locker for use after the fault (a failover moves
+	// clients to the promoted replica); nil means newLocker.
+	after func() (lockswap.Locker, error)
+	// note is added to the cell's detail.
+	note string
+
+	mu      sync.Mutex
+	closers []func()
+}
+
+func (f *fixture) onClose(fn func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.closers = append(f.closers, fn)
+}
+
+func (f *fixture) close() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := len(f.closers) - 1; i >= 0; i-- {
+		f.closers[i]()
+	}
+	f.closers = nil
+}
+
+// locker makes a Locker that is closed with the fixture.
+func (f *fixture) locker(make func() (lockswap.Locker, error)) (lockswap.Locker, error) {
+	lk, err := make()
+	if err != nil {
+		return nil, err
+	}
+	f.onClose(func() { lk.Close() })
+	return lk, nil
+}
+
+// scenario is one row of the comparison.
+type scenario struct {
+	name, description string
+	// declared returns the expected outcome from the backend's guarantees
+	// and the name of the property it comes from; NotApplicable when the
+	// fault does not exist for the backend.
+	declared func(g lockswap.Guarantees) (Outcome, string)
+	run      func(ctx context.Context, f *fixture, g lockswap.Guarantees, iterations int) Cell
+}
+
+// Scenario names, as accepted by Options.Scenarios.
+const (
+	ScContention   = "contention"
+	ScPause        = "holder-pause"
+	ScClockAhead   = "clock-ahead"
+	ScRestart      = "restart-no-persistence"
+	ScFailover     = "failover-to-replica"
+	ScMinorityDown = "minority-down"
+	ScMajorityDown = "majority-down"
+	ScSlow         = "slow-instance"
+	ScLeaderStop   = "etcd-leader-stopped"
+)
+
+func heldIf(b bool) Outcome {
+	if b {
+		return Held
+	}
+	return Violated
+}
+
+var scenarios = []scenario{
+	{ScContention, "goroutines of two Lockers contend for one key; an overlap detector counts holders inside at once",
+		func(lockswap.Guarantees) (Outcome, string) { return Held, "mutual exclusion" },
+		runContention},
+	{ScPause, "a holder stops past its validity, a second client acquires, then the first writes to a fenced resource",
+		func(g lockswap.Guarantees) (Outcome, string) {
+			return heldIf(g.SurvivesHolderPause), fmt.Sprintf("pause-safe=%v fencing=%v", g.SurvivesHolderPause, g.Fencing)
+		},
+		runPause},
+	{ScClockAhead, "a second client's wall clock runs an hour ahead while the first holds the lock",
+		func(g lockswap.Guarantees) (Outcome, string) {
+			return heldIf(g.Clock != lockswap.ClockSynchronized), "clock=" + g.Clock.String()
+		},
+		runClockAhead},
+	{ScRestart, "Redis restarts without persistence (a majority of Redlock's masters) while the lock is held",
+		func(g lockswap.Guarantees) (Outcome, string) {
+			return heldIf(g.SurvivesRestart), fmt.Sprintf("survives-restart=%v", g.SurvivesRestart)
+		},
+		runTakeoverAfterFault},
+	{ScFailover, "the primary holding the lock dies; its replica, which never received the lock, is promoted",
+		func(g lockswap.Guarantees) (Outcome, string) {
+			return heldIf(g.SurvivesFailover), fmt.Sprintf("survives-failover=%v", g.SurvivesFailover)
+		},
+		runTakeoverAfterFault},
+	{ScMinorityDown, "a minority of the servers is down; acquire and release must still work",
+		func(g lockswap.Guarantees) (Outcome, string) {
+			if g.Nodes < 3 {
+				return NotApplicable, ""
+			}
+			if g.Tolerates > 0 {
+				return Available, fmt.Sprintf("tolerates %d of %d", g.Tolerates, g.Nodes)
+			}
+			return Unavailable, fmt.Sprintf("tolerates 0 of %d", g.Nodes)
+		},
+		runAvailability},
+	{ScMajorityDown, "a majority of the servers (or the only one) is down; acquire must fail with the outage error, not contention",
+		func(g lockswap.Guarantees) (Outcome, string) { return Unavailable, "outage is not contention" },
+		runAvailability},
+	{ScSlow, "one server is 30 ms away each way; the lock's deadline must not promise more than the server grants",
+		func(lockswap.Guarantees) (Outcome, string) { return Held, "deadline counted from before the request" },
+		runSlow},
+	{ScLeaderStop, "the etcd leader is stopped while the lock is held (three-member cluster)",
+		func(g lockswap.Guarantees) (Outcome, string) {
+			return heldIf(g.SurvivesFailover), fmt.Sprintf("survives-failover=%v", g.SurvivesFailover)
+		},
+		runTakeoverAfterFault},
+}
+
+// ScenarioNames lists the scenarios in table order.
+func ScenarioNames() []string {
+	out := make([]string, len(scenarios))
+	for i, s := range scenarios {
+		out[i] = s.name
+	}
+	return out
+}
+
+func bounded(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, d)
+}
+
+func runContention(ctx context.Context, f *fixture, _ lockswap.Guarantees, iterations int) Cell {
+	const lockers, perLocker = 2, 4
+	var res fenced.Resource
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var firstErr error
+	ctx, cancel := bounded(ctx, 60*time.Second)
+	defer cancel()
+	for i := 0; i < lockers; i++ {
+		lk, err := f.locker(f.newLocker)
+		if err != nil {
+			return Cell{Outcome: NotRun, Detail: err.Error()}
+		}
+		for g := 0; g < perLocker; g++ {
+			wg.Add(1)
+			go func(holder string) {
+				defer wg.Done()
+				for r := 0; r < iterations; r++ {
+					l, err := lk.Acquire(ctx, "contention", lockswap.WithTTL(f.ttl),
+						lockswap.WithRetry(lockswap.JitterRetry(time.Millisecond, 5*time.Millisecond)))
+					if err != nil {
+						mu.Lock()
+						if firstErr == nil {
+							firstErr = err
+						}
+						mu.Unlock()
+						return
+					}
+					res.Enter(holder)
+					runtime.Gosched()
+					res.Exit()
+					l.Release(ctx)
+				}
+			}(fmt.Sprintf("%d/%d", i, g))
+		}
+	}
+	wg.Wait()
+	st := res.Stats()
+	c := Cell{Outcome: heldIf(st.Overlaps == 0), Overlaps: st.Overlaps,
+		Detail: fmt.Sprintf("%d critical sections, %d overlapped", st.Entries, st.Overlaps)}
+	if firstErr != nil {
+		c.Detail += fmt.Sprintf("; an acquire failed: %v", firstErr)
+		if st.Overlaps == 0 {
+			c.Outcome = Misreported
+		}
+	}
+	return c
+}
+
+// acquireEventually polls TryAcquire until it succeeds or d passes.
+func acquireEventually(ctx context.Context, lk lockswap.Locker, key string, ttl, d time.Duration) (lockswap.Lock, error) {
+	ctx, cancel := bounded(ctx, d)
+	defer cancel()
+	var last error
+	for {
+		l, err := lk.TryAcquire(ctx, key, lockswap.WithTTL(ttl))
+		if err == nil {
+			return l, nil
+		}
+		last = err
+		if errors.Is(err, lockswap.ErrInvalid) || errors.Is(err, lockswap.ErrClosed) {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, last
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+func runPause(ctx context.Context, f *fixture, g lockswap.Guarantees, _ int) Cell {
+	a, err := f.locker(f.newLocker)
+	if err != nil {
+		return Cell{Outcome: NotRun, Detail: err.Error()}
+	}
+	b, err := f.locker(f.newLocker)
+	if err != nil {
+		return Cell{Outcome: NotRun, Detail: err.Error()}
+	}
+	var res fenced.Resource
+	la, err := a.TryAcquire(ctx, "pause", lockswap.WithTTL(f.ttl))
+	if err != nil {
+		return Cell{Outcome: Misreported, Detail: "first acquire: " + err.Error()}
+	}
+	res.Enter("A")
+	if f.fault != nil { // stop the holder's keepalive (etcd)
+		if err := f.fault(ctx); err != nil {
+			return Cell{Outcome: NotRun, Detail: "pause: " + err.Error()}
+		}
+	}
+	// A is paused: it neither extends nor releases. B waits for the key.
+	lb, err := acquireEventually(ctx, b, "pause", f.ttl, 10*f.ttl+10*time.Second)
+	if err != nil {
+		return Cell{Outcome: Held, Detail: "second client never acquired: " + err.Error()}
+	}
+	res.Enter("B")
+	write := func(holder string, l lockswap.Lock) error {
+		if fence, ok := l.Fence(); ok {
+			return res.Write(holder, fence)
+		}
+		res.WriteUnfenced(holder)
+		return nil
+	}
+	_ = write("B", lb)
+	staleErr := write("A", la) // A wakes up and writes
+	st := res.Stats()
+	c := Cell{Outcome: heldIf(st.Overlaps == 0), Overlaps: st.Overlaps}
+	if staleErr != nil {
+		c.StaleRejected = 1
+		c.Detail = "the woken holder's write was rejected by its old fence"
+	} else {
+		c.StaleAccepted = 1
+		c.Detail = "the woken holder's write was accepted: nothing told it apart"
+	}
+	select {
+	case <-la.Done():
+		c.Detail += "; its Done had fired"
+	default:
+		c.Detail += "; its Done had NOT fired"
+	}
+	if relErr := la.Release(ctx); !errors.Is(relErr, lockswap.ErrLost) {
+		c.Detail += fmt.Sprintf("; its Release returned %v (want ErrLost)", relErr)
+	}
+	if _, err := a.TryAcquire(ctx, "pause", lockswap.WithTTL(f.ttl)); !errors.Is(err, lockswap.ErrHeld) {
+		c.Detail += "; the stale release disturbed the new holder"
+		c.Outcome = Violated
+	}
+	lb.Release(ctx)
+	return c
+}
+
+func runClockAhead(ctx context.Context, f *fixture, g lockswap.Guarantees, _ int) Cell {
+	a, err := f.locker(f.newLocker)
+	if err != nil {
+		return Cell{Outcome: NotRun, Detail: err.Error()}
+	}
+	mk, detail := f.newLocker, "this backend does not read the client's wall clock; the skewed client is an ordinary one"
+	if f.newSkewed != nil {
+		mk = func() (lockswap.Locker, error) { return f.newSkewed(time.Hour) }
+		detail = "the second client's clock runs 1h ahead"
+	}
+	b, err := f.locker(mk)
+	if err != nil {
+		return Cell{Outcome: NotRun, Detail: err.Error()}
+	}
+	la, err := a.TryAcquire(ctx, "clock", lockswap.WithTTL(30*time.Second))
+	if err != nil {
+		return Cell{Outcome: Misreported, Detail: "first acquire: " + err.Error()}
+	}
+	defer la.Release(ctx)
+	lb, err := b.TryAcquire(ctx, "clock", lockswap.WithTTL(30*time.Second))
+	if err == nil {
+		lb.Release(ctx)
+		return Cell{Outcome: Violated, Overlaps: 1, Detail: detail + ": it took over a live lock"}
+	}
+	if !errors.Is(err, lockswap.ErrHeld) {
+		return Cell{Outcome: Misreported, Detail: detail + ": " + err.Error()}
+	}
+	return Cell{Outcome: Held, Detail: detail + ": it was refused"}
+}
+
+// runTakeoverAfterFault: A holds; the fault happens; can B take the key
+// while A's lock is still valid?
+func runTakeoverAfterFault(ctx context.Context, f *fixture, g lockswap.Guarantees, _ int) Cell {
+	a, err := f.locker(f.newLocker)
+	if err != nil {
+		return Cell{Outcome: NotRun, Detail: err.Error()}
+	}
+	ttl := 30 * time.Second
+	if f.ttl > ttl {
+		ttl = f.ttl
+	}
+	la, err := a.TryAcquire(ctx, "fault", lockswap.WithTTL(ttl))
+	if err != nil {
+		return Cell{Outcome: Misreported, Detail: "first acquire: " + err.Error()}
+	}
+	if err := f.fault(ctx); err != nil {
+		return Cell{Outcome: NotRun, Detail: "fault: " + err.Error()}
+	}
+	mk := f.newLocker
+	if f.after != nil {
+		mk = f.after
+	}
+	b, err := f.locker(mk)
+	if err != nil {
+		return Cell{Outcome: NotRun, Detail: err.Error()}
+	}
+	lb, err := acquireEventually(ctx, b, "fault", ttl, 3*time.Second)
+	stillValid := time.Now().Before(la.Deadline())
+	c := Cell{Detail: f.note}
+	switch {
+	case err == nil && stillValid:
+		c.Outcome, c.Overlaps = Violated, 1
+		c.Detail = join(c.Detail, "a second client acquired while the first lock was still valid")
+		lb.Release(ctx)
+	case err == nil:
+		c.Outcome = NotRun
+		c.Detail = join(c.Detail, "the first lock's validity ended before the check")
+	default:
+		c.Outcome = Held
+		c.Detail = join(c.Detail, "the second client was refused: "+shortErr(err))
+		if xerr := la.Extend(ctx, ttl); xerr != nil {
+			c.Detail += "; but the holder cannot extend: " + shortErr(xerr)
+		}
+	}
+	return c
+}
+
+func runAvailability(ctx context.Context, f *fixture, g lockswap.Guarantees, _ int) Cell {
+	if err := f.fault(ctx); err != nil {
+		return Cell{Outcome: NotRun, Detail: "fault: " + err.Error()}
+	}
+	a, err := f.locker(f.newLocker)
+	if err != nil {
+		return Cell{Outcome: NotRun, Detail: err.Error()}
+	}
+	actx, cancel := bounded(ctx, 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	l, err := a.TryAcquire(actx, "availability", lockswap.WithTTL(f.ttl))
+	took := time.Since(start).Round(time.Millisecond)
+	switch {
+	case err == nil:
+		rerr := l.Release(ctx)
+		if rerr != nil {
+			return Cell{Outcome: Misreported, Detail: "acquired, but release failed: " + shortErr(rerr)}
+		}
+		return Cell{Outcome: Available, Detail: join(f.note, fmt.Sprintf("acquired and released (%v)", took))}
+	case errors.Is(err, lockswap.ErrUnavailable) && !errors.Is(err, lockswap.ErrHeld):
+		return Cell{Outcome: Unavailable, Detail: join(f.note, fmt.Sprintf("outage error after %v: %s", took, shortErr(err)))}
+	default:
+		return Cell{Outcome: Misreported, Detail: join(f.note, fmt.Sprintf("wrong error after %v: %s", took, shortErr(err)))}
+	}
+}
+
+func runSlow(ctx context.Context, f *fixture, g lockswap.Guarantees, _ int) Cell {
+	if err := f.fault(ctx); err != nil {
+		return Cell{Outcome: NotRun, Detail: "fault: " + err.Error()}
+	}
+	a, err := f.locker(f.newLocker)
+	if err != nil {
+		return Cell{Outcome: NotRun, Detail: err.Error()}
+	}
+	start := time.Now()
+	l, err := a.TryAcquire(ctx, "slow", lockswap.WithTTL(f.ttl))
+	if err != nil {
+		return Cell{Outcome: Misreported, Detail: "acquire: " + shortErr(err)}
+	}
+	took := time.Since(start)
+	validity := l.Deadline().Sub(start)
+	l.Release(ctx)
+	c := Cell{Outcome: Held, Detail: join(f.note, fmt.Sprintf("acquire took %v; deadline promises %v of a %v TTL",
+		took.Round(time.Millisecond), validity.Round(time.Millisecond), f.ttl))}
+	if validity > f.ttl {
+		c.Outcome = Violated
+		c.Detail += ": more than the TTL"
+	}
+	return c
+}
+
+func join(a, b string) string {
+	switch {
+	case a == "":
+		return b
+	case b == "":
+		return a
+	}
+	return a + "; " + b
+}
+
+func shortErr(err error) string {
+	s := err.Error()
+	if len(s) > 160 {
+		s = s[:157] + "..."
+	}
+	return s
+}
