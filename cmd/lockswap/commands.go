@@ -1,0 +1,60 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/lockswap/lockswap/internal/compare"
+	"github.com/lockswap/lockswap/internal/inspect"
+	"github.com/lockswap/lockswap/redisclient"
+)
+
+func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	backends := fs.String("backends", "", "comma-separated backends (default all)")
+	duration := fs.Duration("duration", time.Second, "time per measurement")
+	useMini := fs.Bool("miniredis", false, "use miniredis even when redis-server is on PATH")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	o := compare.BenchOptions{Backends: splitList(*backends), Duration: *duration, Miniredis: *useMini}
+	if isTerminal(stderr) {
+		o.Progress = stderr
+	}
+	rows, env, err := compare.Bench(ctx, o)
+	if err != nil {
+		return err
+	}
+	return compare.WriteBench(stdout, rows, env)
+}
+
+func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("redis", "", "Redis address host:port (required)")
+	prefix := fs.String("prefix", "", "key prefix to list, e.g. lock.")
+	limit := fs.Int("limit", 1000, "list at most this many keys")
+	password := fs.String("password", "", "Redis password (or set REDIS_PASSWORD)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *addr == "" {
+		return exitCode{2, "inspect: --redis host:port is required"}
+	}
+	c := goredis.NewClient(&goredis.Options{Addr: *addr, Password: *password, ContextTimeoutEnabled: true})
+	defer c.Close()
+	ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	now := time.Now()
+	entries, err := inspect.Scan(ictx, redisclient.GoRedis(c), *prefix, *limit, now)
+	if err != nil {
+		return fmt.Errorf("inspect %s: %w", *addr, err)
+	}
+	return inspect.Print(stdout, entries, now)
+}
