@@ -1,0 +1,99 @@
+package backend_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/alicebob/miniredis/v2"
+
+	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/backend"
+	"github.com/lockswap/lockswap/internal/redistest"
+	"github.com/lockswap/lockswap/redisclient"
+)
+
+func TestOpenSingleRedisBothClients(t *testing.T) {
+	mr := miniredis.RunT(t)
+	ctx := context.Background()
+	for _, client := range []string{"goredis", "redigo"} {
+		lk, err := backend.OpenURL(ctx, "singleredis://"+mr.Addr()+"?prefix=app:&ttl=7s&fence=true&client="+client)
+		if err != nil {
+			t.Fatalf("%s: %v", client, err)
+		}
+		l, err := lk.TryAcquire(ctx, "job")
+		if err != nil {
+			t.Fatalf("%s: TryAcquire: %v", client, err)
+		}
+		if !mr.Exists("app:job") {
+			t.Errorf("%s: prefix not applied; keys: %v", client, mr.Keys())
+		}
+		if ttl := mr.TTL("app:job"); ttl.Seconds() != 7 {
+			t.Errorf("%s: ttl=7s from the URL gave a key TTL of %v", client, ttl)
+		}
+		if _, ok := l.Fence(); !ok {
+			t.Errorf("%s: fence=true gave a lock without a fence", client)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := lk.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestRequireRefusesMissingProperty(t *testing.T) {
+	mr := miniredis.RunT(t)
+	_, err := backend.OpenURL(context.Background(), "singleredis://"+mr.Addr()+"?require=fencing")
+	if !errors.Is(err, lockswap.ErrInvalid) || !strings.Contains(err.Error(), "fencing") {
+		t.Fatalf("singleredis without fence, require=fencing: err = %v, want ErrInvalid naming fencing", err)
+	}
+	lk, err := backend.OpenURL(context.Background(), "singleredis://"+mr.Addr()+"?require=fencing&fence=true")
+	if err != nil {
+		t.Fatalf("singleredis with fence, require=fencing: %v", err)
+	}
+	lk.Close()
+}
+
+func TestFromEnv(t *testing.T) {
+	mr := miniredis.RunT(t)
+	t.Setenv("MY_LOCKS", "singleredis://"+mr.Addr())
+	lk, err := backend.FromEnv(context.Background(), "MY_LOCKS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lk.Close()
+	if g := lk.Guarantees(); g.Backend != "singleredis" {
+		t.Errorf("backend from env = %s", g.Backend)
+	}
+	t.Setenv("MY_LOCKS", "")
+	if _, err := backend.FromEnv(context.Background(), "MY_LOCKS"); !errors.Is(err, lockswap.ErrInvalid) || !strings.Contains(err.Error(), "MY_LOCKS") {
+		t.Errorf("empty env var: %v", err)
+	}
+}
+
+func TestOpenWithGivenClient(t *testing.T) {
+	mr := miniredis.RunT(t)
+	rc := redistest.GoRedis(t, mr.Addr())
+	lk, err := backend.Open(context.Background(), backend.Config{Backend: backend.SingleRedis, Prefix: "p:"},
+		backend.Clients{Redis: []redisclient.Client{rc}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := lk.TryAcquire(context.Background(), "k")
+	if err != nil || !mr.Exists("p:k") {
+		t.Fatalf("lock through a given client: %v, keys %v", err, mr.Keys())
+	}
+	l.Release(context.Background())
+	lk.Close()
+	// The given client is the user's: Close must leave it usable.
+	if _, _, err := rc.Get(context.Background(), "p:k"); err != nil {
+		t.Errorf("given client closed by Locker.Close: %v", err)
+	}
+	_, err = backend.Open(context.Background(), backend.Config{Backend: backend.SingleRedis}, backend.Clients{Redis: []redisclient.Client{nil}})
+	if !errors.Is(err, lockswap.ErrInvalid) {
+		t.Errorf("nil given client: %v", err)
+	}
+}
