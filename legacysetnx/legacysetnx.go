@@ -1,0 +1,627 @@
+// Package legacysetnx is a lockswap backend that takes part in the legacy
+// SETNX/GETSET timestamp lock exactly as old clients write it, so that a
+// fleet can move off it gradually (package migrate) instead of being
+// rewritten in one go.
+//
+// The stored value is only the lock's expiry, a Unix timestamp in seconds
+// (the documented form) or milliseconds: "current time + TTL + 1". A key
+// without a value is free; a key whose timestamp is in the future is held;
+// a key whose timestamp is in the past is expired and may be taken over.
+// Old clients do that in three steps (SETNX, GET, GETSET, keeping the lock
+// only when the value GETSET returned was itself expired); lockswap does the
+// same decision in one Lua script, which old clients cannot tell from a
+// GETSET that won, and which never overwrites a live lock the way a losing
+// GETSET does. Release is one script that deletes the key only if it still
+// holds the exact timestamp this holder wrote; Extend is one script that
+// compares and sets a new timestamp.
+//
+// The algorithm depends on synchronised wall clocks and has no owner token
+// in the value (see [Guarantees] and docs/legacysetnx.md): a client whose
+// clock runs ahead takes over live locks. [Options.ServerTime] makes
+// lockswap clients read the time from the Redis server instead, which
+// removes the dependency among lockswap clients but not against old
+// clients, which keep using their own clocks.
+//
+// A lock's Token is a random value kept on the client only, for uniqueness
+// in the API; what Redis holds is the timestamp (see TimestampLock).
+package legacysetnx
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/internal/lockstate"
+	"github.com/lockswap/lockswap/redisclient"
+)
+
+// Unit is the resolution of the stored timestamps.
+type Unit int
+
+const (
+	// Seconds: Unix seconds, the form the Redis SETNX documentation uses
+	// and most old clients write. The default.
+	Seconds Unit = iota
+	// Milliseconds: Unix milliseconds, for old clients that write those.
+	Milliseconds
+)
+
+// String returns "s" or "ms", the spelling of the URL parameter unit=.
+func (u Unit) String() string {
+	switch u {
+	case Seconds:
+		return "s"
+	case Milliseconds:
+		return "ms"
+	}
+	return fmt.Sprintf("Unit(%d)", int(u))
+}
+
+// Duration returns the length of one unit (time.Second or
+// time.Millisecond).
+func (u Unit) Duration() time.Duration {
+	if u == Milliseconds {
+		return time.Millisecond
+	}
+	return time.Second
+}
+
+func (u Unit) valid() bool { return u == Seconds || u == Milliseconds }
+
+// ParseUnit parses "s" (also "", "sec", "seconds") or "ms" (also
+// "millis", "milliseconds"). The error matches lockswap.ErrInvalid.
+func ParseUnit(s string) (Unit, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "", "s", "sec", "second", "seconds":
+		return Seconds, nil
+	case "ms", "milli", "millis", "millisecond", "milliseconds":
+		return Milliseconds, nil
+	}
+	return 0, fmt.Errorf("legacysetnx: unknown timestamp unit %q (want s or ms): %w", s, lockswap.ErrInvalid)
+}
+
+// The ranges of numbers accepted as timestamps. A number outside the range
+// of the configured unit is refused with lockswap.ErrInvalid rather than
+// interpreted: read with the wrong unit, a live lock in seconds would look
+// expired to a client in milliseconds, and be taken over.
+const (
+	// MinSeconds and MaxSeconds bound a timestamp in seconds (2001 to the
+	// year 5138).
+	MinSeconds = 1e9
+	MaxSeconds = 1e11
+	// MinMillis and MaxMillis bound a timestamp in milliseconds (1973 to
+	// the year 5138).
+	MinMillis = 1e11
+	MaxMillis = 1e14
+)
+
+// RedisExpiryMargin is added to the remaining validity when
+// Options.SetRedisExpiry sets a Redis expiry on a key: Redis drops the key
+// this long after its timestamp has passed, never before.
+const RedisExpiryMargin = time.Second
+
+// Options configure a Locker. The zero value is usable: seconds, no prefix,
+// the local clock, no Redis expiry.
+type Options struct {
+	// Prefix is prepended to every key in Redis. Old clients that follow
+	// the documentation use "lock." (lock "foo" is the key "lock.foo").
+	Prefix string
+	// Unit is the resolution of the stored timestamps: Seconds (default) or
+	// Milliseconds. It must match what the old clients sharing the keys
+	// write; a value that is clearly in the other unit is refused.
+	Unit Unit
+	// Clock is the wall clock used for timestamps and expiry checks; nil
+	// means time.Now. Tests inject a skewed clock here. Ignored for expiry
+	// decisions when ServerTime is set.
+	Clock func() time.Time
+	// ServerTime takes the time for timestamps and expiry checks from the
+	// Redis server (TIME inside the scripts) instead of Clock, so that
+	// lockswap clients do not depend on each other's clocks. The stored
+	// values stay plain timestamps that old clients read as before.
+	ServerTime bool
+	// SetRedisExpiry also sets a Redis expiry (PX) on every key lockswap
+	// writes: the remaining validity plus RedisExpiryMargin. It is a safety
+	// net against a lock left forever when no client comes to take it over.
+	// Old clients ignore it (and their GETSET removes it). Off by default.
+	SetRedisExpiry bool
+	// Retry is Acquire's default retry policy; nil means DefaultRetry.
+	Retry lockswap.RetryStrategy
+	// Closer, when set, is closed by Locker.Close (for a client the Locker
+	// owns, such as one opened from a URL).
+	Closer io.Closer
+}
+
+// DefaultRetry is the retry policy Acquire uses when none is given: a random
+// delay of 5 to 25 ms between attempts, until the context ends.
+var DefaultRetry = lockswap.JitterRetry(5*time.Millisecond, 25*time.Millisecond)
+
+// The scripts take the current time in ARGV[1] (in units; empty means: read
+// TIME on the server), the TTL in units in ARGV[2], the unit ("s" or "ms")
+// in ARGV[3] and "1" in ARGV[4] to set a Redis expiry. Replies are arrays
+// {status, now, value}.
+const scriptPrelude = `
+local unit = ARGV[3]
+local now = tonumber(ARGV[1])
+if not now then
+  if redis.replicate_commands then redis.replicate_commands() end
+  local t = redis.call("TIME")
+  if unit == "ms" then
+    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  else
+    now = tonumber(t[1])
+  end
+end
+local function ts(v)
+  if not (string.match(v, "^%d+$") or string.match(v, "^%d+%.%d+$")) then return nil, -1 end
+  local n = tonumber(v)
+  if unit == "ms" then
+    if n < ` + "1e11 or n >= 1e14" + ` then return nil, -2 end
+  elseif n < ` + "1e9 or n >= 1e11" + ` then return nil, -2 end
+  return n, 0
+end
+local function write(exp)
+  local v = string.format("%d", exp)
+  if ARGV[4] == "1" then
+    local ms = (exp - now) * (unit == "ms" and 1 or 1000) + ` + "1000" + `
+    redis.call("SET", KEYS[1], v, "PX", string.format("%d", ms))
+  else
+    redis.call("SET", KEYS[1], v)
+  end
+  return v
+end
+`
+
+var (
+	// acquireScript: free key or expired timestamp -> write ours (status 1);
+	// live timestamp -> held (0); not a timestamp -> -1; wrong unit -> -2.
+	acquireScript = redisclient.NewScript(scriptPrelude + `
+local v = redis.call("GET", KEYS[1])
+if v then
+  local n, bad = ts(v)
+  if not n then return {bad, now, v} end
+  if n >= now then return {0, now, v} end
+end
+return {1, now, write(now + tonumber(ARGV[2]) + 1)}
+`)
+	// extendScript: ARGV[5] is the timestamp we wrote. Still ours and not
+	// expired -> write the new one (1); otherwise lost (0).
+	extendScript = redisclient.NewScript(scriptPrelude + `
+local v = redis.call("GET", KEYS[1])
+if v ~= ARGV[5] then return {0, now, v or ""} end
+local n = ts(v)
+if not n or n < now then return {0, now, v} end
+return {1, now, write(now + tonumber(ARGV[2]) + 1)}
+`)
+	// releaseScript deletes the key only if it holds exactly our timestamp.
+	releaseScript = redisclient.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) end return 0`)
+)
+
+// Locker is the legacy SETNX/GETSET lockswap.Locker.
+type Locker struct {
+	c      redisclient.Client
+	opts   Options
+	closed atomic.Bool
+}
+
+var _ lockswap.Locker = (*Locker)(nil)
+
+// New returns a Locker over c. A nil client or an unknown Unit is rejected
+// with an error matching lockswap.ErrInvalid.
+func New(c redisclient.Client, opts Options) (*Locker, error) {
+	if redisclient.IsNil(c) {
+		return nil, fmt.Errorf("legacysetnx: nil redis client: %w", lockswap.ErrInvalid)
+	}
+	if !opts.Unit.valid() {
+		return nil, fmt.Errorf("legacysetnx: unknown timestamp unit %v (want Seconds or Milliseconds): %w", opts.Unit, lockswap.ErrInvalid)
+	}
+	if opts.Retry == nil {
+		opts.Retry = DefaultRetry
+	}
+	if opts.Clock == nil {
+		opts.Clock = time.Now
+	}
+	return &Locker{c: c, opts: opts}, nil
+}
+
+// Guarantees describes the legacy timestamp lock.
+func (lk *Locker) Guarantees() lockswap.Guarantees { return Guarantees() }
+
+// Guarantees returns the legacysetnx backend's guarantees. They are the same
+// with or without Options.ServerTime, because old clients sharing the keys
+// still use their own clocks.
+func Guarantees() lockswap.Guarantees {
+	return lockswap.Guarantees{
+		Backend:          "legacysetnx",
+		Fencing:          false,
+		Clock:            lockswap.ClockSynchronized,
+		SurvivesFailover: false,
+		SurvivesRestart:  false,
+		Nodes:            1,
+		Tolerates:        0,
+		StaleReleaseSafe: true,
+		Wait:             lockswap.WaitPoll,
+		Notes: []string{
+			"the stored value is only a wall-clock expiry timestamp with no owner token: a client whose clock runs ahead takes over locks that are live for the others",
+			"ServerTime makes lockswap clients use the Redis server's clock, but old clients keep their own, so wall clocks must agree while any old client runs",
+			"a holder that pauses past its timestamp is taken over while it still believes it holds the lock, and there is no fencing token to catch it",
+			"release deletes only the exact timestamp this holder wrote, but two holders can write the same timestamp (seconds resolution) if a third party deleted the key in between; milliseconds make that far less likely",
+			"an old client that loses a GETSET race overwrites the winner's timestamp: the winner keeps the lock, but its Extend and Release then report ErrLost and the key stays until that timestamp passes",
+			"a restart without persistence or a failover to an async replica loses the lock",
+		},
+	}
+}
+
+// Close marks the Locker closed and closes Options.Closer if set. Held
+// locks are not released; they expire at their timestamps.
+func (lk *Locker) Close() error {
+	if lk.closed.Swap(true) {
+		return nil
+	}
+	if lk.opts.Closer != nil {
+		return lk.opts.Closer.Close()
+	}
+	return nil
+}
+
+// String names the backend and client, without credentials.
+func (lk *Locker) String() string { return "legacysetnx(" + lk.c.String() + ")" }
+
+// Locate returns the Redis server and key under which the lock named key is
+// stored (see migrate.Locator).
+func (lk *Locker) Locate(key string) (store, storedKey string) {
+	return lk.c.String(), lk.opts.Prefix + key
+}
+
+// Acquire waits for the lock per the retry policy (Options.Retry or
+// lockswap.WithRetry) until ctx ends.
+func (lk *Locker) Acquire(ctx context.Context, key string, opts ...lockswap.Option) (lockswap.Lock, error) {
+	o, err := lk.prepare("acquire", key, opts)
+	if err != nil {
+		return nil, err
+	}
+	var last error
+	return lockswap.Retry(ctx, o.Retry, func(ctx context.Context) (lockswap.Lock, error) {
+		l, err := lk.try(ctx, key, o.TTL)
+		if err != nil && last != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			// An attempt cut short by the end of the wait says nothing about
+			// the key: report the last real cause (usually ErrHeld).
+			return nil, last
+		}
+		last = err
+		return l, err
+	})
+}
+
+// TryAcquire makes one attempt.
+func (lk *Locker) TryAcquire(ctx context.Context, key string, opts ...lockswap.Option) (lockswap.Lock, error) {
+	o, err := lk.prepare("acquire", key, opts)
+	if err != nil {
+		return nil, err
+	}
+	return lk.try(ctx, key, o.TTL)
+}
+
+func (lk *Locker) prepare(op, key string, opts []lockswap.Option) (lockswap.Options, error) {
+	if lk.closed.Load() {
+		return lockswap.Options{}, fmt.Errorf("legacysetnx: %s %q: %w", op, key, lockswap.ErrClosed)
+	}
+	if err := lockswap.ValidateKey(key); err != nil {
+		return lockswap.Options{}, fmt.Errorf("legacysetnx: %s: %w", op, err)
+	}
+	o, err := lockswap.ApplyOptions(lk.opts.Retry, opts)
+	if err != nil {
+		return o, fmt.Errorf("legacysetnx: %s %q: %w", op, key, err)
+	}
+	return o, nil
+}
+
+// nowArg returns ARGV[1] of the scripts: the client clock in units, or ""
+// for the server's TIME.
+func (lk *Locker) nowArg() string {
+	if lk.opts.ServerTime {
+		return ""
+	}
+	return strconv.FormatInt(lk.units(lk.opts.Clock()), 10)
+}
+
+// units converts t to whole units, truncated (the documentation's
+// "current Unix time").
+func (lk *Locker) units(t time.Time) int64 {
+	if lk.opts.Unit == Milliseconds {
+		return t.UnixMilli()
+	}
+	return t.Unix()
+}
+
+// ttlUnits is ttl in whole units, rounded up: the lock's timestamp is
+// now + ttlUnits + 1, so it lies at least ttl in the future.
+func (lk *Locker) ttlUnits(ttl time.Duration) int64 {
+	u := lk.opts.Unit.Duration()
+	return int64((ttl + u - 1) / u)
+}
+
+func (lk *Locker) expiryFlag() string {
+	if lk.opts.SetRedisExpiry {
+		return "1"
+	}
+	return "0"
+}
+
+// reply is a decoded script reply {status, now, value}.
+type reply struct {
+	status int64
+	now    int64
+	value  string
+}
+
+func parseReply(v any) (reply, error) {
+	arr, ok := v.([]any)
+	if !ok || len(arr) != 3 {
+		return reply{}, fmt.Errorf("unexpected script reply %#v", v)
+	}
+	st, ok1 := arr[0].(int64)
+	now, ok2 := arr[1].(int64)
+	val, ok3 := arr[2].(string)
+	if !ok1 || !ok2 || !ok3 {
+		return reply{}, fmt.Errorf("unexpected script reply %#v", v)
+	}
+	return reply{status: st, now: now, value: val}, nil
+}
+
+// notTimestamp is the error for a value the lock cannot interpret.
+func (lk *Locker) notTimestamp(op, key, k, val string, status int64) error {
+	if status == -2 {
+		return fmt.Errorf("legacysetnx: %s %q: key %q holds %q, which is not a Unix timestamp in %s (unit=%s): check that the unit matches the other clients; the value was left untouched: %w",
+			op, key, k, val, unitName(lk.opts.Unit), lk.opts.Unit, lockswap.ErrInvalid)
+	}
+	return fmt.Errorf("legacysetnx: %s %q: key %q holds %q, which is not a lock timestamp; the value was left untouched: %w",
+		op, key, k, truncate(val), lockswap.ErrInvalid)
+}
+
+func unitName(u Unit) string {
+	if u == Milliseconds {
+		return "milliseconds"
+	}
+	return "seconds"
+}
+
+func truncate(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "..."
+	}
+	return s
+}
+
+// try makes one attempt.
+func (lk *Locker) try(ctx context.Context, key string, ttl time.Duration) (lockswap.Lock, error) {
+	k := lk.opts.Prefix + key
+	start := time.Now()
+	ttlU := lk.ttlUnits(ttl)
+	v, err := lk.c.Run(ctx, acquireScript, []string{k}, lk.nowArg(), ttlU, lk.opts.Unit.String(), lk.expiryFlag())
+	if err != nil {
+		if redisclient.IsWrongType(err) {
+			return nil, fmt.Errorf("legacysetnx: acquire %q: key %q holds a value of another Redis type, not a lock; it was left untouched: %w", key, k, lockswap.ErrInvalid)
+		}
+		// The script may have run before the error: if so, the timestamp
+		// it wrote expires like a crashed holder's. A compare-and-delete
+		// here could remove another holder's equal timestamp.
+		return nil, fmt.Errorf("legacysetnx: acquire %q on %s: %w: %w", key, lk.c, lockswap.ErrUnavailable, err)
+	}
+	r, err := parseReply(v)
+	if err != nil {
+		return nil, fmt.Errorf("legacysetnx: acquire %q on %s: %w: %w", key, lk.c, lockswap.ErrUnavailable, err)
+	}
+	switch r.status {
+	case 1:
+	case 0:
+		return nil, fmt.Errorf("legacysetnx: acquire %q: held until timestamp %s: %w", key, r.value, lockswap.ErrHeld)
+	default:
+		return nil, lk.notTimestamp("acquire", key, k, r.value, r.status)
+	}
+	exp, _ := strconv.ParseInt(r.value, 10, 64)
+	l := &lock{lk: lk, k: k, value: r.value}
+	l.State = lockstate.New(key, lockstate.NewToken(), 0, false, lk.deadline(start, ttl, exp-r.now))
+	return l, nil
+}
+
+// deadline is start + validity - drift, where validity is the TTL, and
+// never more than the time until the written timestamp (left units after
+// the now the script used): other clients consider the lock expired once
+// the timestamp has passed.
+func (lk *Locker) deadline(start time.Time, ttl time.Duration, left int64) time.Time {
+	validity := ttl
+	if byStamp := time.Duration(left) * lk.opts.Unit.Duration(); byStamp < validity {
+		validity = byStamp
+	}
+	return start.Add(validity - lockstate.Drift(ttl))
+}
+
+// Peek reads the lock named key without changing it: the expiry its
+// timestamp says, and whether that is still in the future (by the server's
+// clock with Options.ServerTime, else by Options.Clock). An absent key
+// returns the zero time and false. A value that is not a timestamp in the
+// configured unit returns an error matching lockswap.ErrInvalid.
+func (lk *Locker) Peek(ctx context.Context, key string) (expiry time.Time, live bool, err error) {
+	if err := lockswap.ValidateKey(key); err != nil {
+		return time.Time{}, false, fmt.Errorf("legacysetnx: peek: %w", err)
+	}
+	k := lk.opts.Prefix + key
+	now := lk.opts.Clock()
+	if lk.opts.ServerTime {
+		if now, err = lk.c.Time(ctx); err != nil {
+			return time.Time{}, false, fmt.Errorf("legacysetnx: peek %q on %s: TIME: %w: %w", key, lk.c, lockswap.ErrUnavailable, err)
+		}
+	}
+	val, found, err := lk.c.Get(ctx, k)
+	if err != nil {
+		if redisclient.IsWrongType(err) {
+			return time.Time{}, false, fmt.Errorf("legacysetnx: peek %q: key %q holds a value of another Redis type, not a lock: %w", key, k, lockswap.ErrInvalid)
+		}
+		return time.Time{}, false, fmt.Errorf("legacysetnx: peek %q on %s: %w: %w", key, lk.c, lockswap.ErrUnavailable, err)
+	}
+	if !found {
+		return time.Time{}, false, nil
+	}
+	n, status := lk.parseStamp(val)
+	if status != 0 {
+		return time.Time{}, false, lk.notTimestamp("peek", key, k, val, status)
+	}
+	// Live while the timestamp is not less than the current time in whole
+	// units (the documented rule).
+	live = n >= float64(lk.units(now))
+	sec, frac := math.Modf(n)
+	if lk.opts.Unit == Milliseconds {
+		return time.UnixMilli(int64(sec)).Add(time.Duration(frac * float64(time.Millisecond))), live, nil
+	}
+	return time.Unix(int64(sec), int64(frac*1e9)), live, nil
+}
+
+// LegacyLive reports whether key holds a live legacy lock (see Peek); it
+// implements migrate.LegacyProbe.
+func (lk *Locker) LegacyLive(ctx context.Context, key string) (bool, error) {
+	_, live, err := lk.Peek(ctx, key)
+	return live, err
+}
+
+// parseStamp parses a stored value as the scripts do: digits with an
+// optional decimal fraction, within the configured unit's range. status is
+// 0 when it is a timestamp, -1 when it is not a number, -2 when it is out
+// of range for the unit.
+func (lk *Locker) parseStamp(val string) (float64, int64) {
+	if !isDecimal(val) {
+		return 0, -1
+	}
+	n, err := strconv.ParseFloat(val, 64)
+	if err != nil {
+		return 0, -1
+	}
+	lo, hi := float64(MinSeconds), float64(MaxSeconds)
+	if lk.opts.Unit == Milliseconds {
+		lo, hi = MinMillis, MaxMillis
+	}
+	if n < lo || n >= hi {
+		return 0, -2
+	}
+	return n, 0
+}
+
+// isDecimal matches ^[0-9]+(\.[0-9]+)?$.
+func isDecimal(s string) bool {
+	intPart, frac, hasDot := strings.Cut(s, ".")
+	digits := func(p string) bool {
+		if p == "" {
+			return false
+		}
+		for i := 0; i < len(p); i++ {
+			if p[i] < '0' || p[i] > '9' {
+				return false
+			}
+		}
+		return true
+	}
+	return digits(intPart) && (!hasDot || digits(frac))
+}
+
+// TimestampLock is implemented by the locks this package returns: besides
+// lockswap.Lock, it tells the timestamp that is stored in Redis.
+type TimestampLock interface {
+	lockswap.Lock
+	// Value is the timestamp as stored (what Release compares).
+	Value() string
+	// Expiry is the stored timestamp as a time: other clients consider the
+	// lock expired once their clock has passed it.
+	Expiry() time.Time
+}
+
+// lock is a held legacy lock.
+type lock struct {
+	*lockstate.State
+	lk       *Locker
+	k        string
+	mu       sync.Mutex // serialises Extend and Release, guards value
+	value    string
+	released bool
+}
+
+var _ TimestampLock = (*lock)(nil)
+
+func (l *lock) Value() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.value
+}
+
+func (l *lock) Expiry() time.Time {
+	n, _ := strconv.ParseInt(l.Value(), 10, 64)
+	if l.lk.opts.Unit == Milliseconds {
+		return time.UnixMilli(n)
+	}
+	return time.Unix(n, 0)
+}
+
+func (l *lock) Extend(ctx context.Context, ttl time.Duration) error {
+	if err := lockswap.ValidateTTL(ttl); err != nil {
+		return fmt.Errorf("legacysetnx: extend %q: %w", l.Key(), err)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.Ended() || !time.Now().Before(l.Deadline()) {
+		l.End()
+		return fmt.Errorf("legacysetnx: extend %q: validity already over: %w", l.Key(), lockswap.ErrLost)
+	}
+	lk := l.lk
+	start := time.Now()
+	v, err := lk.c.Run(ctx, extendScript, []string{l.k}, lk.nowArg(), lk.ttlUnits(ttl), lk.opts.Unit.String(), lk.expiryFlag(), l.value)
+	if err != nil {
+		if redisclient.IsWrongType(err) {
+			l.End()
+			return fmt.Errorf("legacysetnx: extend %q: key now holds another type: %w", l.Key(), lockswap.ErrLost)
+		}
+		return fmt.Errorf("legacysetnx: extend %q on %s: %w: %w", l.Key(), lk.c, lockswap.ErrUnavailable, err)
+	}
+	r, err := parseReply(v)
+	if err != nil {
+		return fmt.Errorf("legacysetnx: extend %q on %s: %w: %w", l.Key(), lk.c, lockswap.ErrUnavailable, err)
+	}
+	if r.status != 1 {
+		l.End()
+		if r.value == l.value {
+			return fmt.Errorf("legacysetnx: extend %q: timestamp %s already passed: %w", l.Key(), l.value, lockswap.ErrLost)
+		}
+		return fmt.Errorf("legacysetnx: extend %q: key holds %q, not our timestamp %s: %w", l.Key(), truncate(r.value), l.value, lockswap.ErrLost)
+	}
+	l.value = r.value
+	exp, _ := strconv.ParseInt(r.value, 10, 64)
+	if !l.SetDeadline(lk.deadline(start, ttl, exp-r.now)) {
+		return fmt.Errorf("legacysetnx: extend %q: lock ended while extending: %w", l.Key(), lockswap.ErrLost)
+	}
+	return nil
+}
+
+func (l *lock) Release(ctx context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.released {
+		return nil
+	}
+	cctx, cancel := lockswap.CleanupContext(ctx)
+	defer cancel()
+	v, err := l.lk.c.Run(cctx, releaseScript, []string{l.k}, l.value)
+	if err != nil && !redisclient.IsWrongType(err) {
+		return fmt.Errorf("legacysetnx: release %q on %s: %w: %w", l.Key(), l.lk.c, lockswap.ErrUnavailable, err)
+	}
+	l.End()
+	if n, _ := v.(int64); n != 1 {
+		return fmt.Errorf("legacysetnx: release %q: the key no longer holds our timestamp %s: %w", l.Key(), l.value, lockswap.ErrLost)
+	}
+	l.released = true
+	return nil
+}
