@@ -44,7 +44,7 @@ func TestConformance(t *testing.T) {
 		{"seconds", legacysetnx.Options{Prefix: "lock."}, 500 * time.Millisecond},
 		{"millis-expiry", legacysetnx.Options{Prefix: "lock.", Unit: legacysetnx.Milliseconds, SetRedisExpiry: true}, 300 * time.Millisecond},
 	}
-	real := []config{
+	onServer := []config{
 		{"seconds", legacysetnx.Options{Prefix: "lock."}, 500 * time.Millisecond},
 		{"millis-servertime-expiry", legacysetnx.Options{Unit: legacysetnx.Milliseconds, ServerTime: true, SetRedisExpiry: true}, 300 * time.Millisecond},
 	}
@@ -57,7 +57,7 @@ func TestConformance(t *testing.T) {
 					conformance.Run(t, harness(mr.Addr(), c.New, cfg, mr))
 				})
 			}
-			for _, cfg := range real {
+			for _, cfg := range onServer {
 				t.Run("redis-server/"+cfg.name, func(t *testing.T) {
 					t.Parallel()
 					srv := testserver.RedisT(t, testserver.RedisOptions{})
