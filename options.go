@@ -26,31 +26,57 @@ type Options struct {
 	RenewEvery time.Duration
 }
 
-// Option sets one field of [Options].
-type Option func(*Options)
+// Option sets one field of [Options]. Options are values (not closures),
+// so passing them costs no allocation.
+type Option struct {
+	kind  optionKind
+	d     time.Duration
+	retry RetryStrategy
+}
+
+type optionKind uint8
+
+const (
+	optNone optionKind = iota
+	optTTL
+	optRetry
+	optMaxHold
+	optRenewEvery
+)
+
+func (opt Option) apply(o *Options) {
+	switch opt.kind {
+	case optTTL:
+		o.TTL = opt.d
+	case optRetry:
+		o.Retry = opt.retry
+	case optMaxHold:
+		o.MaxHold = opt.d
+	case optRenewEvery:
+		o.RenewEvery = opt.d
+	}
+}
 
 // WithTTL sets the lock's time to live. It must be at least [MinTTL].
-func WithTTL(ttl time.Duration) Option { return func(o *Options) { o.TTL = ttl } }
+func WithTTL(ttl time.Duration) Option { return Option{kind: optTTL, d: ttl} }
 
 // WithRetry sets the retry policy Acquire uses between attempts.
-func WithRetry(r RetryStrategy) Option { return func(o *Options) { o.Retry = r } }
+func WithRetry(r RetryStrategy) Option { return Option{kind: optRetry, retry: r} }
 
 // WithMaxHold bounds how long [Do] holds the lock in total: when it is
 // reached, renewal stops and fn's context is cancelled before the lock's
 // deadline.
-func WithMaxHold(d time.Duration) Option { return func(o *Options) { o.MaxHold = d } }
+func WithMaxHold(d time.Duration) Option { return Option{kind: optMaxHold, d: d} }
 
 // WithRenewEvery sets how often [Do] extends the lock (default TTL/3).
-func WithRenewEvery(d time.Duration) Option { return func(o *Options) { o.RenewEvery = d } }
+func WithRenewEvery(d time.Duration) Option { return Option{kind: optRenewEvery, d: d} }
 
 // ApplyOptions applies opts over the defaults (TTL [DefaultTTL], retry
 // defaultRetry) and validates the result. The error matches [ErrInvalid].
 func ApplyOptions(defaultRetry RetryStrategy, opts []Option) (Options, error) {
 	o := Options{TTL: DefaultTTL, Retry: defaultRetry}
 	for _, opt := range opts {
-		if opt != nil {
-			opt(&o)
-		}
+		opt.apply(&o)
 	}
 	if err := ValidateTTL(o.TTL); err != nil {
 		return o, err

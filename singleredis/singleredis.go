@@ -228,8 +228,10 @@ func (lk *Locker) try(ctx context.Context, key string, ttl time.Duration, checkT
 		}
 		return nil, fmt.Errorf("singleredis: acquire %q: %w", key, lockswap.ErrHeld)
 	}
-	deadline := start.Add(ttl - lockstate.Drift(ttl))
-	return &lock{lk: lk, k: k, State: lockstate.New(key, token, fence, lk.opts.Fence, deadline)}, nil
+	l := &lock{lk: lk, k: k}
+	l.keys[0], l.tokenArg[0] = k, token
+	l.Init(key, token, fence, lk.opts.Fence, start.Add(ttl-lockstate.Drift(ttl)))
+	return l, nil
 }
 
 // checkStringKey returns an ErrInvalid error when k holds a non-string
@@ -253,9 +255,11 @@ func (lk *Locker) cleanup(ctx context.Context, k, token string) {
 
 // lock is a held single-Redis lock.
 type lock struct {
-	*lockstate.State
+	lockstate.State
 	lk       *Locker
 	k        string
+	keys     [1]string // KEYS of the scripts, kept to spare an allocation per call
+	tokenArg [1]any    // ARGV[1] of the release script
 	released atomic.Bool
 }
 
@@ -290,9 +294,7 @@ func (l *lock) Release(ctx context.Context) error {
 	if l.released.Load() {
 		return nil
 	}
-	cctx, cancel := lockswap.CleanupContext(ctx)
-	defer cancel()
-	v, err := l.lk.c.Run(cctx, releaseScript, []string{l.k}, l.Token())
+	v, err := l.runRelease(ctx)
 	if err != nil && !redisclient.IsWrongType(err) {
 		return fmt.Errorf("singleredis: release %q on %s: %w: %w", l.Key(), l.lk.c, lockswap.ErrUnavailable, err)
 	}
@@ -302,6 +304,22 @@ func (l *lock) Release(ctx context.Context) error {
 	}
 	l.released.Store(true)
 	return nil
+}
+
+// runRelease runs the release script under ctx while ctx is alive, and
+// under a cleanup context (see lockswap.CleanupContext) when ctx is already
+// done or ends during the call: a release must not be skipped because the
+// caller gave up.
+func (l *lock) runRelease(ctx context.Context) (any, error) {
+	if ctx.Err() == nil {
+		v, err := l.lk.c.Run(ctx, releaseScript, l.keys[:], l.tokenArg[:]...)
+		if err == nil || ctx.Err() == nil {
+			return v, err
+		}
+	}
+	cctx, cancel := lockswap.CleanupContext(ctx)
+	defer cancel()
+	return l.lk.c.Run(cctx, releaseScript, l.keys[:], l.tokenArg[:]...)
 }
 
 // Locate returns the Redis server and key under which the lock named key is

@@ -29,7 +29,11 @@ func NewToken() string {
 	return hex.EncodeToString(b[:])
 }
 
-// State is a held lock's shared state. The zero value is not usable; use New.
+// State is a held lock's shared state. Use New, or embed a State by value
+// and call Init (one allocation fewer per lock).
+//
+// The Done channel and its timer are created on the first call to Done, so
+// that a lock whose holder never asks costs no timer.
 type State struct {
 	key, token string
 	fence      uint64
@@ -37,20 +41,26 @@ type State struct {
 
 	mu       sync.Mutex
 	deadline time.Time
-	timer    *time.Timer
-	done     chan struct{}
+	timer    *time.Timer   // nil until Done is first called
+	done     chan struct{} // nil until Done is first called
 	ended    bool
 }
+
+// closedChan is returned by Done when the lock ended before anyone asked.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // New returns the state of a lock held until deadline. Done closes at the
 // deadline unless SetDeadline moves it first.
 func New(key, token string, fence uint64, hasFence bool, deadline time.Time) *State {
-	s := &State{key: key, token: token, fence: fence, hasFence: hasFence,
-		deadline: deadline, done: make(chan struct{})}
-	s.mu.Lock()
-	s.timer = time.AfterFunc(time.Until(deadline), s.expire)
-	s.mu.Unlock()
+	s := &State{}
+	s.Init(key, token, fence, hasFence, deadline)
 	return s
+}
+
+// Init sets up a State embedded by value. It must be called before any other
+// method, once.
+func (s *State) Init(key, token string, fence uint64, hasFence bool, deadline time.Time) {
+	s.key, s.token, s.fence, s.hasFence, s.deadline = key, token, fence, hasFence, deadline
 }
 
 // Key returns the lock's key.
@@ -70,26 +80,48 @@ func (s *State) Deadline() time.Time {
 }
 
 // Done returns the channel closed at the deadline or on End.
-func (s *State) Done() <-chan struct{} { return s.done }
+func (s *State) Done() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.done != nil {
+		return s.done
+	}
+	if s.endedLocked() {
+		s.ended = true
+		s.done = closedChan
+		return s.done
+	}
+	s.done = make(chan struct{})
+	s.timer = time.AfterFunc(time.Until(s.deadline), s.expire)
+	return s.done
+}
 
-// Ended reports whether Done is closed.
+// Ended reports whether the lock has ended: End was called, or the deadline
+// passed (Done is, or would be, closed).
 func (s *State) Ended() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.ended
+	return s.endedLocked()
+}
+
+func (s *State) endedLocked() bool {
+	return s.ended || !time.Now().Before(s.deadline)
 }
 
 // SetDeadline moves the deadline (after a successful extension). It returns
-// false, changing nothing, when Done is already closed: a lock whose holder
-// was told it is lost stays lost.
+// false, changing nothing, when the lock has already ended: a lock whose
+// holder was told it is lost stays lost.
 func (s *State) SetDeadline(deadline time.Time) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.ended {
+	if s.endedLocked() {
+		s.endLocked()
 		return false
 	}
 	s.deadline = deadline
-	s.timer.Reset(time.Until(deadline))
+	if s.timer != nil {
+		s.timer.Reset(time.Until(deadline))
+	}
 	return true
 }
 
@@ -105,8 +137,12 @@ func (s *State) endLocked() {
 		return
 	}
 	s.ended = true
-	s.timer.Stop()
-	close(s.done)
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+	if s.done != nil && s.done != closedChan {
+		close(s.done)
+	}
 }
 
 func (s *State) expire() {
