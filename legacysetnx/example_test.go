@@ -1,0 +1,87 @@
+package legacysetnx_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/legacysetnx"
+	"github.com/lockswap/lockswap/redisclient"
+)
+
+// Take part in the locks old clients write under "lock.<name>": a live
+// timestamp written by an old client is honoured, an expired one is taken
+// over, and lockswap's own lock is a plain timestamp the old clients read.
+func Example() {
+	mr, _ := miniredis.Run()
+	defer mr.Close()
+	rdb := goredis.NewClient(&goredis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
+	defer rdb.Close()
+	ctx := context.Background()
+
+	locker, err := legacysetnx.New(redisclient.GoRedis(rdb), legacysetnx.Options{Prefix: "lock."})
+	if err != nil {
+		panic(err)
+	}
+	defer locker.Close()
+
+	// An old client holds lock.report for another minute.
+	mr.Set("lock.report", strconv.FormatInt(time.Now().Unix()+60, 10))
+	_, err = locker.TryAcquire(ctx, "report", lockswap.WithTTL(10*time.Second))
+	fmt.Println("held by the old client:", errors.Is(err, lockswap.ErrHeld))
+
+	// Its timestamp has passed (the old client crashed): take it over.
+	mr.Set("lock.report", strconv.FormatInt(time.Now().Unix()-5, 10))
+	l, err := locker.TryAcquire(ctx, "report", lockswap.WithTTL(10*time.Second))
+	if err != nil {
+		panic(err)
+	}
+	stored, _ := mr.Get("lock.report")
+	fmt.Println("stored value is our timestamp:", stored == l.(legacysetnx.TimestampLock).Value())
+	_, live, _ := locker.Peek(ctx, "report")
+	fmt.Println("live:", live)
+	fmt.Println("release:", l.Release(ctx))
+	fmt.Println("key left:", mr.Exists("lock.report"))
+	// Output:
+	// held by the old client: true
+	// stored value is our timestamp: true
+	// live: true
+	// release: <nil>
+	// key left: false
+}
+
+// Values that are not timestamps are refused and left alone.
+func ExampleLocker_TryAcquire_notATimestamp() {
+	mr, _ := miniredis.Run()
+	defer mr.Close()
+	rdb := goredis.NewClient(&goredis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+	locker, _ := legacysetnx.New(redisclient.GoRedis(rdb), legacysetnx.Options{Prefix: "lock."})
+	defer locker.Close()
+
+	mr.Set("lock.cache", "some application data")
+	_, err := locker.TryAcquire(context.Background(), "cache")
+	fmt.Println(errors.Is(err, lockswap.ErrInvalid))
+	v, _ := mr.Get("lock.cache")
+	fmt.Println(v)
+	// Output:
+	// true
+	// some application data
+}
+
+// Guarantees are data: the clock assumption is why require=clock-independent
+// refuses this backend.
+func ExampleGuarantees() {
+	g := legacysetnx.Guarantees()
+	fmt.Println(g.Clock, g.Fencing, g.StaleReleaseSafe)
+	fmt.Println(g.Require(lockswap.PropClockIndependent) != nil)
+	// Output:
+	// synchronized wall clocks false true
+	// true
+}
