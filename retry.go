@@ -106,6 +106,7 @@ func Retry[T any](ctx context.Context, strategy RetryStrategy, try func(context.
 			timer.Stop()
 		}
 	}()
+	var prev error
 	for attempt := 1; ; attempt++ {
 		if err := ctx.Err(); err != nil && attempt == 1 {
 			return zero, fmt.Errorf("acquire not attempted: %w", err)
@@ -114,12 +115,19 @@ func Retry[T any](ctx context.Context, strategy RetryStrategy, try func(context.
 		if err == nil {
 			return v, nil
 		}
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			// The context ended during this attempt, which then failed
+			// because of it: the cause of the wait is the attempt before.
+			cause := err
+			if prev != nil {
+				cause = prev
+			}
+			return zero, &waitError{cause: cause, ctxErr: ctxErr}
+		}
 		if !errors.Is(err, ErrHeld) && !errors.Is(err, ErrUnavailable) {
 			return zero, err
 		}
-		if ctxErr := ctx.Err(); ctxErr != nil {
-			return zero, &waitError{cause: err, ctxErr: ctxErr}
-		}
+		prev = err
 		delay, ok := strategy.NextDelay(attempt)
 		if !ok {
 			return zero, err

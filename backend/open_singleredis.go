@@ -16,6 +16,10 @@ func init() {
 		if len(rcs) != 1 {
 			return nil, invalid("singleredis needs exactly one Redis client, got %d", len(rcs))
 		}
-		return singleredis.New(rcs[0], singleredis.Options{Prefix: c.Prefix, Fence: c.Fence, Closer: closer})
+		lk, err := singleredis.New(rcs[0], singleredis.Options{Prefix: c.Prefix, Fence: c.Fence, Closer: closer})
+		if err != nil && closer != nil {
+			closer.Close()
+		}
+		return lk, err
 	}
 }

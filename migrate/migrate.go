@@ -93,9 +93,11 @@ type Options struct {
 	// LegacyKey maps a lock name to the name passed to the legacy Locker
 	// (the legacy Locker adds its own prefix). Nil means the same name.
 	LegacyKey func(key string) string
-	// LegacyNet, in PhaseTarget, checks for a live legacy lock before
-	// taking the target lock, and after taking it, and treats one as held.
-	// Legacy must implement LegacyProbe.
+	// LegacyNet, in PhaseTarget, also takes the legacy lock after the
+	// target lock (released first): a live legacy lock (a forgotten old
+	// client) makes the attempt fail with ErrHeld and calls OnLegacyNet,
+	// and the legacy timestamp written keeps old clients out. An outage of
+	// the legacy Redis fails the attempt with ErrUnavailable.
 	LegacyNet bool
 	// OnLegacyNet is called whenever the safety net finds a live legacy lock
 	// (a forgotten old client): log it, count it.
@@ -137,11 +139,6 @@ func New(o Options) (*Locker, error) {
 		return nil, fmt.Errorf("migrate: phase %v needs a legacy Locker: %w", o.Phase, lockswap.ErrInvalid)
 	case needTarget && o.Target == nil:
 		return nil, fmt.Errorf("migrate: phase %v needs a target Locker: %w", o.Phase, lockswap.ErrInvalid)
-	}
-	if o.Phase == PhaseTarget && o.LegacyNet {
-		if _, ok := o.Legacy.(LegacyProbe); !ok {
-			return nil, fmt.Errorf("migrate: the legacy safety net needs a legacy Locker that can probe (%T cannot): %w", o.Legacy, lockswap.ErrInvalid)
-		}
 	}
 	if o.Legacy != nil && o.Target != nil {
 		if err := checkDistinct(o); err != nil {
@@ -251,52 +248,40 @@ func (lk *Locker) TryAcquire(ctx context.Context, key string, opts ...lockswap.O
 		}
 		return newLock(key, ll, tl), nil
 	default:
-		if lk.o.LegacyNet {
-			if err := lk.legacyNet(ctx, key); err != nil {
-				return nil, err
-			}
-		}
 		tl, err := lk.o.Target.TryAcquire(ctx, key, opts...)
-		if err != nil {
-			return nil, err
-		}
-		if lk.o.LegacyNet {
-			// An old client may have taken the legacy lock between the
-			// check and our acquisition: check again while we hold ours.
-			if err := lk.legacyNet(ctx, key); err != nil {
-				cctx, cancel := lockswap.CleanupContext(ctx)
-				defer cancel()
-				_ = tl.Release(cctx)
+		if err != nil || !lk.o.LegacyNet {
+			if err != nil {
 				return nil, err
 			}
+			return newLock(key, tl), nil
 		}
-		return newLock(key, tl), nil
-	}
-}
-
-// legacyNet returns ErrHeld when a live legacy lock guards key, and
-// ErrUnavailable when the legacy store cannot say.
-func (lk *Locker) legacyNet(ctx context.Context, key string) error {
-	live, err := lk.o.Legacy.(LegacyProbe).LegacyLive(ctx, lk.o.LegacyKey(key))
-	if err != nil {
-		if errors.Is(err, lockswap.ErrUnavailable) || errors.Is(err, lockswap.ErrInvalid) {
-			return fmt.Errorf("migrate: legacy safety net for %q: %w", key, err)
+		// The safety net: while holding the target lock, also take the
+		// legacy lock, so that a forgotten old client is excluded (it only
+		// looks at the legacy key) and reported.
+		ll, err := lk.o.Legacy.TryAcquire(ctx, lk.o.LegacyKey(key), opts...)
+		if err != nil {
+			cctx, cancel := lockswap.CleanupContext(ctx)
+			defer cancel()
+			_ = tl.Release(cctx)
+			if errors.Is(err, lockswap.ErrHeld) {
+				if lk.o.OnLegacyNet != nil {
+					lk.o.OnLegacyNet(key)
+				}
+				return nil, fmt.Errorf("migrate: %q is held through the legacy lock (safety net: is an old client still running?): %w", key, err)
+			}
+			return nil, fmt.Errorf("migrate: legacy safety net for %q: %w", key, err)
 		}
-		return fmt.Errorf("migrate: legacy safety net for %q: %w: %w", key, lockswap.ErrUnavailable, err)
+		l := newLock(key, tl, ll)
+		l.decider = 0
+		return l, nil
 	}
-	if live {
-		if lk.o.OnLegacyNet != nil {
-			lk.o.OnLegacyNet(key)
-		}
-		return fmt.Errorf("migrate: %q is held by a legacy client (safety net; is an old client still running?): %w", key, lockswap.ErrHeld)
-	}
-	return nil
 }
 
 // lock is one or two held locks, in acquisition order.
 type lock struct {
-	key   string
-	locks []lockswap.Lock
+	key     string
+	locks   []lockswap.Lock
+	decider int // index of the lock whose token and fence the handle shows
 
 	once sync.Once
 	done chan struct{}
@@ -306,7 +291,7 @@ type lock struct {
 // Done when either lock's Done closes; it ends then (at Release, on loss,
 // or at the earlier deadline at the latest).
 func newLock(key string, locks ...lockswap.Lock) *lock {
-	l := &lock{key: key, locks: locks}
+	l := &lock{key: key, locks: locks, decider: len(locks) - 1}
 	if len(locks) == 1 {
 		return l
 	}
@@ -326,11 +311,11 @@ func (l *lock) end() { l.once.Do(func() { close(l.done) }) }
 
 func (l *lock) Key() string { return l.key }
 
-// Token is the last (deciding) lock's token.
-func (l *lock) Token() string { return l.locks[len(l.locks)-1].Token() }
+// Token is the deciding (target, or only) lock's token.
+func (l *lock) Token() string { return l.locks[l.decider].Token() }
 
-// Fence is the target lock's fence, where it has one.
-func (l *lock) Fence() (uint64, bool) { return l.locks[len(l.locks)-1].Fence() }
+// Fence is the deciding lock's fence, where it has one.
+func (l *lock) Fence() (uint64, bool) { return l.locks[l.decider].Fence() }
 
 // Deadline is the earliest of the held locks' deadlines: exclusion against
 // every kind of client holds only until then.

@@ -95,7 +95,6 @@ func TestNewRejectsBadConfiguration(t *testing.T) {
 		"dual without target": {Phase: migrate.PhaseDual, Legacy: m},
 		"legacy without lock": {Phase: migrate.PhaseLegacy, Target: m},
 		"target without lock": {Phase: migrate.PhaseTarget, Legacy: m},
-		"net cannot probe":    {Phase: migrate.PhaseTarget, Target: m, Legacy: m, LegacyNet: true},
 	} {
 		if _, err := migrate.New(o); !errors.Is(err, lockswap.ErrInvalid) {
 			t.Errorf("%s: err = %v, want ErrInvalid", name, err)
