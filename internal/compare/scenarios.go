@@ -33,6 +33,8 @@ type fixture struct {
 	// after returns a Locker for use after the fault (a failover moves
 	// clients to the promoted replica); nil means newLocker.
 	after func() (lockswap.Locker, error)
+	// heal undoes a pause (pause scenario), before the woken holder acts.
+	heal func()
 	// note is added to the cell's detail.
 	note string
 
@@ -253,6 +255,9 @@ func runPause(ctx context.Context, f *fixture, g lockswap.Guarantees, _ int) Cel
 		return Cell{Outcome: Held, Detail: "second client never acquired: " + err.Error()}
 	}
 	res.Enter("B")
+	if f.heal != nil {
+		f.heal()
+	}
 	write := func(holder string, l lockswap.Lock) error {
 		if fence, ok := l.Fence(); ok {
 			return res.Write(holder, fence)
