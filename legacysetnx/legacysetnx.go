@@ -28,7 +28,6 @@ package legacysetnx
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -287,16 +286,8 @@ func (lk *Locker) Acquire(ctx context.Context, key string, opts ...lockswap.Opti
 	if err != nil {
 		return nil, err
 	}
-	var last error
 	return lockswap.Retry(ctx, o.Retry, func(ctx context.Context) (lockswap.Lock, error) {
-		l, err := lk.try(ctx, key, o.TTL)
-		if err != nil && last != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-			// An attempt cut short by the end of the wait says nothing about
-			// the key: report the last real cause (usually ErrHeld).
-			return nil, last
-		}
-		last = err
-		return l, err
+		return lk.try(ctx, key, o.TTL)
 	})
 }
 
