@@ -11,6 +11,7 @@ import (
 	"github.com/lockswap/lockswap"
 	"github.com/lockswap/lockswap/backend"
 	"github.com/lockswap/lockswap/internal/redistest"
+	"github.com/lockswap/lockswap/internal/testserver"
 	"github.com/lockswap/lockswap/redisclient"
 )
 
@@ -95,5 +96,35 @@ func TestOpenWithGivenClient(t *testing.T) {
 	_, err = backend.Open(context.Background(), backend.Config{Backend: backend.SingleRedis}, backend.Clients{Redis: []redisclient.Client{nil}})
 	if !errors.Is(err, lockswap.ErrInvalid) {
 		t.Errorf("nil given client: %v", err)
+	}
+}
+
+func TestOpenEtcdAndSwitchByEnv(t *testing.T) {
+	e := testserver.EtcdT(t)
+	mr := miniredis.RunT(t)
+	ctx := context.Background()
+	// The same program code, two backends, chosen by the environment only.
+	program := func() (string, error) {
+		lk, err := backend.FromEnv(ctx, "")
+		if err != nil {
+			return "", err
+		}
+		defer lk.Close()
+		l, err := lk.TryAcquire(ctx, "report")
+		if err != nil {
+			return "", err
+		}
+		defer l.Release(ctx)
+		return lk.Guarantees().Backend, nil
+	}
+	for url, want := range map[string]string{
+		"etcd://" + strings.TrimPrefix(e.Endpoints()[0], "http://") + "?prefix=/locks/&ttl=2s": "etcdlease",
+		"singleredis://" + mr.Addr() + "?ttl=2s":                                                 "singleredis",
+	} {
+		t.Setenv(backend.EnvVar, url)
+		got, err := program()
+		if err != nil || got != want {
+			t.Errorf("%s: backend %q, %v; want %q", url, got, err, want)
+		}
 	}
 }
