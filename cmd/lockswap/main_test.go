@@ -1,0 +1,65 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+)
+
+func runCLI(args ...string) (code int, stdout, stderr string) {
+	var out, errb bytes.Buffer
+	code = run(context.Background(), args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestCompareCommand(t *testing.T) {
+	code, out, errOut := runCLI("compare", "--backends", "singleredis,legacysetnx", "--scenarios", "contention,clock-ahead",
+		"--miniredis", "--iterations", "2", "--format", "markdown")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %s", code, errOut)
+	}
+	for _, want := range []string{"| scenario | singleredis | legacysetnx |", "| clock-ahead | held", "violated (1 overlap) [declared: violated]", "miniredis"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("markdown output lacks %q:\n%s", want, out)
+		}
+	}
+	if errOut != "" {
+		t.Errorf("progress printed on a non-terminal stderr: %q", errOut)
+	}
+}
+
+func TestBadUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{},
+		{"frobnicate"},
+		{"compare", "--format", "yaml"},
+		{"inspect"},
+	} {
+		if code, _, errOut := runCLI(args...); code != 2 || errOut == "" {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and a message", args, code, errOut)
+		}
+	}
+	if code, _, errOut := runCLI("compare", "--backends", "zookeeper"); code != 1 || !strings.Contains(errOut, "zookeeper") {
+		t.Errorf("unknown backend: exit %d, %q", code, errOut)
+	}
+}
+
+func TestInspectCommand(t *testing.T) {
+	mr := miniredis.RunT(t)
+	mr.Set("lock.a", strconv.FormatInt(time.Now().Unix()+100, 10))
+	mr.Set("lock.b", "0123456789abcdef0123456789abcdef")
+	mr.Set("other", "x")
+	code, out, errOut := runCLI("inspect", "--redis", mr.Addr(), "--prefix", "lock.")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(out, "lock.a") || !strings.Contains(out, "legacy") || !strings.Contains(out, "live") ||
+		!strings.Contains(out, "lock.b") || !strings.Contains(out, "token") || strings.Contains(out, "other") {
+		t.Errorf("inspect output:\n%s", out)
+	}
+}
