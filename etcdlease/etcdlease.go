@@ -71,6 +71,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -151,6 +152,11 @@ type Locker struct {
 	closed bool
 	leases map[int64]*lease
 	locks  map[*Lock]struct{}
+
+	id        string // random, names this Locker's contender keys
+	slotMu    sync.Mutex
+	freeSlots []int
+	nextSlot  int
 }
 
 var _ lockswap.Locker = (*Locker)(nil)
@@ -249,7 +255,7 @@ func newLocker(c *clientv3.Client, opts Options) (*Locker, error) {
 		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Locker{c: c, opts: opts, nodes: nodes, ctx: ctx, cancel: cancel,
+	return &Locker{c: c, opts: opts, nodes: nodes, ctx: ctx, cancel: cancel, id: lockstate.NewToken()[:16],
 		leases: map[int64]*lease{}, locks: map[*Lock]struct{}{}}, nil
 }
 
@@ -337,6 +343,7 @@ func (lk *Locker) Close() error {
 	for _, l := range locks {
 		l.settle(stateLost)
 		l.End()
+		l.stopWatch()
 	}
 	lk.cancel()
 	lk.wg.Wait()
@@ -422,7 +429,8 @@ func (lk *Locker) tryOnce(ctx context.Context, key string, ttl time.Duration) (*
 	}
 	pfx := lk.QueuePrefix(key)
 	token := lockstate.NewToken()
-	myKey := pfx + token
+	slot := lk.takeSlot()
+	myKey := lk.contenderKey(pfx, slot)
 	start := time.Now()
 	rctx, cancel := lk.reqCtx(ctx)
 	resp, err := lk.c.Txn(rctx).
@@ -431,13 +439,14 @@ func (lk *Locker) tryOnce(ctx context.Context, key string, ttl time.Duration) (*
 		Commit()
 	cancel()
 	if err != nil {
-		lk.removeKey(ctx, myKey)
+		lk.removeKey(ctx, myKey, slot)
 		return nil, lk.fail("acquire", key, err)
 	}
 	if !resp.Succeeded {
+		lk.putSlot(slot) // nothing was written
 		return nil, fmt.Errorf("%s: acquire %q: %w", Backend, key, lockswap.ErrHeld)
 	}
-	return lk.held(key, token, myKey, resp.Header.Revision, ls, start, ttl)
+	return lk.held(key, token, myKey, slot, resp.Header.Revision, ls, start, ttl)
 }
 
 // Acquire joins the lock's queue and waits, woken by a watch, until it is
@@ -471,7 +480,10 @@ func (lk *Locker) queue(ctx context.Context, key string, ttl time.Duration) (*Lo
 	}
 	pfx := lk.QueuePrefix(key)
 	token := lockstate.NewToken()
-	myKey := pfx + token
+	// The slot's key name is ours alone (see contenderKey), so the put
+	// needs no compare.
+	slot := lk.takeSlot()
+	myKey := lk.contenderKey(pfx, slot)
 	start := time.Now()
 	rctx, cancel := lk.reqCtx(ctx)
 	resp, err := lk.c.Txn(rctx).
@@ -479,7 +491,7 @@ func (lk *Locker) queue(ctx context.Context, key string, ttl time.Duration) (*Lo
 		Commit()
 	cancel()
 	if err != nil {
-		lk.removeKey(ctx, myKey)
+		lk.removeKey(ctx, myKey, slot)
 		if ctx.Err() != nil {
 			return nil, lockswap.WaitError(lk.fail("acquire", key, err), ctx.Err())
 		}
@@ -494,10 +506,10 @@ func (lk *Locker) queue(ctx context.Context, key string, ttl time.Duration) (*Lo
 			return nil, fmt.Errorf("%s: acquire %q: queue entry vanished while waiting (lease lost): %w", Backend, key, lockswap.ErrUnavailable)
 		}
 		if len(kvs) == 1 {
-			return lk.held(key, token, myKey, myRev, ls, start, ttl)
+			return lk.held(key, token, myKey, slot, myRev, ls, start, ttl)
 		}
-		if err := lk.waitDelete(ctx, string(kvs[1].Key), header+1); err != nil {
-			lk.removeKey(ctx, myKey)
+		if err := lk.waitDelete(ctx, string(kvs[1].Key), kvs[1].CreateRevision, header); err != nil {
+			lk.removeKey(ctx, myKey, slot)
 			if ctx.Err() != nil {
 				return nil, lockswap.WaitError(fmt.Errorf("%s: acquire %q: %w", Backend, key, lockswap.ErrHeld), ctx.Err())
 			}
@@ -508,7 +520,7 @@ func (lk *Locker) queue(ctx context.Context, key string, ttl time.Duration) (*Lo
 		g, err := lk.c.Get(rctx, pfx, queueOpts(myRev)...)
 		cancel()
 		if err != nil {
-			lk.removeKey(ctx, myKey)
+			lk.removeKey(ctx, myKey, slot)
 			if ctx.Err() != nil {
 				return nil, lockswap.WaitError(fmt.Errorf("%s: acquire %q: %w", Backend, key, lockswap.ErrHeld), ctx.Err())
 			}
@@ -518,15 +530,23 @@ func (lk *Locker) queue(ctx context.Context, key string, ttl time.Duration) (*Lo
 	}
 }
 
-// waitDelete waits until k is deleted at or after revision rev (a revision
-// the server has not reached yet, so the watch is synced and the event comes
-// as soon as it is committed).
-func (lk *Locker) waitDelete(ctx context.Context, k string, rev int64) error {
+// waitDelete waits until k, created at revision created, is deleted after
+// revision rev, at which the caller read it. (A later key of the same name
+// is a later contender: its presence means ours is gone.)
+//
+// The watch starts at the server's current revision ("from now"): such a
+// watch is synced and gets each event as soon as it is committed. A watch
+// from rev+1 would do when nothing was written since rev, but under
+// contention other writes have moved the revision on by the time the watch
+// is registered, and a watch from a past revision waits for the server's
+// unsynced-watcher loop (every 100 ms). A deletion between rev and the
+// watch's creation is caught by reading k once the watch exists.
+func (lk *Locker) waitDelete(ctx context.Context, k string, created, rev int64) error {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	closing := lk.ctx.Done()
 	for {
-		wch := lk.c.Watch(wctx, k, clientv3.WithRev(rev), clientv3.WithFilterPut())
+		wch := lk.c.Watch(wctx, k, clientv3.WithFilterPut(), clientv3.WithCreatedNotify())
 		for {
 			var wr clientv3.WatchResponse
 			var ok bool
@@ -542,35 +562,92 @@ func (lk *Locker) waitDelete(ctx context.Context, k string, rev int64) error {
 				break // the watch ended (member lost): watch again
 			}
 			if err := wr.Err(); err != nil {
-				// Compacted or cancelled: the caller re-reads the queue.
-				return nil
+				return nil // cancelled by the server: the caller re-reads the queue
+			}
+			if wr.Created {
+				if wr.Header.Revision <= rev {
+					continue
+				}
+				rctx, rcancel := lk.reqCtx(ctx)
+				g, err := lk.c.Get(rctx, k)
+				rcancel()
+				if err != nil {
+					return err
+				}
+				if len(g.Kvs) == 0 || g.Kvs[0].CreateRevision != created {
+					return nil
+				}
+				rev = g.Header.Revision
+				continue
 			}
 			for _, ev := range wr.Events {
 				if ev.Type == clientv3.EventTypeDelete {
 					return nil
 				}
 			}
-			if wr.Header.Revision >= rev {
-				rev = wr.Header.Revision + 1
-			}
 		}
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		// Re-read k before the next watch, as after any gap.
+		rctx, rcancel := lk.reqCtx(ctx)
+		g, err := lk.c.Get(rctx, k)
+		rcancel()
+		if err != nil {
+			return err
+		}
+		if len(g.Kvs) == 0 || g.Kvs[0].CreateRevision != created {
+			return nil
+		}
+		rev = g.Header.Revision
 	}
 }
 
 // removeKey deletes our queue key after a failed or cancelled attempt; it
-// runs even when ctx is cancelled.
-func (lk *Locker) removeKey(ctx context.Context, myKey string) {
+// runs even when ctx is cancelled. The slot is reused only when the delete
+// is confirmed.
+func (lk *Locker) removeKey(ctx context.Context, myKey string, slot int) {
 	cctx, cancel := lockswap.CleanupContext(ctx)
 	defer cancel()
-	_, _ = lk.c.Delete(cctx, myKey)
+	if _, err := lk.c.Delete(cctx, myKey); err == nil {
+		lk.putSlot(slot)
+	}
+}
+
+// contenderKey is the key of contender slot in the queue pfx: the Locker's
+// random id (64 bits) and a slot number. A slot goes back to the free list
+// only once this Locker has seen its key deleted by its own request, after
+// which no handle that used it sends another plain delete; until then the
+// name belongs to one attempt or lock alone. That makes the put of Acquire
+// and the delete of Release safe without a compare. Reusing slots keeps a
+// busy lock from leaving an ever-growing set of deleted keys in etcd's index
+// (which every prefix read walks until the next compaction); the create
+// revision, not the name, tells holders apart (Fence, IsOwner).
+func (lk *Locker) contenderKey(pfx string, slot int) string {
+	return pfx + lk.id + "-" + strconv.Itoa(slot)
+}
+
+func (lk *Locker) takeSlot() int {
+	lk.slotMu.Lock()
+	defer lk.slotMu.Unlock()
+	if n := len(lk.freeSlots); n > 0 {
+		s := lk.freeSlots[n-1]
+		lk.freeSlots = lk.freeSlots[:n-1]
+		return s
+	}
+	lk.nextSlot++
+	return lk.nextSlot
+}
+
+func (lk *Locker) putSlot(s int) {
+	lk.slotMu.Lock()
+	lk.freeSlots = append(lk.freeSlots, s)
+	lk.slotMu.Unlock()
 }
 
 // held makes the lock handle and starts watching its key.
-func (lk *Locker) held(key, token, myKey string, rev int64, ls *lease, start time.Time, ttl time.Duration) (*Lock, error) {
-	l := &Lock{lk: lk, ls: ls, etcdKey: myKey, rev: rev,
+func (lk *Locker) held(key, token, myKey string, slot int, rev int64, ls *lease, start time.Time, ttl time.Duration) (*Lock, error) {
+	l := &Lock{lk: lk, ls: ls, etcdKey: myKey, slot: slot, rev: rev,
 		State: lockstate.New(key, token, uint64(rev), true, start.Add(ttl-lockstate.Drift(ttl)))}
 	lk.mu.Lock()
 	if lk.closed {
@@ -587,16 +664,23 @@ func (lk *Locker) held(key, token, myKey string, rev int64, ls *lease, start tim
 	}
 	lk.locks[l] = struct{}{}
 	lk.wg.Add(1)
+	l.watchTimer = time.AfterFunc(WatchDelay, l.watch)
 	lk.mu.Unlock()
-	wctx, cancel := context.WithCancel(lk.ctx)
-	wch := lk.c.Watch(wctx, myKey, clientv3.WithRev(rev+1), clientv3.WithFilterPut())
-	go l.watch(wctx, cancel, wch)
 	return l, nil
 }
 
+// forget drops l from the Locker's and the lease's books; it runs once per
+// lock, when its watch ends or is cancelled before it started.
 func (lk *Locker) forget(l *Lock) {
 	lk.mu.Lock()
 	delete(lk.locks, l)
 	lk.mu.Unlock()
 	l.ls.remove(l)
+	lk.wg.Done()
 }
+
+// WatchDelay is how long a held lock waits before it watches its key. A
+// lock released sooner costs no watch at all; a deletion by someone else in
+// the meantime is still seen, since the watch starts at the revision after
+// the acquisition.
+const WatchDelay = 20 * time.Millisecond

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -29,11 +30,23 @@ type Lock struct {
 	lk      *Locker
 	ls      *lease
 	etcdKey string
+	slot    int
 	rev     int64
 	st      atomic.Int32
 	// releasing is set while Release's delete is in flight, so that the
 	// watch does not take our own deletion for a loss.
 	releasing atomic.Bool
+	// mu orders Release's delete with the delete at the deadline.
+	mu sync.Mutex
+	// watchTimer starts the watch (see WatchDelay).
+	watchTimer *time.Timer
+}
+
+// stopWatch cancels a watch that has not started yet.
+func (l *Lock) stopWatch() {
+	if l.watchTimer.Stop() {
+		l.lk.forget(l)
+	}
 }
 
 var _ lockswap.Lock = (*Lock)(nil)
@@ -115,52 +128,75 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	return nil
 }
 
-// Release deletes the key in a transaction that compares its create
-// revision, so a stale or retried Release never deletes another holder's
-// key. It returns nil when our lock was removed (or was already released by
-// this handle), and an error matching lockswap.ErrLost when it had already
-// been lost or had passed its deadline.
+// Release deletes the lock's key. It never deletes another holder's key:
+// while the lock is live its key name is used by no other attempt (see
+// contenderKey), so that delete is a plain one; once the lock has ended
+// (lost, expired, Locker closed) the delete is a transaction that compares
+// the key's create revision with Fence. It returns nil when our lock was
+// removed (or was already released by this handle), and an error matching
+// lockswap.ErrLost when it had already been lost or had passed its deadline.
 func (l *Lock) Release(ctx context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	if l.st.Load() == stateReleased {
 		return nil
 	}
 	cctx, cancel := lockswap.CleanupContext(ctx)
 	defer cancel()
+	if l.st.Load() != stateLive {
+		resp, err := l.lk.c.Txn(cctx).If(l.IsOwner()).Then(clientv3.OpDelete(l.etcdKey)).Commit()
+		if err != nil {
+			return l.lk.fail("release", l.Key(), err)
+		}
+		what := "the lock had already ended"
+		if resp.Succeeded {
+			what += " (its key was still there and is now deleted)"
+		}
+		return fmt.Errorf("%s: release %q: %s: %w", Backend, l.Key(), what, lockswap.ErrLost)
+	}
 	l.releasing.Store(true)
 	defer l.releasing.Store(false)
-	resp, err := l.lk.c.Txn(cctx).If(l.IsOwner()).Then(clientv3.OpDelete(l.etcdKey)).Commit()
+	resp, err := l.lk.c.Delete(cctx, l.etcdKey)
 	if err != nil {
 		return l.lk.fail("release", l.Key(), err)
 	}
-	if resp.Succeeded && l.settle(stateReleased) {
+	if resp.Deleted == 0 {
+		l.settle(stateLost)
 		l.End()
-		return nil
+		return fmt.Errorf("%s: release %q: key %q was already gone: %w", Backend, l.Key(), l.etcdKey, lockswap.ErrLost)
 	}
-	if l.st.Load() == stateReleased {
-		return nil // a concurrent Release won
-	}
-	l.settle(stateLost)
+	settled := l.settle(stateReleased)
 	l.End()
-	return fmt.Errorf("%s: release %q: no longer ours: %w", Backend, l.Key(), lockswap.ErrLost)
+	l.stopWatch()
+	if settled {
+		l.lk.putSlot(l.slot)
+	}
+	return nil
 }
 
 // watch runs while the lock is held: it ends the lock when the key is
 // deleted by anyone, and deletes the key when the lock's deadline passes
 // without Extend (the lease would otherwise keep it).
-func (l *Lock) watch(ctx context.Context, cancel context.CancelFunc, wch clientv3.WatchChan) {
+func (l *Lock) watch() {
 	lk := l.lk
-	defer lk.wg.Done()
-	defer cancel()
 	defer lk.forget(l)
+	ctx, cancel := context.WithCancel(lk.ctx)
+	defer cancel()
 	rev := l.rev + 1
+	wch := lk.c.Watch(ctx, l.etcdKey, clientv3.WithRev(rev), clientv3.WithFilterPut())
 	for {
 		select {
 		case <-l.Done():
+			l.mu.Lock()
 			if l.settle(stateExpired) {
 				rctx, rcancel := lk.reqCtx(lk.ctx)
-				_, _ = lk.c.Txn(rctx).If(l.IsOwner()).Then(clientv3.OpDelete(l.etcdKey)).Commit()
+				resp, err := lk.c.Txn(rctx).If(l.IsOwner()).Then(clientv3.OpDelete(l.etcdKey)).Commit()
 				rcancel()
+				if err == nil && resp.Succeeded {
+					lk.putSlot(l.slot)
+				}
 			}
+			l.mu.Unlock()
 			return
 		case wr, ok := <-wch:
 			if !ok || wr.Err() != nil {
