@@ -1,0 +1,89 @@
+package redlock_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+
+	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/conformance"
+	"github.com/lockswap/lockswap/internal/redistest"
+	"github.com/lockswap/lockswap/internal/testserver"
+	"github.com/lockswap/lockswap/redisclient"
+	"github.com/lockswap/lockswap/redlock"
+)
+
+// testTimeout is the per-instance timeout of the tests: generous, so that a
+// loaded CI machine running -race does not turn slowness into outages.
+const testTimeout = 100 * time.Millisecond
+
+// newLocker returns a Locker with its own clients to addrs, closed at the
+// end of the test.
+func newLocker(t testing.TB, addrs []string, newClient redistest.NewClient, opts redlock.Options) *redlock.Locker {
+	t.Helper()
+	cs := make([]redisclient.Client, len(addrs))
+	for i, a := range addrs {
+		cs[i] = newClient(t, a)
+	}
+	if opts.InstanceTimeout == 0 {
+		opts.InstanceTimeout = testTimeout
+	}
+	lk, err := redlock.New(cs, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lk.Close() })
+	return lk
+}
+
+func miniredisN(t *testing.T, n int) ([]string, func(time.Duration)) {
+	addrs := make([]string, n)
+	ms := make([]*miniredis.Miniredis, n)
+	for i := range ms {
+		ms[i] = miniredis.RunT(t)
+		addrs[i] = ms[i].Addr()
+	}
+	return addrs, func(d time.Duration) {
+		for _, m := range ms {
+			m.FastForward(d)
+		}
+	}
+}
+
+func realN(t *testing.T, n int) ([]string, []*testserver.Redis) {
+	srvs := testserver.RedisClusterOfMasters(t, n)
+	addrs := make([]string, n)
+	for i, s := range srvs {
+		addrs[i] = s.Addr()
+	}
+	return addrs, srvs
+}
+
+// TestConformance runs the suite for redlock over 5 instances × {go-redis,
+// redigo} × {miniredis, redis-server}.
+func TestConformance(t *testing.T) {
+	for _, c := range redistest.Clients {
+		t.Run(c.Name, func(t *testing.T) {
+			t.Run("miniredis", func(t *testing.T) {
+				addrs, advance := miniredisN(t, 5)
+				conformance.Run(t, conformance.Harness{
+					NewLocker: func(t *testing.T) lockswap.Locker {
+						return newLocker(t, addrs, c.New, redlock.Options{Prefix: "test:"})
+					},
+					TTL:         300 * time.Millisecond,
+					AdvanceTime: advance,
+				})
+			})
+			t.Run("redis-server", func(t *testing.T) {
+				addrs, _ := realN(t, 5)
+				conformance.Run(t, conformance.Harness{
+					NewLocker: func(t *testing.T) lockswap.Locker {
+						return newLocker(t, addrs, c.New, redlock.Options{Prefix: "test:"})
+					},
+					TTL: 300 * time.Millisecond,
+				})
+			})
+		})
+	}
+}
