@@ -3,6 +3,7 @@ package etcdlease
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -110,6 +111,63 @@ func BenchmarkCycle(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkCycleVsMutex alternates one lockswap cycle and one
+// concurrency.Mutex cycle (reused session) on the same server and client,
+// so that both see the same load; it reports each one's median and the
+// ratio of the medians (lockswap ÷ Mutex), which shared-machine noise
+// moves far less than separate runs.
+func BenchmarkCycleVsMutex(b *testing.B) {
+	srv := testserver.EtcdT(b)
+	ctx := context.Background()
+	c := benchClient(b, srv.Endpoints())
+	lk, err := New(c, Options{Prefix: "benchvs/lockswap/"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer lk.Close()
+	s, err := concurrency.NewSession(c, concurrency.WithTTL(10))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	if l, err := lk.Acquire(ctx, "k", lockswap.WithTTL(10*time.Second)); err == nil {
+		l.Release(ctx)
+	}
+	ls := make([]time.Duration, 0, b.N)
+	mx := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		m := concurrency.NewMutex(s, "benchvs/mutex/k")
+		if err := m.Lock(ctx); err != nil {
+			b.Fatal(err)
+		}
+		if err := m.Unlock(ctx); err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		l, err := lk.Acquire(ctx, "k", lockswap.WithTTL(10*time.Second))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := l.Release(ctx); err != nil {
+			b.Fatal(err)
+		}
+		t2 := time.Now()
+		mx = append(mx, t1.Sub(t0))
+		ls = append(ls, t2.Sub(t1))
+	}
+	b.StopTimer()
+	med := func(d []time.Duration) float64 {
+		slices.Sort(d)
+		return float64(d[len(d)/2].Nanoseconds())
+	}
+	ml, mm := med(ls), med(mx)
+	b.ReportMetric(ml, "lockswap-ns/cycle")
+	b.ReportMetric(mm, "mutex-ns/cycle")
+	b.ReportMetric(ml/mm, "ratio")
 }
 
 // BenchmarkContended8 runs 8 goroutines that take and release one key,
