@@ -1,0 +1,392 @@
+package redlock_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	redigo "github.com/gomodule/redigo/redis"
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/internal/redistest"
+	"github.com/lockswap/lockswap/internal/testserver"
+	"github.com/lockswap/lockswap/redisclient"
+	"github.com/lockswap/lockswap/redlock"
+)
+
+// The benchmarks compare one acquire+release cycle of redlock over N = 1, 3
+// and 5 redis-servers with a raw floor of the same client in the same run:
+//
+//   - redigo floor: one goroutine sends SET NX PX to all N instances on
+//     dedicated connections, flushes, reads the N replies, then does the
+//     same with EVALSHA compare-and-delete: the least work the protocol can
+//     cost.
+//   - go-redis floor: go-redis has no split send/receive across clients, so
+//     the cheapest raw fan-out is one goroutine per instance but one (the
+//     caller serves that one), joined by a WaitGroup.
+//
+// BenchmarkContended runs 8 goroutines on one key with the same jittered
+// retry for floor and lockswap and reports acquisitions per second (acq/s).
+// Run:
+//
+//	go test -run '^$' -bench . -benchmem ./redlock/ | tee /tmp/redlock.txt
+
+const benchRelease = `if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) end return 0`
+
+var (
+	benchSeq   atomic.Int64
+	benchToken = "0123456789abcdef0123456789abcdef"
+	benchTTL   = 10 * time.Second
+	benchSHA   = redisclient.NewScript(benchRelease).SHA()
+)
+
+func benchKeys(n int) []string {
+	g := benchSeq.Add(1)
+	ks := make([]string, n)
+	for i := range ks {
+		ks[i] = fmt.Sprintf("bench:%d:%d", g, i)
+	}
+	return ks
+}
+
+type cycleFunc func(ctx context.Context, key string) error
+
+func runCycle(b *testing.B, parallel bool, newCycle func(b *testing.B) cycleFunc) {
+	ctx := context.Background()
+	b.ReportAllocs()
+	if !parallel {
+		cycle, ks := newCycle(b), benchKeys(1024)
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			if err := cycle(ctx, ks[i&1023]); err != nil {
+				b.Fatal(err)
+			}
+		}
+		return
+	}
+	b.SetParallelism(16) // 32 goroutines on 2 cores
+	var mu sync.Mutex
+	cycles := make(chan cycleFunc, 64)
+	for range 64 {
+		cycles <- newCycle(b) // dial before timing
+	}
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		mu.Lock()
+		cycle := <-cycles
+		mu.Unlock()
+		ks := benchKeys(1024)
+		for i := 0; pb.Next(); i++ {
+			if err := cycle(ctx, ks[i&1023]); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
+// redigoFloor returns a cycle on N dedicated connections, pipelined.
+func redigoFloor(b *testing.B, addrs []string) cycleFunc {
+	conns := make([]redigo.Conn, len(addrs))
+	for i, a := range addrs {
+		c, err := redigo.Dial("tcp", a)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { c.Close() })
+		if _, err := c.Do("SCRIPT", "LOAD", benchRelease); err != nil {
+			b.Fatal(err)
+		}
+		conns[i] = c
+	}
+	quorum := len(addrs)/2 + 1
+	ms := benchTTL.Milliseconds()
+	return func(ctx context.Context, key string) error {
+		for _, c := range conns {
+			c.Send("SET", key, benchToken, "NX", "PX", ms)
+			c.Flush()
+		}
+		ok := 0
+		for _, c := range conns {
+			if v, err := c.Receive(); err == nil && v != nil {
+				ok++
+			}
+		}
+		if ok < quorum {
+			return fmt.Errorf("floor: %d OK", ok)
+		}
+		for _, c := range conns {
+			c.Send("EVALSHA", benchSHA, 1, key, benchToken)
+			c.Flush()
+		}
+		for _, c := range conns {
+			if _, err := c.Receive(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// goredisFloor returns the cheapest raw go-redis fan-out.
+func goredisFloor(b *testing.B, cs []*goredis.Client) cycleFunc {
+	quorum := len(cs)/2 + 1
+	return func(ctx context.Context, key string) error {
+		var ok atomic.Int32
+		var wg sync.WaitGroup
+		for _, c := range cs[1:] {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if set, err := c.SetNX(ctx, key, benchToken, benchTTL).Result(); err == nil && set {
+					ok.Add(1)
+				}
+			}()
+		}
+		if set, err := cs[0].SetNX(ctx, key, benchToken, benchTTL).Result(); err == nil && set {
+			ok.Add(1)
+		}
+		wg.Wait()
+		if int(ok.Load()) < quorum {
+			return fmt.Errorf("floor: %d OK", ok.Load())
+		}
+		for _, c := range cs[1:] {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c.EvalSha(ctx, benchSHA, []string{key}, benchToken)
+			}()
+		}
+		err := cs[0].EvalSha(ctx, benchSHA, []string{key}, benchToken).Err()
+		wg.Wait()
+		return err
+	}
+}
+
+func lockswapCycle(lk *redlock.Locker) cycleFunc {
+	return func(ctx context.Context, key string) error {
+		l, err := lk.TryAcquire(ctx, key, lockswap.WithTTL(benchTTL))
+		if err != nil {
+			return err
+		}
+		return l.Release(ctx)
+	}
+}
+
+func benchServers(b *testing.B, n int) []string {
+	srvs := testserver.RedisClusterOfMasters(b, n)
+	addrs := make([]string, n)
+	for i, s := range srvs {
+		addrs[i] = s.Addr()
+		c := redistest.GoRedisClient(b, s.Addr())
+		if err := c.ScriptLoad(context.Background(), benchRelease).Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return addrs
+}
+
+func benchLocker(b *testing.B, addrs []string, newClient redistest.NewClient, opts redlock.Options) *redlock.Locker {
+	cs := make([]redisclient.Client, len(addrs))
+	for i, a := range addrs {
+		cs[i] = newClient(b, a)
+	}
+	lk, err := redlock.New(cs, opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { lk.Close() })
+	return lk
+}
+
+func BenchmarkCycle(b *testing.B) {
+	for _, n := range []int{1, 3, 5} {
+		addrs := benchServers(b, n)
+		grs := make([]*goredis.Client, n)
+		for i, a := range addrs {
+			grs[i] = redistest.GoRedisClient(b, a)
+		}
+		grLocker := benchLocker(b, addrs, redistest.GoRedis, redlock.Options{})
+		rgLocker := benchLocker(b, addrs, redistest.Redigo, redlock.Options{})
+		for _, mode := range []struct {
+			name     string
+			parallel bool
+		}{{"serial", false}, {"parallel", true}} {
+			name := fmt.Sprintf("N=%d/%s", n, mode.name)
+			b.Run("redigo/"+name+"/floor", func(b *testing.B) {
+				runCycle(b, mode.parallel, func(b *testing.B) cycleFunc { return redigoFloor(b, addrs) })
+			})
+			b.Run("redigo/"+name+"/lockswap", func(b *testing.B) {
+				runCycle(b, mode.parallel, func(*testing.B) cycleFunc { return lockswapCycle(rgLocker) })
+			})
+			b.Run("goredis/"+name+"/floor", func(b *testing.B) {
+				runCycle(b, mode.parallel, func(b *testing.B) cycleFunc { return goredisFloor(b, grs) })
+			})
+			b.Run("goredis/"+name+"/lockswap", func(b *testing.B) {
+				runCycle(b, mode.parallel, func(*testing.B) cycleFunc { return lockswapCycle(grLocker) })
+			})
+		}
+	}
+}
+
+// BenchmarkRestartSafety measures the cost of RestartSafety (the acquire
+// script instead of a plain SET) on 3 instances, serially.
+func BenchmarkRestartSafety(b *testing.B) {
+	addrs := benchServers(b, 3)
+	for _, safe := range []bool{false, true} {
+		lk := benchLocker(b, addrs, redistest.GoRedis, redlock.Options{RestartSafety: safe, MaxTTL: benchTTL})
+		if safe {
+			// Let the fresh instances' epochs age past MaxTTL without
+			// waiting: write epochs that are old enough.
+			for _, a := range addrs {
+				c := redistest.GoRedisClient(b, a)
+				c.Set(context.Background(), redlock.EpochKey, fmt.Sprintf("%d.0.bench", time.Now().Add(-time.Hour).Unix()), 0)
+			}
+		}
+		b.Run(fmt.Sprintf("goredis/N=3/RestartSafety=%v", safe), func(b *testing.B) {
+			runCycle(b, false, func(*testing.B) cycleFunc { return lockswapCycle(lk) })
+		})
+	}
+}
+
+// BenchmarkContended: 8 goroutines compete for one key; each success is an
+// acquire+release. The floor retries after the same random delay.
+func BenchmarkContended(b *testing.B) {
+	retry := lockswap.JitterRetry(500*time.Microsecond, 2*time.Millisecond)
+	for _, n := range []int{1, 3, 5} {
+		addrs := benchServers(b, n)
+		grs := make([]*goredis.Client, n)
+		for i, a := range addrs {
+			grs[i] = redistest.GoRedisClient(b, a)
+		}
+		grLocker := benchLocker(b, addrs, redistest.GoRedis, redlock.Options{Retry: retry})
+		rgLocker := benchLocker(b, addrs, redistest.Redigo, redlock.Options{Retry: retry})
+		key := fmt.Sprintf("contended:%d", n)
+		floor := func(newFloor func(b *testing.B) cycleFunc) func(b *testing.B) {
+			return func(b *testing.B) {
+				runContended(b, func(b *testing.B) func(ctx context.Context) error {
+					cycle := newFloor(b)
+					return func(ctx context.Context) error {
+						for {
+							if err := cycle(ctx, key); err == nil {
+								return nil
+							}
+							d, _ := retry.NextDelay(1)
+							time.Sleep(d)
+						}
+					}
+				})
+			}
+		}
+		ours := func(lk *redlock.Locker) func(b *testing.B) {
+			return func(b *testing.B) {
+				runContended(b, func(*testing.B) func(ctx context.Context) error {
+					return func(ctx context.Context) error {
+						l, err := lk.Acquire(ctx, key, lockswap.WithTTL(benchTTL))
+						if err != nil {
+							return err
+						}
+						return l.Release(ctx)
+					}
+				})
+			}
+		}
+		b.Run(fmt.Sprintf("redigo/N=%d/floor", n), floor(func(b *testing.B) cycleFunc { return contendedRedigoFloor(b, addrs) }))
+		b.Run(fmt.Sprintf("redigo/N=%d/lockswap", n), ours(rgLocker))
+		b.Run(fmt.Sprintf("goredis/N=%d/floor", n), floor(func(b *testing.B) cycleFunc { return contendedGoredisFloor(grs) }))
+		b.Run(fmt.Sprintf("goredis/N=%d/lockswap", n), ours(grLocker))
+	}
+}
+
+func runContended(b *testing.B, newWorker func(b *testing.B) func(ctx context.Context) error) {
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.SetParallelism(4) // 8 goroutines on 2 cores
+	workers := make(chan func(context.Context) error, 16)
+	for range 16 {
+		workers <- newWorker(b)
+	}
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		w := <-workers
+		for pb.Next() {
+			if err := w(ctx); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "acq/s")
+}
+
+// contendedRedigoFloor is redigoFloor with a random token per attempt and
+// the undo of a failed attempt, as the protocol needs under contention.
+func contendedRedigoFloor(b *testing.B, addrs []string) cycleFunc {
+	conns := make([]redigo.Conn, len(addrs))
+	for i, a := range addrs {
+		c, err := redigo.Dial("tcp", a)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { c.Close() })
+		conns[i] = c
+	}
+	quorum := len(addrs)/2 + 1
+	ms := benchTTL.Milliseconds()
+	return func(ctx context.Context, key string) error {
+		token := fmt.Sprintf("%016x%016x", rand.Uint64(), rand.Uint64())
+		for _, c := range conns {
+			c.Send("SET", key, token, "NX", "PX", ms)
+			c.Flush()
+		}
+		ok := 0
+		for _, c := range conns {
+			if v, err := c.Receive(); err == nil && v != nil {
+				ok++
+			}
+		}
+		for _, c := range conns {
+			c.Send("EVALSHA", benchSHA, 1, key, token)
+			c.Flush()
+		}
+		for _, c := range conns {
+			c.Receive()
+		}
+		if ok < quorum {
+			return fmt.Errorf("floor: %d OK", ok)
+		}
+		return nil
+	}
+}
+
+func contendedGoredisFloor(cs []*goredis.Client) cycleFunc {
+	quorum := len(cs)/2 + 1
+	return func(ctx context.Context, key string) error {
+		token := fmt.Sprintf("%016x%016x", rand.Uint64(), rand.Uint64())
+		var ok atomic.Int32
+		var wg sync.WaitGroup
+		each := func(f func(c *goredis.Client)) {
+			for _, c := range cs[1:] {
+				wg.Add(1)
+				go func() { defer wg.Done(); f(c) }()
+			}
+			f(cs[0])
+			wg.Wait()
+		}
+		each(func(c *goredis.Client) {
+			if set, err := c.SetNX(ctx, key, token, benchTTL).Result(); err == nil && set {
+				ok.Add(1)
+			}
+		})
+		each(func(c *goredis.Client) { c.EvalSha(ctx, benchSHA, []string{key}, token) })
+		if int(ok.Load()) < quorum {
+			return fmt.Errorf("floor: %d OK", ok.Load())
+		}
+		return nil
+	}
+}
