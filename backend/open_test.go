@@ -128,3 +128,26 @@ func TestOpenEtcdAndSwitchByEnv(t *testing.T) {
 		}
 	}
 }
+
+func TestOpenRedlock(t *testing.T) {
+	var hosts []string
+	for i := 0; i < 3; i++ {
+		hosts = append(hosts, miniredis.RunT(t).Addr())
+	}
+	ctx := context.Background()
+	lk, err := backend.OpenURL(ctx, "redlock://"+strings.Join(hosts, ",")+"?ttl=5s&prefix=rl:&client=redigo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lk.Close()
+	if g := lk.Guarantees(); g.Backend != "redlock" || g.Nodes != 3 || g.Tolerates != 1 {
+		t.Errorf("guarantees = %+v", g)
+	}
+	l, err := lk.TryAcquire(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -25,6 +25,9 @@ type redisBackend struct {
 	build func(clients []redisclient.Client, skew time.Duration) (lockswap.Locker, error)
 	// readsClock: the backend's safety reads the client's wall clock.
 	readsClock bool
+	// seed, when set, prepares each fresh server (for example marks it as
+	// long-running for Redlock's restart safety).
+	seed func(ctx context.Context, c redisclient.Client) error
 }
 
 // node is one Redis server of a fixture.
@@ -85,6 +88,11 @@ func (rb redisBackend) setup(ctx context.Context, e *env, sc string) (*fixture, 
 			return nil, err
 		}
 		nodes[i], addrs[i] = nd, nd.addr
+		if rb.seed != nil {
+			if err := rb.seed(ctx, newGoRedis(f, nd.addr)); err != nil {
+				return nil, fmt.Errorf("seed %s: %w", nd.addr, err)
+			}
+		}
 	}
 	majority := rb.n/2 + 1
 	switch sc {

@@ -207,26 +207,14 @@ func runContention(ctx context.Context, f *fixture, _ lockswap.Guarantees, itera
 	return c
 }
 
-// acquireEventually polls TryAcquire until it succeeds or d passes.
+// acquireEventually polls TryAcquire until it succeeds or d passes. When
+// the time runs out during an attempt, the error is the attempt before's.
 func acquireEventually(ctx context.Context, lk lockswap.Locker, key string, ttl, d time.Duration) (lockswap.Lock, error) {
 	ctx, cancel := bounded(ctx, d)
 	defer cancel()
-	var last error
-	for {
-		l, err := lk.TryAcquire(ctx, key, lockswap.WithTTL(ttl))
-		if err == nil {
-			return l, nil
-		}
-		last = err
-		if errors.Is(err, lockswap.ErrInvalid) || errors.Is(err, lockswap.ErrClosed) {
-			return nil, err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, last
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
+	return lockswap.Retry(ctx, lockswap.ConstantRetry(10*time.Millisecond), func(ctx context.Context) (lockswap.Lock, error) {
+		return lk.TryAcquire(ctx, key, lockswap.WithTTL(ttl))
+	})
 }
 
 func runPause(ctx context.Context, f *fixture, g lockswap.Guarantees, _ int) Cell {
