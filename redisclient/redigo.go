@@ -153,3 +153,28 @@ func (r *redigo) Do(ctx context.Context, args ...any) (any, error) {
 	}
 	return normalize(v), nil
 }
+
+// Split implements Splitter.
+func (r *redigo) Split(ctx context.Context) (SplitConn, error) {
+	c, err := r.pool.GetContext(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("redigo: get connection: %w", err)
+	}
+	return redigoSplit{c: c}, nil
+}
+
+type redigoSplit struct{ c redis.Conn }
+
+func (s redigoSplit) Send(cmd string, args ...any) error { return s.c.Send(cmd, args...) }
+func (s redigoSplit) Flush() error                       { return s.c.Flush() }
+func (s redigoSplit) Close() error                       { return s.c.Close() }
+
+func (s redigoSplit) Receive(timeout time.Duration) (any, error) {
+	// ReceiveWithTimeout sets a read deadline on the connection: no
+	// goroutine per reply.
+	v, err := redis.ReceiveWithTimeout(s.c, timeout)
+	if err != nil {
+		return nil, redigoErr(err)
+	}
+	return normalize(v), nil
+}

@@ -135,3 +135,26 @@ func parseTime(v any) (time.Time, error) {
 	}
 	return time.Unix(parts[0], parts[1]*1000), nil
 }
+
+// Splitter is implemented by adapters that can hold one connection and
+// split sending from receiving, so that one goroutine can pipeline commands
+// to several servers: send to all, flush all, then read every reply
+// (Redlock's fan-out). The redigo adapter implements it.
+type Splitter interface {
+	// Split takes a connection from the pool; Close returns it.
+	Split(ctx context.Context) (SplitConn, error)
+}
+
+// SplitConn is one connection held for pipelined send and receive.
+type SplitConn interface {
+	// Send buffers a command.
+	Send(cmd string, args ...any) error
+	// Flush writes the buffered commands.
+	Flush() error
+	// Receive reads one reply, normalised like Client.Do, waiting at most
+	// timeout; an error reply matches ErrReply.
+	Receive(timeout time.Duration) (any, error)
+	// Close returns the connection to its pool (a connection with unread
+	// replies is closed instead by the pool's own check).
+	Close() error
+}
