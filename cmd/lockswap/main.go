@@ -18,8 +18,6 @@ import (
 	"syscall"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
-
 	"github.com/lockswap/lockswap/internal/compare"
 )
 
@@ -146,12 +144,3 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	return nil
 }
-
-func init() {
-	// go-redis logs failed dials on its own; the commands report errors.
-	goredis.SetLogger(nopLogger{})
-}
-
-type nopLogger struct{}
-
-func (nopLogger) Printf(context.Context, string, ...any) {}

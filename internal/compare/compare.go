@@ -7,9 +7,21 @@ import (
 	"io"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/lockswap/lockswap"
 	"github.com/lockswap/lockswap/internal/testserver"
 )
+
+func init() {
+	// go-redis logs failed dials on its own; the scenarios kill servers on
+	// purpose and report what the backends returned.
+	goredis.SetLogger(nopLogger{})
+}
+
+type nopLogger struct{}
+
+func (nopLogger) Printf(context.Context, string, ...any) {}
 
 // Options configure a comparison.
 type Options struct {

@@ -104,22 +104,27 @@ func (c Cell) text() string {
 		}
 		b.WriteString(")")
 	}
-	if c.StaleRejected > 0 || c.StaleAccepted > 0 {
-		fmt.Fprintf(&b, ", stale write %s", map[bool]string{true: "rejected", false: "accepted"}[c.StaleRejected > 0])
+	if c.StaleRejected > 0 {
+		b.WriteString(", stale write rejected")
+	} else if c.StaleAccepted > 0 {
+		b.WriteString(", stale write accepted")
 	}
-	if c.Expected != "" && c.Outcome != NotRun && c.Outcome != NotApplicable {
-		fmt.Fprintf(&b, " [declared: %s]", c.Expected)
-	}
-	if c.Contradiction {
-		b.WriteString(" !! CONTRADICTS DECLARATION !!")
+	switch {
+	case c.Contradiction:
+		fmt.Fprintf(&b, " ✗ DECLARED %s", strings.ToUpper(string(c.Expected)))
+	case c.Expected != "" && c.Outcome != NotRun && c.Outcome != NotApplicable:
+		b.WriteString(" ✓")
 	}
 	return b.String()
 }
 
+// legend explains the marks of the table.
+const legend = "✓ = as the backend's Guarantees() declare; ✗ = the measurement contradicts the declaration; not run = needs real redis-server processes; n/a = the fault does not exist for the backend"
+
 // WriteTable writes an aligned text table: scenarios as rows, backends as
 // columns, then the details.
 func (r *Result) WriteTable(w io.Writer) error {
-	fmt.Fprintf(w, "environment: %s\n\n", r.Environment)
+	fmt.Fprintf(w, "environment: %s\n%s\n\n", r.Environment, legend)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprint(tw, "SCENARIO")
 	for _, b := range r.Backends {
@@ -142,7 +147,7 @@ func (r *Result) WriteTable(w io.Writer) error {
 
 // WriteMarkdown writes the same table in markdown.
 func (r *Result) WriteMarkdown(w io.Writer) error {
-	fmt.Fprintf(w, "Environment: %s\n\n| scenario |", r.Environment)
+	fmt.Fprintf(w, "Environment: %s\n\n%s\n\n| scenario |", r.Environment, legend)
 	for _, b := range r.Backends {
 		fmt.Fprintf(w, " %s |", b)
 	}
