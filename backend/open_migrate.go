@@ -50,7 +50,7 @@ func init() {
 }
 
 // unwrap removes the default-TTL wrapper so that the migration Locker sees
-// the backends' own types (LegacyProbe, Locator); the migrate URL's ttl
+// the backends' own types (Locator); the migrate URL's ttl
 // applies to both.
 func unwrap(lk lockswap.Locker) lockswap.Locker {
 	if w, ok := lk.(*withTTL); ok {

@@ -119,7 +119,7 @@ func TestOpenEtcdAndSwitchByEnv(t *testing.T) {
 	}
 	for url, want := range map[string]string{
 		"etcd://" + strings.TrimPrefix(e.Endpoints()[0], "http://") + "?prefix=/locks/&ttl=2s": "etcdlease",
-		"singleredis://" + mr.Addr() + "?ttl=2s":                                                 "singleredis",
+		"singleredis://" + mr.Addr() + "?ttl=2s":                                               "singleredis",
 	} {
 		t.Setenv(backend.EnvVar, url)
 		got, err := program()

@@ -475,13 +475,6 @@ func (lk *Locker) Peek(ctx context.Context, key string) (expiry time.Time, live 
 	return time.Unix(int64(sec), int64(frac*1e9)), live, nil
 }
 
-// LegacyLive reports whether key holds a live legacy lock (see Peek); it
-// implements migrate.LegacyProbe.
-func (lk *Locker) LegacyLive(ctx context.Context, key string) (bool, error) {
-	_, live, err := lk.Peek(ctx, key)
-	return live, err
-}
-
 // parseStamp parses a stored value as the scripts do: digits with an
 // optional decimal fraction, within the configured unit's range. status is
 // 0 when it is a timestamp, -1 when it is not a number, -2 when it is out

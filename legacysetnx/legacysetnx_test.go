@@ -20,11 +20,8 @@ import (
 	"github.com/lockswap/lockswap/redisclient"
 )
 
-// The migration Locker relies on these.
-var (
-	_ migrate.LegacyProbe = (*legacysetnx.Locker)(nil)
-	_ migrate.Locator     = (*legacysetnx.Locker)(nil)
-)
+// The migration Locker relies on this.
+var _ migrate.Locator = (*legacysetnx.Locker)(nil)
 
 func ctxT(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -230,8 +227,8 @@ func TestOldClientLockHonoured(t *testing.T) {
 				t.Fatalf("Peek = %v, %v, %v; want live until the old timestamp", exp, live, err)
 			}
 			clock.Advance(7 * time.Second) // the old client crashed; its timestamp passes
-			if live, err := lk.LegacyLive(ctx, "job"); err != nil || live {
-				t.Fatalf("LegacyLive after the timestamp passed = %v, %v", live, err)
+			if _, live, err := lk.Peek(ctx, "job"); err != nil || live {
+				t.Fatalf("Peek after the timestamp passed: live = %v, %v", live, err)
 			}
 			l, err := lk.TryAcquire(ctx, "job", lockswap.WithTTL(time.Second))
 			if err != nil {

@@ -63,14 +63,6 @@ func ParsePhase(s string) (Phase, error) {
 	return 0, fmt.Errorf("migrate: unknown phase %q (want legacy, dual or target): %w", s, lockswap.ErrInvalid)
 }
 
-// LegacyProbe tells whether a live legacy lock exists on a key without
-// taking it. legacysetnx.Locker implements it.
-type LegacyProbe interface {
-	// LegacyLive reports whether key (mapped as the legacy Locker maps it)
-	// holds a legacy lock whose timestamp is still in the future.
-	LegacyLive(ctx context.Context, key string) (bool, error)
-}
-
 // Locator is implemented by Redis backends: it names the server and the
 // Redis key a lock name maps to, so that New can refuse a configuration in
 // which the legacy and the target lock are the same Redis key.
