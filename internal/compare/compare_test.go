@@ -100,7 +100,7 @@ func TestContradictionDetected(t *testing.T) {
 }
 
 func TestMiniredisMarksRealOnlyScenariosNotRun(t *testing.T) {
-	res, err := Run(context.Background(), Options{Scenarios: []string{ScRestart, ScContention}, Backends: []string{"singleredis"}, Miniredis: true, Iterations: 2})
+	res, err := Run(context.Background(), Options{Scenarios: []string{ScRestart, ScContention, ScPause}, Backends: []string{"singleredis"}, Miniredis: true, Iterations: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,6 +110,11 @@ func TestMiniredisMarksRealOnlyScenariosNotRun(t *testing.T) {
 	if c, _ := res.Cell(ScContention, "singleredis"); c.Outcome != Held {
 		t.Errorf("contention on miniredis = %+v", c)
 	}
+	// miniredis expires keys only when its clock is advanced: the pause
+	// scenario must do that, or it would measure nothing.
+	if c, _ := res.Cell(ScPause, "singleredis"); c.Outcome != Violated || c.StaleRejected != 1 || c.Contradiction {
+		t.Errorf("holder pause on miniredis = %+v, want violated with the stale write rejected", c)
+	}
 	if !strings.Contains(res.Environment, "miniredis") {
 		t.Errorf("environment %q does not say miniredis was used", res.Environment)
 	}
@@ -118,7 +123,7 @@ func TestMiniredisMarksRealOnlyScenariosNotRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	var back Result
-	if err := json.Unmarshal(buf.Bytes(), &back); err != nil || len(back.Rows) != 2 {
+	if err := json.Unmarshal(buf.Bytes(), &back); err != nil || len(back.Rows) != 3 {
 		t.Errorf("JSON output does not round-trip: %v", err)
 	}
 }

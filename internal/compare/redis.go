@@ -35,6 +35,9 @@ type node struct {
 	addr    string
 	kill    func()
 	restart func() error
+	// advance moves the server's clock (miniredis only: it expires keys
+	// only when told time has passed); nil on real servers.
+	advance func(d time.Duration)
 }
 
 func startNode(e *env, f *fixture) (*node, error) {
@@ -51,7 +54,7 @@ func startNode(e *env, f *fixture) (*node, error) {
 		return nil, err
 	}
 	f.onClose(mr.Close)
-	return &node{addr: mr.Addr(), kill: mr.Close, restart: func() error { return errNeedsReal }}, nil
+	return &node{addr: mr.Addr(), kill: mr.Close, restart: func() error { return errNeedsReal }, advance: mr.FastForward}, nil
 }
 
 func newGoRedis(f *fixture, addr string) redisclient.Client {
@@ -96,6 +99,16 @@ func (rb redisBackend) setup(ctx context.Context, e *env, sc string) (*fixture, 
 	}
 	majority := rb.n/2 + 1
 	switch sc {
+	case ScPause:
+		if nodes[0].advance != nil {
+			// miniredis expires keys only when told that time passed.
+			f.fault = func(context.Context) error {
+				for _, nd := range nodes {
+					nd.advance(rb.ttl + 10*time.Millisecond)
+				}
+				return nil
+			}
+		}
 	case ScRestart:
 		f.fault = func(context.Context) error {
 			for _, nd := range nodes[:majority] {
