@@ -102,6 +102,12 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			res.Backends = append(res.Backends, k.name)
 		}
 	}
+	total, done := 0, 0
+	for _, sc := range scenarios {
+		if len(o.Scenarios) == 0 || contains(o.Scenarios, sc.name) {
+			total += len(selected)
+		}
+	}
 	for _, sc := range scenarios {
 		if len(o.Scenarios) > 0 && !contains(o.Scenarios, sc.name) {
 			continue
@@ -111,10 +117,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
-			progress(o.Progress, "%s: %s ...", sc.name, k.name)
+			done++
+			progress(o.Progress, "[%d/%d] %s: %s ...", done, total, sc.name, k.name)
 			start := time.Now()
 			cell := runOne(ctx, e, k, sc, o.Iterations)
-			progress(o.Progress, "%s: %s: %s (%v)", sc.name, k.name, cell.Outcome, time.Since(start).Round(time.Millisecond))
+			progress(o.Progress, "[%d/%d] %s: %s: %s (%v)", done, total, sc.name, k.name, cell.Outcome, time.Since(start).Round(time.Millisecond))
 			row.Cells[k.name] = cell
 		}
 		res.Rows = append(res.Rows, row)
