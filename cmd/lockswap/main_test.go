@@ -63,3 +63,27 @@ func TestInspectCommand(t *testing.T) {
 		t.Errorf("inspect output:\n%s", out)
 	}
 }
+
+func TestBenchCommand(t *testing.T) {
+	code, out, errOut := runCLI("bench", "--backends", "singleredis,etcdlease", "--duration", "150ms", "--miniredis")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, b := range []string{"singleredis", "etcdlease"} {
+		for _, mode := range []string{"serial", "parallel", "contended"} {
+			found := false
+			for _, line := range strings.Split(out, "\n") {
+				f := strings.Fields(line)
+				if len(f) >= 4 && f[0] == b && f[1] == mode {
+					found = true
+					if ops, err := strconv.ParseFloat(f[2], 64); err != nil || ops <= 0 {
+						t.Errorf("%s %s: ops/s %q, want a positive number", b, mode, f[2])
+					}
+				}
+			}
+			if !found {
+				t.Errorf("no %s %s row in:\n%s", b, mode, out)
+			}
+		}
+	}
+}
