@@ -69,6 +69,7 @@ func Run(t *testing.T, h Harness) {
 		{"VanishedHolderFreedAfterTTL", s.vanishedHolder},
 		{"ExtendKeepsLock", s.extendKeepsLock},
 		{"ReleaseIdempotent", s.releaseIdempotent},
+		{"ReleaseWithCancelledContext", s.releaseCancelled},
 		{"CancelWaitingAcquire", s.cancelWaiting},
 		{"TokensUnique", s.tokensUnique},
 		{"DeadlineWithinTTL", s.deadlineWithinTTL},
@@ -333,6 +334,25 @@ func (s *suite) releaseIdempotent(t *testing.T) {
 	}
 	if err := la.Extend(ctx, time.Second); !errors.Is(err, lockswap.ErrLost) {
 		t.Errorf("Extend after Release: err = %v, want ErrLost", err)
+	}
+	lb.Release(ctx)
+}
+
+func (s *suite) releaseCancelled(t *testing.T) {
+	a, b := s.locker(t), s.locker(t)
+	ctx, key := ctxT(t), s.key(t)
+	l, err := a.TryAcquire(ctx, key, lockswap.WithTTL(10*time.Second))
+	if err != nil {
+		t.Fatalf("TryAcquire: %v", err)
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := l.Release(cancelled); err != nil {
+		t.Fatalf("Release with an already cancelled context: %v; cleanup must still run, bounded by its own timeout", err)
+	}
+	lb, err := b.TryAcquire(ctx, key, lockswap.WithTTL(10*time.Second))
+	if err != nil {
+		t.Fatalf("after Release with a cancelled context the key is still held (%v): the release was skipped", err)
 	}
 	lb.Release(ctx)
 }

@@ -1,0 +1,59 @@
+package conformance_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/conformance"
+	"github.com/lockswap/lockswap/memlock"
+)
+
+// forgetful is a broken Locker: every call uses a fresh store, so it never
+// sees another holder. The suite must catch it.
+type forgetful struct{ lockswap.Locker }
+
+func (forgetful) TryAcquire(ctx context.Context, key string, opts ...lockswap.Option) (lockswap.Lock, error) {
+	return memlock.New(memlock.NewStore()).TryAcquire(ctx, key, opts...)
+}
+
+func (forgetful) Acquire(ctx context.Context, key string, opts ...lockswap.Option) (lockswap.Lock, error) {
+	return memlock.New(memlock.NewStore()).Acquire(ctx, key, opts...)
+}
+
+// TestBrokenLockerRun is the subject of TestSuiteCatchesBrokenLocker: it
+// runs only in the child process.
+func TestBrokenLockerRun(t *testing.T) {
+	if os.Getenv("LOCKSWAP_CONFORMANCE_SELFTEST") != "1" {
+		t.Skip("runs as the child of TestSuiteCatchesBrokenLocker")
+	}
+	conformance.Run(t, conformance.Harness{
+		NewLocker: func(t *testing.T) lockswap.Locker { return forgetful{memlock.New(memlock.NewStore())} },
+		TTL:       100 * time.Millisecond,
+	})
+}
+
+// TestSuiteCatchesBrokenLocker: the suite fails a Locker that does not
+// exclude, and says which rules it broke.
+func TestSuiteCatchesBrokenLocker(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-test.run=^TestBrokenLockerRun$", "-test.v")
+	cmd.Env = append(os.Environ(), "LOCKSWAP_CONFORMANCE_SELFTEST=1")
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("the suite passed a Locker that never excludes anyone:\n%s", out)
+	}
+	for _, rule := range []string{
+		"mutual exclusion broken",
+		"TryAcquire on a key another Locker holds",
+		"--- FAIL: TestBrokenLockerRun/MutualExclusion",
+		"--- FAIL: TestBrokenLockerRun/TryAcquireHeld",
+	} {
+		if !strings.Contains(string(out), rule) {
+			t.Errorf("the suite's output does not name the broken rule %q:\n%s", rule, out)
+		}
+	}
+}
