@@ -1,0 +1,43 @@
+package singleredis_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/redisclient"
+	"github.com/lockswap/lockswap/singleredis"
+)
+
+func Example() {
+	mr, _ := miniredis.Run() // stands in for your Redis
+	defer mr.Close()
+	rdb := goredis.NewClient(&goredis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
+	defer rdb.Close()
+
+	locker, err := singleredis.New(redisclient.GoRedis(rdb), singleredis.Options{Prefix: "locks:", Fence: true})
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	l, err := locker.TryAcquire(ctx, "invoice-42", lockswap.WithTTL(10*time.Second))
+	if err != nil {
+		panic(err)
+	}
+	fence, _ := l.Fence()
+	fmt.Println("held, fence", fence)
+
+	_, err = locker.TryAcquire(ctx, "invoice-42")
+	fmt.Println("second attempt held by another owner:", errors.Is(err, lockswap.ErrHeld))
+
+	fmt.Println("release:", l.Release(ctx))
+	// Output:
+	// held, fence 1
+	// second attempt held by another owner: true
+	// release: <nil>
+}
