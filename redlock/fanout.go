@@ -2,9 +2,13 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/lockswap/lockswap/redisclient"
 )
 
 // opKind is the request a call sends to each instance.
@@ -27,15 +31,19 @@ type result struct {
 // call is one request fanned out to a set of instances. Calls are pooled;
 // the fields other than res are set by the caller for each use.
 type call struct {
-	lk   *Locker
-	op   opKind
-	keys []string
-	args []any
-	ttl  time.Duration
-	mask uint64 // instances to address; 0 means all
-	ctx  context.Context
-	res  []result
-	wg   sync.WaitGroup
+	lk    *Locker
+	op    opKind
+	keys  []string
+	key   any // keys[0], boxed once per lock (pipelined path)
+	args  []any
+	ttl   time.Duration
+	mask  uint64 // instances to address; 0 means all
+	ctx   context.Context
+	res   []result
+	wg    sync.WaitGroup
+	conns []redisclient.SplitConn // pipelined path: connections awaiting a reply
+	sargs  []any                   // pipelined path: scratch command arguments
+	epochs []*epochState           // RestartSafety: the epoch each request sent as known
 }
 
 // task is one instance's part of a call, handed to a worker.
@@ -59,7 +67,13 @@ type fanout struct {
 func newFanout(lk *Locker, workers int) *fanout {
 	f := &fanout{lk: lk, tasks: make(chan task), quit: make(chan struct{})}
 	n := len(lk.inst)
-	f.pool.New = func() any { return &call{lk: lk, res: make([]result, n)} }
+	f.pool.New = func() any {
+		c := &call{lk: lk, res: make([]result, n), sargs: make([]any, 0, 8), epochs: make([]*epochState, n)}
+		if lk.split != nil {
+			c.conns = make([]redisclient.SplitConn, n)
+		}
+		return c
+	}
 	if n > 1 {
 		f.wg.Add(workers)
 		for range workers {
@@ -99,19 +113,27 @@ func (f *fanout) get() *call {
 }
 
 func (f *fanout) put(c *call) {
-	c.keys, c.args, c.ctx = nil, nil, nil
+	c.keys, c.key, c.args, c.ctx = nil, nil, nil, nil
+	clear(c.sargs[:cap(c.sargs)])
+	clear(c.epochs)
 	f.pool.Put(c)
 }
 
 // run sends c to the instances in c.mask (all when zero), each request
 // bounded by deadline and ctx, and returns when every one has answered or
-// failed.
+// failed. When every client can split send from receive (redigo), the
+// requests are pipelined from the caller's goroutine (see runSplit);
+// otherwise they go out on the workers.
 func (f *fanout) run(ctx context.Context, c *call, deadline time.Time) {
-	ictx, cancel := context.WithDeadline(ctx, deadline)
-	c.ctx = ictx
 	if c.mask == 0 {
 		c.mask = 1<<len(c.res) - 1
 	}
+	if f.lk.split != nil {
+		f.runSplit(ctx, c, deadline)
+		return
+	}
+	ictx, cancel := context.WithDeadline(ctx, deadline)
+	c.ctx = ictx
 	first := -1
 	for i := range c.res {
 		if c.mask&(1<<i) == 0 {
@@ -121,16 +143,7 @@ func (f *fanout) run(ctx context.Context, c *call, deadline time.Time) {
 			first = i
 			continue
 		}
-		c.wg.Add(1)
-		t := task{c, i}
-		select {
-		case f.tasks <- t:
-		default:
-			go func() {
-				t.c.do(t.i)
-				t.c.wg.Done()
-			}()
-		}
+		f.dispatch(c, i)
 	}
 	if first >= 0 {
 		c.do(first)
@@ -139,52 +152,237 @@ func (f *fanout) run(ctx context.Context, c *call, deadline time.Time) {
 	cancel()
 }
 
-// do sends c's request to instance i and records the answer.
+// dispatch hands instance i's request of c to an idle worker, or to a
+// goroutine of its own when none is idle.
+func (f *fanout) dispatch(c *call, i int) {
+	c.wg.Add(1)
+	t := task{c, i}
+	select {
+	case f.tasks <- t:
+	default:
+		go func() {
+			t.c.do(t.i)
+			t.c.wg.Done()
+		}()
+	}
+}
+
+// runSplit is run when every client implements redisclient.Splitter: the
+// caller's goroutine takes one connection per instance, sends the request
+// to each and flushes it, then reads each reply with the time left to the
+// common deadline (a read deadline on the connection: no goroutine, no
+// timer per instance). A reply that does not come in time is an unknown
+// outcome; its connection is closed, not pooled (redigo marks a connection
+// whose read failed as broken, and its pool discards it on Close).
+//
+// An instance whose last request failed for want of a connection or an
+// answer is suspect: its requests go to the workers instead, so that a dial
+// that hangs (a host that drops packets) cannot hold up the requests to the
+// others, until one of them succeeds again.
+func (f *fanout) runSplit(ctx context.Context, c *call, deadline time.Time) {
+	lk := f.lk
+	if err := ctx.Err(); err != nil {
+		for i := range c.res {
+			if c.mask&(1<<i) != 0 {
+				c.res[i].err = err
+			}
+		}
+		return
+	}
+	// One context for the whole call: it bounds taking a connection from
+	// each pool (a dial, or a wait for a free connection) and the suspect
+	// instances' requests.
+	ictx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	c.ctx = ictx
+	if d, ok := ictx.Deadline(); ok {
+		deadline = d
+	}
+	var direct uint64
+	for i := range c.res {
+		if c.mask&(1<<i) != 0 && lk.inst[i].suspect.Load() {
+			direct |= 1 << i
+			f.dispatch(c, i)
+		}
+	}
+	for i := range c.res {
+		if c.mask&(1<<i) == 0 || direct&(1<<i) != 0 {
+			continue
+		}
+		sc, err := lk.split[i].Split(ictx)
+		if err == nil {
+			if err = c.send(sc, i, false); err == nil {
+				err = sc.Flush()
+			}
+			if err != nil {
+				sc.Close()
+			}
+		}
+		if err != nil {
+			c.res[i].err = err
+			lk.inst[i].suspect.Store(true)
+			continue
+		}
+		c.conns[i] = sc
+	}
+	for i, sc := range c.conns {
+		if sc == nil {
+			continue
+		}
+		c.conns[i] = nil
+		v, err := sc.Receive(timeLeft(deadline))
+		if err != nil && c.isScript() && isNoScript(err) {
+			// The instance lost its scripts (restart, SCRIPT FLUSH): send
+			// the source on the same connection.
+			if err = c.send(sc, i, true); err == nil {
+				err = sc.Flush()
+			}
+			if err == nil {
+				v, err = sc.Receive(timeLeft(deadline))
+			}
+		}
+		sc.Close()
+		if err != nil && !errors.Is(err, redisclient.ErrReply) {
+			lk.inst[i].suspect.Store(true)
+		}
+		c.record(i, v, err)
+	}
+	if direct != 0 {
+		c.wg.Wait()
+	}
+}
+
+// timeLeft is the read timeout for a reply due by deadline; at least 1 ns,
+// since a zero timeout means none.
+func timeLeft(deadline time.Time) time.Duration {
+	return max(time.Until(deadline), time.Nanosecond)
+}
+
+// Boxed arguments that do not change, so that sending them allocates
+// nothing.
+var (
+	argReleaseSHA any = releaseScript.SHA()
+	argReleaseSrc any = releaseScript.Source()
+	argExtendSHA  any = extendScript.SHA()
+	argExtendSrc  any = extendScript.Source()
+	argSafeSHA    any = safeAcquire.SHA()
+	argSafeSrc    any = safeAcquire.Source()
+	argEpochKey   any = EpochKey
+)
+
+// isScript reports whether c's request is a script (EVALSHA).
+func (c *call) isScript() bool {
+	return c.op != opAcquire || c.lk.opts.RestartSafety
+}
+
+// send buffers c's request on sc: the script by its source when eval, else
+// by its SHA.
+func (c *call) send(sc redisclient.SplitConn, i int, eval bool) error {
+	a := c.sargs[:0]
+	var script, src any
+	switch c.op {
+	case opAcquire:
+		if !c.lk.opts.RestartSafety {
+			a = append(a, c.key, c.args[0], "NX", "PX", c.args[1])
+			return sc.Send("SET", a...)
+		}
+		script, src = argSafeSHA, argSafeSrc
+	case opRelease:
+		script, src = argReleaseSHA, argReleaseSrc
+	case opExtend:
+		script, src = argExtendSHA, argExtendSrc
+	}
+	cmd := "EVALSHA"
+	if eval {
+		cmd, script = "EVAL", src
+	}
+	if c.op == opAcquire { // restart-safe acquire
+		a = append(a, script, 2, c.key, argEpochKey, c.args[0], c.args[1], c.knownEpoch(i))
+	} else {
+		a = append(a, script, 1, c.key)
+		a = append(a, c.args...)
+	}
+	return sc.Send(cmd, a...)
+}
+
+func isNoScript(err error) bool {
+	var re *redisclient.ReplyError
+	return errors.As(err, &re) && strings.HasPrefix(re.Msg, "NOSCRIPT")
+}
+
+// do sends c's request to instance i through the client's own commands
+// (one round trip, on the calling goroutine) and records the answer.
 func (c *call) do(i int) {
-	r, in := &c.res[i], &c.lk.inst[i]
+	in := &c.lk.inst[i]
+	var v any
+	var err error
 	switch c.op {
 	case opAcquire:
 		if c.lk.opts.RestartSafety {
-			c.acquireSafe(i)
-			return
+			v, err = in.c.Run(c.ctx, safeAcquire, []string{c.keys[0], EpochKey}, c.args[0], c.args[1], c.knownEpoch(i))
+			break
 		}
-		ok, err := in.c.SetNXPX(c.ctx, c.keys[0], c.args[0].(string), c.ttl)
-		r.err = err
-		if ok && err == nil {
-			r.n = 1
+		var ok bool
+		ok, err = in.c.SetNXPX(c.ctx, c.keys[0], c.args[0].(string), c.ttl)
+		if ok {
+			v = "OK"
 		}
 	case opRelease, opExtend:
 		s := releaseScript
 		if c.op == opExtend {
 			s = extendScript
 		}
-		v, err := in.c.Run(c.ctx, s, c.keys, c.args...)
-		if err != nil {
-			r.err = err
-			return
-		}
-		r.n, _ = v.(int64)
+		v, err = in.c.Run(c.ctx, s, c.keys, c.args...)
 	}
+	if err == nil || errors.Is(err, redisclient.ErrReply) {
+		if in.suspect.Load() {
+			in.suspect.Store(false)
+		}
+	} else if c.lk.split != nil {
+		in.suspect.Store(true)
+	}
+	c.record(i, v, err)
 }
 
-// acquireSafe runs the restart-safe acquire on instance i: the SET NX PX
-// and the instance's epoch in one script. A new epoch (the instance lost its
-// data, or is seen for the first time) younger than MaxTTL puts the
-// instance in quarantine: its votes do not count until MaxTTL (plus the
-// drift allowance) has passed since the epoch was created.
-func (c *call) acquireSafe(i int) {
-	lk := c.lk
-	r, in := &c.res[i], &lk.inst[i]
-	es := in.epoch.Load()
-	known := ""
-	if es != nil {
-		known = es.value
-	}
-	v, err := in.c.Run(c.ctx, safeAcquire, []string{c.keys[0], EpochKey}, c.args[0], c.args[1], known)
+// record stores instance i's reply v (or error) to c's request.
+func (c *call) record(i int, v any, err error) {
+	r := &c.res[i]
 	if err != nil {
 		r.err = err
 		return
 	}
+	switch {
+	case c.op == opAcquire && c.lk.opts.RestartSafety:
+		c.safeReply(i, v)
+	case c.op == opAcquire:
+		if v != nil {
+			r.n = 1
+		}
+	default:
+		r.n, _ = v.(int64)
+	}
+}
+
+// knownEpoch notes and returns the epoch the Locker last saw on instance
+// i ("" if none), which the restart-safe acquire sends.
+func (c *call) knownEpoch(i int) string {
+	es := c.lk.inst[i].epoch.Load()
+	c.epochs[i] = es
+	if es == nil {
+		return ""
+	}
+	return es.value
+}
+
+// safeReply records instance i's reply to the restart-safe acquire: the
+// SET NX PX and the instance's epoch in one script. A new epoch (the
+// instance lost its data, or is seen for the first time) younger than
+// MaxTTL puts the instance in quarantine: its votes do not count until
+// MaxTTL (plus the drift allowance) has passed since the epoch was created.
+func (c *call) safeReply(i int, v any) {
+	lk := c.lk
+	r, in := &c.res[i], &lk.inst[i]
+	es := c.epochs[i]
 	now := time.Now()
 	switch x := v.(type) {
 	case int64:

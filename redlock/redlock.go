@@ -123,8 +123,9 @@ return {r, e, t[1], t[2]}`)
 
 // instance is one master and what the Locker knows of it.
 type instance struct {
-	c     redisclient.Client
-	epoch atomic.Pointer[epochState] // RestartSafety only
+	c       redisclient.Client
+	epoch   atomic.Pointer[epochState] // RestartSafety only
+	suspect atomic.Bool                // pipelined path: last request failed, use a worker
 }
 
 // epochState is the last epoch seen on an instance and until when its votes
@@ -137,6 +138,7 @@ type epochState struct {
 // Locker is the Redlock lockswap.Locker.
 type Locker struct {
 	inst   []instance
+	split  []redisclient.Splitter // every client's, or nil: pipelined fan-out
 	quorum int
 	opts   Options
 	closed atomic.Bool
@@ -195,8 +197,15 @@ func New(clients []redisclient.Client, opts Options) (*Locker, error) {
 	}
 	opts.Closers = append([]io.Closer(nil), opts.Closers...)
 	lk := &Locker{inst: make([]instance, len(clients)), quorum: len(clients)/2 + 1, opts: opts}
+	split := make([]redisclient.Splitter, 0, len(clients))
 	for i, c := range clients {
 		lk.inst[i].c = c
+		if s, ok := c.(redisclient.Splitter); ok {
+			split = append(split, s)
+		}
+	}
+	if len(split) == len(clients) {
+		lk.split = split // else not every client can: fan out on the workers
 	}
 	lk.fan = newFanout(lk, 2*len(clients))
 	return lk, nil
@@ -333,12 +342,13 @@ func (lk *Locker) prepare(key string, opts []lockswap.Option) (lockswap.Options,
 func (lk *Locker) try(ctx context.Context, key string, ttl time.Duration) (lockswap.Lock, error) {
 	l := &lock{lk: lk}
 	l.keys[0] = lk.opts.Prefix + key
+	l.key = l.keys[0]
 	token := lockstate.NewToken()
 	l.args[0], l.args[1] = token, ttl.Milliseconds()
 
 	c := lk.fan.get()
 	defer lk.fan.put(c)
-	c.op, c.keys, c.args, c.ttl = opAcquire, l.keys[:], l.args[:], ttl
+	c.op, c.keys, c.key, c.args, c.ttl = opAcquire, l.keys[:], l.key, l.args[:], ttl
 	start := time.Now()
 	lk.fan.run(ctx, c, start.Add(lk.instanceTimeout(ttl)))
 	elapsed := time.Since(start)
@@ -373,13 +383,11 @@ func (lk *Locker) try(ctx context.Context, key string, ttl time.Duration) (locks
 		}
 	}
 	if undo != 0 {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lk.instanceTimeout(ttl))
+		// The undo runs even if ctx ended, bounded by the instance timeout.
 		rc := lk.fan.get()
-		rc.op, rc.keys, rc.args, rc.mask = opRelease, l.keys[:], l.args[:1], undo
-		d, _ := cctx.Deadline()
-		lk.fan.run(cctx, rc, d)
+		rc.op, rc.keys, rc.key, rc.args, rc.mask = opRelease, l.keys[:], l.key, l.args[:1], undo
+		lk.fan.run(context.WithoutCancel(ctx), rc, time.Now().Add(lk.instanceTimeout(ttl)))
 		lk.fan.put(rc)
-		cancel()
 	}
 	switch {
 	case votes >= lk.quorum:
@@ -428,6 +436,7 @@ type lock struct {
 	lockstate.State
 	lk         *Locker
 	keys       [1]string
+	key        any    // keys[0], boxed once
 	args       [2]any // token, ttl in ms (the scripts' ARGV)
 	acquired   time.Time
 	extensions atomic.Int64
@@ -460,7 +469,7 @@ func (l *lock) Extend(ctx context.Context, ttl time.Duration) error {
 	c := lk.fan.get()
 	defer lk.fan.put(c)
 	args := [2]any{l.args[0], ttl.Milliseconds()}
-	c.op, c.keys, c.args = opExtend, l.keys[:], args[:]
+	c.op, c.keys, c.key, c.args = opExtend, l.keys[:], l.key, args[:]
 	start := time.Now()
 	d := start.Add(lk.instanceTimeout(ttl))
 	if deadline.Before(d) {
@@ -514,7 +523,7 @@ func (l *lock) Release(ctx context.Context) error {
 	}
 	c := lk.fan.get()
 	defer lk.fan.put(c)
-	c.op, c.keys, c.args = opRelease, l.keys[:], l.args[:1]
+	c.op, c.keys, c.key, c.args = opRelease, l.keys[:], l.key, l.args[:1]
 	ttl := time.Duration(l.args[1].(int64)) * time.Millisecond
 	lk.fan.run(rctx, c, time.Now().Add(lk.instanceTimeout(ttl)))
 	l.End()
