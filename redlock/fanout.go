@@ -31,17 +31,17 @@ type result struct {
 // call is one request fanned out to a set of instances. Calls are pooled;
 // the fields other than res are set by the caller for each use.
 type call struct {
-	lk    *Locker
-	op    opKind
-	keys  []string
-	key   any // keys[0], boxed once per lock (pipelined path)
-	args  []any
-	ttl   time.Duration
-	mask  uint64 // instances to address; 0 means all
-	ctx   context.Context
-	res   []result
-	wg    sync.WaitGroup
-	conns []redisclient.SplitConn // pipelined path: connections awaiting a reply
+	lk     *Locker
+	op     opKind
+	keys   []string
+	key    any // keys[0], boxed once per lock (pipelined path)
+	args   []any
+	ttl    time.Duration
+	mask   uint64 // instances to address; 0 means all
+	ctx    context.Context
+	res    []result
+	wg     sync.WaitGroup
+	conns  []redisclient.SplitConn // pipelined path: connections awaiting a reply
 	sargs  []any                   // pipelined path: scratch command arguments
 	epochs []*epochState           // RestartSafety: the epoch each request sent as known
 }

@@ -1,0 +1,212 @@
+package redlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	redigo "github.com/gomodule/redigo/redis"
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/internal/redistest"
+	"github.com/lockswap/lockswap/internal/testserver"
+	"github.com/lockswap/lockswap/redisclient"
+	"github.com/lockswap/lockswap/redlock"
+)
+
+// countingClient wraps the redigo adapter and counts which path each
+// request takes: Split (the pipelined fan-out) or the adapter's own
+// one-command-per-round-trip methods.
+type countingClient struct {
+	redisclient.Client
+	pool           *redigo.Pool
+	splits, direct atomic.Int64
+}
+
+func (c *countingClient) Split(ctx context.Context) (redisclient.SplitConn, error) {
+	c.splits.Add(1)
+	return c.Client.(redisclient.Splitter).Split(ctx)
+}
+
+func (c *countingClient) SetNXPX(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
+	c.direct.Add(1)
+	return c.Client.SetNXPX(ctx, key, value, ttl)
+}
+
+func (c *countingClient) Run(ctx context.Context, s *redisclient.Script, keys []string, args ...any) (any, error) {
+	c.direct.Add(1)
+	return c.Client.Run(ctx, s, keys, args...)
+}
+
+func countingLocker(t *testing.T, addrs []string, opts redlock.Options) (*redlock.Locker, []*countingClient) {
+	t.Helper()
+	cs := make([]redisclient.Client, len(addrs))
+	ccs := make([]*countingClient, len(addrs))
+	for i, a := range addrs {
+		p := redistest.RedigoPool(t, a)
+		ccs[i] = &countingClient{Client: redisclient.RedigoNamed(p, a), pool: p}
+		cs[i] = ccs[i]
+	}
+	if opts.InstanceTimeout == 0 {
+		opts.InstanceTimeout = testTimeout
+	}
+	lk, err := redlock.New(cs, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lk.Close() })
+	return lk, ccs
+}
+
+// TestPipelinedWithRedigo: with redigo clients (which implement
+// redisclient.Splitter) acquire, extend and release are pipelined, one
+// connection per instance from the caller's goroutine, never through the
+// adapter's one-round-trip commands; the results are the algorithm's, and a
+// server that lost its scripts gets the script's source on the same path.
+func TestPipelinedWithRedigo(t *testing.T) {
+	for _, safe := range []bool{false, true} {
+		t.Run(fmt.Sprintf("RestartSafety=%v", safe), func(t *testing.T) {
+			addrs, _ := realN(t, 3)
+			ctx := ctxT(t)
+			raw := make([]*goredis.Client, 3)
+			for i, a := range addrs {
+				raw[i] = redistest.GoRedisClient(t, a)
+				if safe { // an epoch old enough that no instance is in quarantine
+					raw[i].Set(ctx, redlock.EpochKey, fmt.Sprintf("%d.0.test", time.Now().Add(-time.Hour).Unix()), 0)
+				}
+			}
+			lk, ccs := countingLocker(t, addrs, redlock.Options{RestartSafety: safe, MaxTTL: time.Minute})
+			l, err := lk.TryAcquire(ctx, "k", lockswap.WithTTL(10*time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range raw {
+				if v, _ := raw[i].Get(ctx, "k").Result(); v != l.Token() {
+					t.Errorf("instance %d holds %q, want our token %q", i, v, l.Token())
+				}
+			}
+			if err := l.Extend(ctx, 30*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			for i := range raw {
+				if d := raw[i].PTTL(ctx, "k").Val(); d <= 10*time.Second {
+					t.Errorf("instance %d: PTTL %v after Extend(30s)", i, d)
+				}
+			}
+			// The servers forget the scripts: Release must fall back to EVAL.
+			for _, c := range raw {
+				c.ScriptFlush(ctx)
+			}
+			if err := l.Release(ctx); err != nil {
+				t.Fatalf("Release after SCRIPT FLUSH: %v", err)
+			}
+			for i := range raw {
+				if v, err := raw[i].Get(ctx, "k").Result(); err == nil {
+					t.Errorf("instance %d still holds %q after Release", i, v)
+				}
+			}
+			for i, c := range ccs {
+				if s, d := c.splits.Load(), c.direct.Load(); s != 3 || d != 0 {
+					t.Errorf("instance %d: %d pipelined requests and %d one-round-trip commands, want 3 and 0 (acquire, extend, release)", i, s, d)
+				}
+			}
+		})
+	}
+}
+
+// TestPipelinedTimeout: on the pipelined path, an instance that does not
+// answer within the instance timeout is an unknown outcome: it counts as
+// not answered in the outage error (which names it), the attempt is undone
+// there too, and its connection is discarded rather than pooled, so that a
+// late reply is never read as the answer to a later command.
+func TestPipelinedTimeout(t *testing.T) {
+	addrs, srvs := realN(t, 3)
+	proxy := testserver.ProxyT(t, addrs[2])
+	addrs[2] = proxy.Addr()
+	ctx := ctxT(t)
+	lk, ccs := countingLocker(t, addrs, redlock.Options{InstanceTimeout: 100 * time.Millisecond})
+	// Warm: a connection per pool, scripts loaded.
+	l, err := lk.TryAcquire(ctx, "warm", lockswap.WithTTL(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	srvs[0].Kill()
+	const delay = 250 * time.Millisecond // the reply comes after 500 ms
+	proxy.SetDelay(delay)
+	splits := ccs[2].splits.Load()
+	start := time.Now()
+	_, err = lk.TryAcquire(ctx, "k", lockswap.WithTTL(10*time.Second))
+	elapsed := time.Since(start)
+	if !errors.Is(err, lockswap.ErrUnavailable) || errors.Is(err, lockswap.ErrHeld) {
+		t.Fatalf("1 dead, 1 slow of 3: err = %v, want ErrUnavailable only", err)
+	}
+	msg := err.Error()
+	if !strings.Contains(msg, "1 of 3 instances answered (need 2)") || !strings.Contains(msg, proxy.Addr()) ||
+		!strings.Contains(msg, "timeout") {
+		t.Errorf("outage error %q: want 1 of 3 answered, naming the slow instance %s and its timeout", msg, proxy.Addr())
+	}
+	if ccs[2].splits.Load() == splits {
+		t.Error("the acquire did not use the pipelined path on the slow instance")
+	}
+	if elapsed > 2*delay {
+		t.Errorf("attempt took %v: the slow instance must cost the instance timeout (100 ms), not its %v", elapsed, 2*delay)
+	}
+	if n := ccs[2].pool.Stats().ActiveCount; n != 0 {
+		t.Errorf("slow instance's pool keeps %d connections after its requests timed out; want them discarded", n)
+	}
+	// Undone on the instance that said OK...
+	direct1 := redistest.GoRedisClient(t, srvs[1].Addr())
+	if n := direct1.Exists(ctx, "k").Val(); n != 0 {
+		t.Error("instance 1 still has the key of a failed attempt")
+	}
+	// ...and on the slow one: its SET arrives late, then the undo deletes it.
+	direct2 := redistest.GoRedisClient(t, srvs[2].Addr())
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		info := direct2.Info(ctx, "commandstats").Val()
+		if cmdCalls(info, "set") >= 2 && direct2.Exists(ctx, "k").Val() == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the timed-out SET on the slow instance was not undone: exists=%d, %s", direct2.Exists(ctx, "k").Val(), info)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Back to normal: the slow instance votes again, through clean
+	// connections (a stale reply would be misread as this one's).
+	proxy.SetDelay(0)
+	for i := range 3 {
+		l, err := lk.TryAcquire(ctx, fmt.Sprintf("after%d", i), lockswap.WithTTL(10*time.Second))
+		if err != nil {
+			t.Fatalf("acquire %d after the delay was lifted: %v", i, err)
+		}
+		if v := direct2.Get(ctx, fmt.Sprintf("after%d", i)).Val(); v != l.Token() {
+			t.Errorf("slow instance holds %q, want our token", v)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatalf("release %d after the delay was lifted: %v", i, err)
+		}
+	}
+	if ccs[2].splits.Load() < splits+3 {
+		t.Error("the recovered instance is not back on the pipelined path")
+	}
+}
+
+// cmdCalls reads the calls of cmd from INFO commandstats.
+func cmdCalls(info, cmd string) int {
+	_, rest, ok := strings.Cut(info, "cmdstat_"+cmd+":calls=")
+	if !ok {
+		return 0
+	}
+	n, _ := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
+	return n
+}
