@@ -24,10 +24,17 @@ var ErrMaxHold = errors.New("maximum lock hold time reached")
 // Do returns fn's error, joined with an error matching [ErrLost] when the
 // lock was lost while fn ran, or an acquire error. A failed release of a
 // lock that was not lost is returned too.
-func Do(ctx context.Context, locker Locker, key string, fn func(ctx context.Context, l Lock) error, opts ...Option) error {
+func Do(ctx context.Context, locker Locker, key string, fn func(ctx context.Context, l Lock) error, opts ...Option) (err error) {
 	o, err := ApplyOptions(nil, opts)
 	if err != nil {
 		return fmt.Errorf("lockswap.Do %q: %w", key, err)
+	}
+	if !hasOption(opts, optTTL) {
+		// The Locker may have its own default (backend.Open's ttl=): renew
+		// with the TTL the lock was really taken with.
+		if d, ok := locker.(interface{ DefaultTTL() time.Duration }); ok {
+			o.TTL = d.DefaultTTL()
+		}
 	}
 	l, err := locker.Acquire(ctx, key, opts...)
 	if err != nil {
@@ -45,7 +52,18 @@ func Do(ctx context.Context, locker Locker, key string, fn func(ctx context.Cont
 	}
 	go r.run(fnCtx)
 
+	finished := false
+	defer func() {
+		if !finished { // fn panicked: stop renewing and release before the panic goes on
+			close(r.stop)
+			<-r.done
+			cctx, ccancel := CleanupContext(ctx)
+			l.Release(cctx)
+			ccancel()
+		}
+	}()
 	fnErr := fn(fnCtx, l)
+	finished = true
 
 	close(r.stop)
 	<-r.done // renewal has stopped before we release
@@ -63,8 +81,18 @@ func Do(ctx context.Context, locker Locker, key string, fn func(ctx context.Cont
 	return fnErr
 }
 
+func hasOption(opts []Option, kind optionKind) bool {
+	for _, o := range opts {
+		if o.kind == kind {
+			return true
+		}
+	}
+	return false
+}
+
 // renewer extends a lock until told to stop, and cancels the work's context
-// before the lock's deadline when it cannot.
+// before the lock's deadline when it cannot, or when the maximum hold time
+// is reached.
 type renewer struct {
 	lock   Lock
 	ttl    time.Duration
@@ -88,10 +116,22 @@ func (r *renewer) margin() time.Duration {
 
 func (r *renewer) run(ctx context.Context) {
 	defer close(r.done)
-	timer := time.NewTimer(r.every)
+	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	nextRenew := time.Now().Add(r.every)
 	for {
+		// Wake for the next renewal, the last moment fn may run without a
+		// successful renewal, or the end of the maximum hold time,
+		// whichever comes first.
 		cancelAt := r.lock.Deadline().Add(-r.margin())
+		wake := nextRenew
+		if cancelAt.Before(wake) {
+			wake = cancelAt
+		}
+		if !r.until.IsZero() && r.until.Before(wake) {
+			wake = r.until
+		}
+		timer.Reset(time.Until(wake))
 		select {
 		case <-r.stop:
 			return
@@ -103,56 +143,31 @@ func (r *renewer) run(ctx context.Context) {
 		case <-timer.C:
 		}
 		now := time.Now()
-		if !r.until.IsZero() && now.Add(r.ttl).After(r.until) {
-			// Extending by a full TTL would pass the maximum hold time; stop
-			// renewing and end the work before the current deadline.
-			wait := time.Until(cancelAt)
-			if d := time.Until(r.until); d < wait {
-				wait = d
-			}
-			if !r.sleep(wait) {
-				return
-			}
+		if !r.until.IsZero() && !now.Before(r.until) {
+			// Maximum hold time: stop renewing and end the work.
 			r.cancel(ErrMaxHold)
-			<-r.stop
 			return
 		}
 		if !now.Before(cancelAt) {
 			r.fail(fmt.Errorf("lockswap.Do %q: renewal did not succeed before the deadline: %w", r.lock.Key(), ErrLost))
 			return
 		}
+		if now.Before(nextRenew) {
+			continue
+		}
 		ectx, ecancel := context.WithDeadline(context.WithoutCancel(ctx), cancelAt)
 		err := r.lock.Extend(ectx, r.ttl)
 		ecancel()
 		switch {
 		case err == nil:
-			timer.Reset(r.every)
+			nextRenew = time.Now().Add(r.every)
 		case errors.Is(err, ErrLost):
 			r.fail(fmt.Errorf("lockswap.Do %q: renewal: %w", r.lock.Key(), err))
 			return
 		default:
 			// Transient (outage): try again soon, within the current validity.
-			retry := r.every / 4
-			if left := time.Until(cancelAt); left < retry {
-				retry = left
-			}
-			timer.Reset(max(retry, 0))
+			nextRenew = time.Now().Add(r.every / 4)
 		}
-	}
-}
-
-// sleep waits d or until stopped; false when stopped.
-func (r *renewer) sleep(d time.Duration) bool {
-	if d <= 0 {
-		return true
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-r.stop:
-		return false
-	case <-t.C:
-		return true
 	}
 }
 

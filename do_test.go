@@ -95,7 +95,7 @@ func TestDoCancelsBeforeDeadlineWhenRenewalFails(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			return errors.New("fn's context was never cancelled although renewal kept failing")
 		}
-	}, lockswap.WithTTL(300*time.Millisecond))
+	}, lockswap.WithTTL(time.Second))
 	if !errors.Is(err, lockswap.ErrLost) {
 		t.Fatalf("Do = %v, want an error matching ErrLost", err)
 	}
@@ -127,13 +127,14 @@ func TestDoMaxHold(t *testing.T) {
 	var mu sync.Mutex
 	var cause error
 	var deadline, end time.Time
+	start := time.Now()
 	err := lockswap.Do(context.Background(), lk, "job", func(ctx context.Context, l lockswap.Lock) error {
 		<-ctx.Done()
 		mu.Lock()
 		defer mu.Unlock()
 		cause, deadline, end = context.Cause(ctx), l.Deadline(), time.Now()
 		return ctx.Err()
-	}, lockswap.WithTTL(60*time.Millisecond), lockswap.WithMaxHold(200*time.Millisecond))
+	}, lockswap.WithTTL(3*time.Second), lockswap.WithMaxHold(150*time.Millisecond))
 	if !errors.Is(cause, lockswap.ErrMaxHold) {
 		t.Fatalf("fn's context cause = %v, want ErrMaxHold", cause)
 	}
@@ -143,6 +144,74 @@ func TestDoMaxHold(t *testing.T) {
 	if !end.Before(deadline) {
 		t.Errorf("work ended at %v, after the lock's deadline %v", end, deadline)
 	}
+	// The hold time, not the renewal interval (1s) or the TTL, ends the work.
+	if held := end.Sub(start); held >= time.Second {
+		t.Errorf("work ran %v with a maximum hold time of 150ms", held)
+	}
+}
+
+func TestDoRenewIntervalLongerThanTTL(t *testing.T) {
+	lk := memlock.New(memlock.NewStore())
+	var deadline, cancelledAt time.Time
+	var cause error
+	err := lockswap.Do(context.Background(), lk, "job", func(ctx context.Context, l lockswap.Lock) error {
+		deadline = l.Deadline()
+		<-ctx.Done()
+		cancelledAt, cause = time.Now(), context.Cause(ctx)
+		return nil
+	}, lockswap.WithTTL(time.Second), lockswap.WithRenewEvery(5*time.Second)) // the margin before the deadline is TTL/10: room for a loaded machine
+	if !errors.Is(err, lockswap.ErrLost) || !errors.Is(cause, lockswap.ErrLost) {
+		t.Fatalf("Do = %v, cause %v; want ErrLost: no renewal came before the deadline", err, cause)
+	}
+	if !cancelledAt.Before(deadline) {
+		t.Errorf("fn cancelled at %v, not before the deadline %v", cancelledAt, deadline)
+	}
+}
+
+// ttlLocker gives every acquisition a default TTL, as backend.Open does
+// with ttl=, and says so through DefaultTTL.
+type ttlLocker struct {
+	lockswap.Locker
+	ttl time.Duration
+}
+
+func (l ttlLocker) Acquire(ctx context.Context, key string, opts ...lockswap.Option) (lockswap.Lock, error) {
+	return l.Locker.Acquire(ctx, key, append([]lockswap.Option{lockswap.WithTTL(l.ttl)}, opts...)...)
+}
+
+func (l ttlLocker) DefaultTTL() time.Duration { return l.ttl }
+
+func TestDoRenewsWithTheLockersTTL(t *testing.T) {
+	lk := ttlLocker{memlock.New(memlock.NewStore()), 200 * time.Millisecond}
+	err := lockswap.Do(context.Background(), lk, "job", func(ctx context.Context, l lockswap.Lock) error {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cancelled although renewal should hold a 200ms lock: %w", context.Cause(ctx))
+		case <-time.After(700 * time.Millisecond): // several TTLs of work
+			return nil
+		}
+	})
+	if err != nil {
+		t.Fatalf("Do without WithTTL over a Locker with a 200ms default: %v", err)
+	}
+}
+
+func TestDoReleasesWhenFnPanics(t *testing.T) {
+	store := memlock.NewStore()
+	lk := memlock.New(store)
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("the panic did not propagate")
+			}
+		}()
+		lockswap.Do(context.Background(), lk, "job", func(context.Context, lockswap.Lock) error { panic("boom") })
+	}()
+	l, err := memlock.New(store).TryAcquire(context.Background(), "job")
+	if err != nil {
+		t.Fatalf("lock left behind after fn panicked: %v", err)
+	}
+	l.Release(context.Background())
 }
 
 func TestDoBadArguments(t *testing.T) {

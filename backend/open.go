@@ -186,3 +186,6 @@ func (m multiCloser) Close() error {
 	}
 	return errors.Join(errs...)
 }
+
+// DefaultTTL is the configured TTL, which lockswap.Do renews with.
+func (w *withTTL) DefaultTTL() time.Duration { return w.ttl }
