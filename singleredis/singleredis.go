@@ -17,7 +17,9 @@ package singleredis
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"io"
 	"strings"
 	"sync/atomic"
@@ -55,9 +57,12 @@ const FenceSuffix = ":fence"
 var (
 	releaseScript = redisclient.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) end return 0`)
 	extendScript  = redisclient.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("PEXPIRE", KEYS[1], ARGV[2]) end return 0`)
-	// The counter is incremented before the SET, so that a counter that is
-	// not a number fails the script before anything is written.
+	// The counter is checked and incremented before the SET, so that a
+	// counter that is not a non-negative integer fails the attempt (-1)
+	// before anything is written.
 	fencedAcquire = redisclient.NewScript(`if redis.call("EXISTS", KEYS[1]) == 1 then return 0 end
+local cur = redis.call("GET", KEYS[2])
+if cur and not string.match(cur, "^%d+$") then return -1 end
 local fence = redis.call("INCR", KEYS[2])
 redis.call("SET", KEYS[1], ARGV[1], "PX", ARGV[2])
 return fence`)
@@ -204,8 +209,8 @@ func (lk *Locker) try(ctx context.Context, key string, ttl time.Duration, checkT
 		v, err = lk.c.Run(ctx, fencedAcquire, []string{k, FenceKey(k)}, token, ttl.Milliseconds())
 		if err == nil {
 			n, isInt := v.(int64)
-			if !isInt {
-				return nil, fmt.Errorf("singleredis: acquire %q: unexpected script reply %T: %w", key, v, lockswap.ErrInvalid)
+			if !isInt || n < 0 {
+				return nil, fmt.Errorf("singleredis: acquire %q: the fence counter %q does not hold a non-negative integer; it was left untouched: %w", key, FenceKey(k), lockswap.ErrInvalid)
 			}
 			ok, fence = n > 0, uint64(n)
 		}
@@ -214,10 +219,13 @@ func (lk *Locker) try(ctx context.Context, key string, ttl time.Duration, checkT
 	}
 	if err != nil {
 		if redisclient.IsWrongType(err) {
-			return nil, fmt.Errorf("singleredis: acquire %q: the fence counter %q holds a value that is not a counter: %w", key, FenceKey(k), lockswap.ErrInvalid)
+			return nil, fmt.Errorf("singleredis: acquire %q: the fence counter %q holds another Redis type: %w", key, FenceKey(k), lockswap.ErrInvalid)
 		}
-		// The SET may have been applied before the error: remove it if so.
-		lk.cleanup(ctx, k, token)
+		if !isDialError(err) {
+			// The SET may have been applied before the error: remove it if
+			// so. A failed dial sent nothing, so there is nothing to undo.
+			lk.cleanup(ctx, k, token)
+		}
 		return nil, fmt.Errorf("singleredis: acquire %q on %s: %w: %w", key, lk.c, lockswap.ErrUnavailable, err)
 	}
 	if !ok {
@@ -232,6 +240,13 @@ func (lk *Locker) try(ctx context.Context, key string, ttl time.Duration, checkT
 	l.keys[0], l.tokenArg[0] = k, token
 	l.Init(key, token, fence, lk.opts.Fence, start.Add(ttl-lockstate.Drift(ttl)))
 	return l, nil
+}
+
+// isDialError reports whether err is a failure to connect: the command was
+// never sent.
+func isDialError(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }
 
 // checkStringKey returns an ErrInvalid error when k holds a non-string

@@ -280,3 +280,51 @@ func TestFailoverLosesLock(t *testing.T) {
 	}
 	lb.Release(ctx)
 }
+
+func TestFenceCounterNotACounter(t *testing.T) {
+	for _, bad := range []string{"-1", "abc", "1.5"} {
+		mr := miniredis.RunT(t)
+		mr.Set(singleredis.FenceKey("job"), bad)
+		lk := newLocker(t, mr.Addr(), redistest.GoRedis, singleredis.Options{Fence: true})
+		_, err := lk.Acquire(context.Background(), "job", lockswap.WithRetry(lockswap.ConstantRetry(time.Millisecond)))
+		if !errors.Is(err, lockswap.ErrInvalid) || !strings.Contains(err.Error(), "fence counter") {
+			t.Errorf("counter %q: err = %v, want ErrInvalid naming the fence counter", bad, err)
+		}
+		if mr.Exists("job") {
+			t.Errorf("counter %q: the lock key was written although the attempt failed", bad)
+		}
+		if v, _ := mr.Get(singleredis.FenceKey("job")); v != bad {
+			t.Errorf("counter %q changed to %q", bad, v)
+		}
+	}
+}
+
+// TestAcquireCleansUpAfterLostReply: when the SET's reply does not come
+// back in time, the SET may still have been applied; the attempt removes
+// it (compare-and-delete with its token) instead of leaving a lock nobody
+// holds for a whole TTL.
+func TestAcquireCleansUpAfterLostReply(t *testing.T) {
+	srv := testserver.RedisT(t, testserver.RedisOptions{})
+	proxy := testserver.ProxyT(t, srv.Addr())
+	lk := newLocker(t, proxy.Addr(), redistest.GoRedis, singleredis.Options{})
+	raw := redistest.GoRedisClient(t, srv.Addr())
+	ctx := context.Background()
+	// Warm the connection, then slow the link: the SET arrives after the
+	// caller's deadline.
+	if l, err := lk.TryAcquire(ctx, "warm"); err != nil {
+		t.Fatal(err)
+	} else {
+		l.Release(ctx)
+	}
+	proxy.SetDelay(300 * time.Millisecond)
+	tctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	_, err := lk.TryAcquire(tctx, "job", lockswap.WithTTL(time.Minute))
+	cancel()
+	if !errors.Is(err, lockswap.ErrUnavailable) {
+		t.Fatalf("TryAcquire with a reply slower than the context: %v, want ErrUnavailable", err)
+	}
+	if n, _ := raw.Exists(ctx, "job").Result(); n != 0 {
+		ttl, _ := raw.PTTL(ctx, "job").Result()
+		t.Fatalf("the SET that arrived after the deadline was left behind (PTTL %v): nobody holds it", ttl)
+	}
+}
