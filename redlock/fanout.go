@@ -44,6 +44,7 @@ type call struct {
 	conns  []redisclient.SplitConn // pipelined path: connections awaiting a reply
 	sargs  []any                   // pipelined path: scratch command arguments
 	epochs []*epochState           // RestartSafety: the epoch each request sent as known
+	lctx   lazyCtx                 // pipelined path: the call's deadline
 }
 
 // task is one instance's part of a call, handed to a worker.
@@ -191,13 +192,14 @@ func (f *fanout) runSplit(ctx context.Context, c *call, deadline time.Time) {
 	}
 	// One context for the whole call: it bounds taking a connection from
 	// each pool (a dial, or a wait for a free connection) and the suspect
-	// instances' requests.
-	ictx, cancel := context.WithDeadline(ctx, deadline)
-	defer cancel()
-	c.ctx = ictx
-	if d, ok := ictx.Deadline(); ok {
+	// instances' requests. It makes its timer only if someone waits on it.
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
+	c.lctx.init(ctx, deadline)
+	defer c.lctx.end()
+	ictx := context.Context(&c.lctx)
+	c.ctx = ictx
 	var direct uint64
 	for i := range c.res {
 		if c.mask&(1<<i) != 0 && lk.inst[i].suspect.Load() {
@@ -405,4 +407,61 @@ func (c *call) safeReply(i int, v any) {
 	if es != nil && now.Before(es.until) {
 		r.quarantined, r.left = true, es.until.Sub(now)
 	}
+}
+
+// lazyCtx is a context with a deadline that makes its timer (a
+// context.WithDeadline) only when Done is called: taking an idle pooled
+// connection never calls it, so the pipelined path's common case costs no
+// timer and no allocation, while a dial or a wait for a connection is
+// bounded by the deadline and the parent as usual. It is reused by pooled
+// calls: init before use, end after.
+type lazyCtx struct {
+	parent   context.Context
+	deadline time.Time
+	mu       sync.Mutex
+	real     context.Context
+	cancel   context.CancelFunc
+}
+
+func (c *lazyCtx) init(parent context.Context, deadline time.Time) {
+	c.parent, c.deadline = parent, deadline
+}
+
+// end cancels the timer, if one was made, and drops the parent.
+func (c *lazyCtx) end() {
+	c.mu.Lock()
+	if c.cancel != nil {
+		c.cancel()
+	}
+	c.parent, c.real, c.cancel = nil, nil, nil
+	c.mu.Unlock()
+}
+
+func (c *lazyCtx) materialize() context.Context {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.real == nil {
+		c.real, c.cancel = context.WithDeadline(c.parent, c.deadline)
+	}
+	return c.real
+}
+
+func (c *lazyCtx) Deadline() (time.Time, bool) { return c.deadline, true }
+func (c *lazyCtx) Done() <-chan struct{}       { return c.materialize().Done() }
+func (c *lazyCtx) Value(key any) any           { return c.parent.Value(key) }
+
+func (c *lazyCtx) Err() error {
+	c.mu.Lock()
+	real := c.real
+	c.mu.Unlock()
+	if real != nil {
+		return real.Err()
+	}
+	if err := c.parent.Err(); err != nil {
+		return err
+	}
+	if !time.Now().Before(c.deadline) {
+		return context.DeadlineExceeded
+	}
+	return nil
 }
