@@ -343,11 +343,35 @@ func (c Config) Validate() error {
 		if len(c.Addrs) != 0 {
 			return invalid("migrate takes no hosts; give legacy= and target= URLs")
 		}
-		if c.Phase == "" {
+		switch c.Phase {
+		case "legacy", "dual", "target":
+		case "":
 			return invalid("migrate needs phase=legacy|dual|target")
+		default:
+			return invalid("phase=%q: want legacy, dual or target", c.Phase)
 		}
 		if c.Legacy != nil && c.Legacy.Backend != LegacySetNX {
 			return invalid("migrate legacy= must be a legacysetnx URL, got %s", c.Legacy.Backend)
+		}
+		if (c.Phase != "target" || c.LegacyNet) && c.Legacy == nil {
+			return invalid("migrate phase %s needs legacy=<legacysetnx URL>", c.Phase)
+		}
+		if c.Phase != "legacy" && c.Target == nil {
+			return invalid("migrate phase %s needs target=<backend URL>", c.Phase)
+		}
+		for name, sub := range map[string]*Config{"legacy": c.Legacy, "target": c.Target} {
+			if sub == nil {
+				continue
+			}
+			if sub.Backend == Migrate {
+				return invalid("migrate %s= cannot itself be a migrate URL", name)
+			}
+			if sub.TTL != 0 {
+				return invalid("migrate %s= has its own ttl; give ttl= once, on the migrate URL", name)
+			}
+			if err := sub.Validate(); err != nil {
+				return fmt.Errorf("backend: migrate %s=: %w", name, err)
+			}
 		}
 	}
 	if c.Backend != LegacySetNX {

@@ -3,6 +3,7 @@ package backend_test
 import (
 	"encoding/json"
 	"errors"
+	"net/url"
 	"reflect"
 	"strings"
 	"testing"
@@ -129,5 +130,27 @@ func TestConfigJSON(t *testing.T) {
 	bad := `{"backend":"singleredis","addrs":["h:1"],"ttl":"forever"}`
 	if err := json.Unmarshal([]byte(bad), &c); !errors.Is(err, lockswap.ErrInvalid) || !strings.Contains(err.Error(), "forever") {
 		t.Errorf("bad duration in JSON: %v", err)
+	}
+}
+
+func TestMigrateURLValidated(t *testing.T) {
+	enc := url.QueryEscape
+	legacy, target := enc("legacysetnx://h:6379?prefix=lock."), enc("singleredis://h:6379?prefix=locks:")
+	ok := "migrate://?phase=dual&legacy=" + legacy + "&target=" + target
+	if _, err := backend.ParseURL(ok); err != nil {
+		t.Fatalf("%s: %v", ok, err)
+	}
+	for raw, mention := range map[string]string{
+		"migrate://?phase=halfway&legacy=" + legacy + "&target=" + target:                       "phase",
+		"migrate://?phase=dual&target=" + target:                                                "legacy=",
+		"migrate://?phase=target&legacy=" + legacy:                                              "target=",
+		"migrate://?phase=dual&legacy=" + target + "&target=" + target:                          "legacysetnx",
+		"migrate://?phase=dual&legacy=" + legacy + "&target=" + enc("singleredis://h:1?ttl=1s"): "ttl",
+		"migrate://?phase=dual&legacy=" + legacy + "&target=" + enc("redlock://a:1,b:1"):        "odd number",
+	} {
+		_, err := backend.ParseURL(raw)
+		if !errors.Is(err, lockswap.ErrInvalid) || !strings.Contains(err.Error(), mention) {
+			t.Errorf("%s: err = %v, want ErrInvalid mentioning %q", raw, err, mention)
+		}
 	}
 }

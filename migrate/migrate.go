@@ -104,7 +104,9 @@ var ErrSameKey = errors.New("legacy and target locks map to the same Redis key")
 
 // Locker is the migration Locker.
 type Locker struct {
-	o Options
+	o         Options
+	closing   chan struct{} // closed by Close: ends the dual locks' Done watchers
+	closeOnce sync.Once
 }
 
 var _ lockswap.Locker = (*Locker)(nil)
@@ -137,7 +139,7 @@ func New(o Options) (*Locker, error) {
 			return nil, err
 		}
 	}
-	return &Locker{o: o}, nil
+	return &Locker{o: o, closing: make(chan struct{})}, nil
 }
 
 func checkDistinct(o Options) error {
@@ -161,34 +163,40 @@ func checkDistinct(o Options) error {
 func (lk *Locker) Phase() Phase { return lk.o.Phase }
 
 // Guarantees are those of the lock that decides in this phase: the legacy
-// lock's in PhaseLegacy, the target's in PhaseTarget. In PhaseDual both
-// locks are taken, so exclusion holds while either does; the reported
-// guarantees are the target's, with the legacy lock's clock assumption,
-// which dual clients still depend on against old clients.
+// lock's in PhaseLegacy, the target's in PhaseTarget. Where both locks are
+// taken (PhaseDual, and PhaseTarget with LegacyNet), exclusion against old
+// clients rests on the legacy lock and against target-only clients on the
+// target lock, so each property is declared only if both locks have it
+// (fencing excepted: Fence is the target lock's), and such a Locker waits by
+// polling.
 func (lk *Locker) Guarantees() lockswap.Guarantees {
-	switch lk.o.Phase {
-	case PhaseLegacy:
+	switch {
+	case lk.o.Phase == PhaseLegacy:
 		g := lk.o.Legacy.Guarantees()
 		g.Backend = "migrate(legacy)"
 		return g
-	case PhaseDual:
-		g := lk.o.Target.Guarantees()
-		lg := lk.o.Legacy.Guarantees()
-		g.Backend = "migrate(dual)"
-		if lg.Clock > g.Clock {
-			g.Clock = lg.Clock
-		}
-		g.Notes = append(append([]string(nil), g.Notes...), "dual phase: against old clients, exclusion rests on the legacy lock")
-		return g
-	default:
+	case lk.o.Phase == PhaseTarget && !lk.o.LegacyNet:
 		g := lk.o.Target.Guarantees()
 		g.Backend = "migrate(target)"
 		return g
 	}
+	t, l := lk.o.Target.Guarantees(), lk.o.Legacy.Guarantees()
+	g := t
+	g.Backend = "migrate(" + lk.o.Phase.String() + ")"
+	g.SurvivesHolderPause = t.SurvivesHolderPause && l.SurvivesHolderPause
+	g.SurvivesFailover = t.SurvivesFailover && l.SurvivesFailover
+	g.SurvivesRestart = t.SurvivesRestart && l.SurvivesRestart
+	g.StaleReleaseSafe = t.StaleReleaseSafe && l.StaleReleaseSafe
+	g.Clock = max(t.Clock, l.Clock)
+	g.Tolerates = min(t.Tolerates, l.Tolerates)
+	g.Wait = lockswap.WaitPoll
+	g.Notes = append(append([]string(nil), t.Notes...), "both locks are taken: against old clients, exclusion rests on the legacy lock")
+	return g
 }
 
 // Close closes both Lockers.
 func (lk *Locker) Close() error {
+	lk.closeOnce.Do(func() { close(lk.closing) })
 	var errs []error
 	if lk.o.Legacy != nil {
 		errs = append(errs, lk.o.Legacy.Close())
@@ -199,7 +207,10 @@ func (lk *Locker) Close() error {
 	return errors.Join(errs...)
 }
 
-// Acquire waits for the lock(s) of the phase per the retry policy.
+// Acquire waits for the lock(s) of the phase. With one lock (PhaseLegacy,
+// PhaseTarget without LegacyNet) it is that Locker's own Acquire, which
+// keeps its way of waiting (etcd's queue); with two it polls per the retry
+// policy, never holding one lock while waiting for the other.
 func (lk *Locker) Acquire(ctx context.Context, key string, opts ...lockswap.Option) (lockswap.Lock, error) {
 	o, err := lockswap.ApplyOptions(lk.o.Retry, opts)
 	if err != nil {
@@ -207,6 +218,20 @@ func (lk *Locker) Acquire(ctx context.Context, key string, opts ...lockswap.Opti
 	}
 	if err := lockswap.ValidateKey(key); err != nil {
 		return nil, fmt.Errorf("migrate: %w", err)
+	}
+	switch {
+	case lk.o.Phase == PhaseLegacy:
+		l, err := lk.o.Legacy.Acquire(ctx, lk.o.LegacyKey(key), opts...)
+		if err != nil {
+			return nil, err
+		}
+		return lk.newLock(key, l), nil
+	case lk.o.Phase == PhaseTarget && !lk.o.LegacyNet:
+		l, err := lk.o.Target.Acquire(ctx, key, opts...)
+		if err != nil {
+			return nil, err
+		}
+		return lk.newLock(key, l), nil
 	}
 	return lockswap.Retry(ctx, o.Retry, func(ctx context.Context) (lockswap.Lock, error) {
 		return lk.TryAcquire(ctx, key, opts...)
@@ -225,7 +250,7 @@ func (lk *Locker) TryAcquire(ctx context.Context, key string, opts ...lockswap.O
 		if err != nil {
 			return nil, err
 		}
-		return newLock(key, l), nil
+		return lk.newLock(key, l), nil
 	case PhaseDual:
 		ll, err := lk.o.Legacy.TryAcquire(ctx, lk.o.LegacyKey(key), opts...)
 		if err != nil {
@@ -238,14 +263,14 @@ func (lk *Locker) TryAcquire(ctx context.Context, key string, opts ...lockswap.O
 			_ = ll.Release(cctx)
 			return nil, err
 		}
-		return newLock(key, ll, tl), nil
+		return lk.newLock(key, ll, tl), nil
 	default:
 		tl, err := lk.o.Target.TryAcquire(ctx, key, opts...)
 		if err != nil || !lk.o.LegacyNet {
 			if err != nil {
 				return nil, err
 			}
-			return newLock(key, tl), nil
+			return lk.newLock(key, tl), nil
 		}
 		// The safety net: while holding the target lock, also take the
 		// legacy lock, so that a forgotten old client is excluded (it only
@@ -263,7 +288,7 @@ func (lk *Locker) TryAcquire(ctx context.Context, key string, opts ...lockswap.O
 			}
 			return nil, fmt.Errorf("migrate: legacy safety net for %q: %w", key, err)
 		}
-		l := newLock(key, tl, ll)
+		l := lk.newLock(key, tl, ll)
 		l.decider = 0
 		return l, nil
 	}
@@ -280,9 +305,9 @@ type lock struct {
 }
 
 // newLock returns the lock over locks. With two locks, a goroutine closes
-// Done when either lock's Done closes; it ends then (at Release, on loss,
-// or at the earlier deadline at the latest).
-func newLock(key string, locks ...lockswap.Lock) *lock {
+// Done when either lock's Done closes, or when the Locker is closed; it ends
+// then (at Release, on loss, at the earlier deadline, or at Close).
+func (lk *Locker) newLock(key string, locks ...lockswap.Lock) *lock {
 	l := &lock{key: key, locks: locks, decider: len(locks) - 1}
 	if len(locks) == 1 {
 		return l
@@ -293,6 +318,7 @@ func newLock(key string, locks ...lockswap.Lock) *lock {
 		select {
 		case <-a:
 		case <-b:
+		case <-lk.closing:
 		}
 		l.end()
 	}()

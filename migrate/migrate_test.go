@@ -107,3 +107,38 @@ func TestNewRejectsBadConfiguration(t *testing.T) {
 		t.Errorf("ParsePhase(Dual) = %v, %v", p, err)
 	}
 }
+
+// declared is a Locker with the Guarantees a test gives it.
+type declared struct {
+	lockswap.Locker
+	g lockswap.Guarantees
+}
+
+func (d declared) Guarantees() lockswap.Guarantees { return d.g }
+
+func TestGuaranteesPerPhase(t *testing.T) {
+	legacy := declared{memlock.New(memlock.NewStore()), lockswap.Guarantees{Backend: "legacysetnx",
+		Clock: lockswap.ClockSynchronized, Nodes: 1, StaleReleaseSafe: true, Wait: lockswap.WaitPoll}}
+	target := declared{memlock.New(memlock.NewStore()), lockswap.Guarantees{Backend: "etcdlease", Fencing: true,
+		SurvivesFailover: true, SurvivesRestart: true, Clock: lockswap.ClockNone, Nodes: 3, Tolerates: 1,
+		StaleReleaseSafe: true, Wait: lockswap.WaitQueue}}
+	for _, c := range []struct {
+		phase migrate.Phase
+		net   bool
+		want  lockswap.Guarantees
+	}{
+		{migrate.PhaseLegacy, false, lockswap.Guarantees{Clock: lockswap.ClockSynchronized, Wait: lockswap.WaitPoll}},
+		{migrate.PhaseTarget, false, lockswap.Guarantees{Fencing: true, SurvivesFailover: true, SurvivesRestart: true,
+			Tolerates: 1, Wait: lockswap.WaitQueue}},
+		// Two locks: a property holds only if both locks have it.
+		{migrate.PhaseDual, false, lockswap.Guarantees{Fencing: true, Clock: lockswap.ClockSynchronized, Wait: lockswap.WaitPoll}},
+		{migrate.PhaseTarget, true, lockswap.Guarantees{Fencing: true, Clock: lockswap.ClockSynchronized, Wait: lockswap.WaitPoll}},
+	} {
+		lk := mustNew(t, migrate.Options{Phase: c.phase, Legacy: legacy, Target: target, LegacyNet: c.net})
+		g := lk.Guarantees()
+		if g.Fencing != c.want.Fencing || g.SurvivesFailover != c.want.SurvivesFailover || g.SurvivesRestart != c.want.SurvivesRestart ||
+			g.Clock != c.want.Clock || g.Tolerates != c.want.Tolerates || g.Wait != c.want.Wait || !g.StaleReleaseSafe {
+			t.Errorf("%v (net %v): guarantees %+v, want %+v", c.phase, c.net, g, c.want)
+		}
+	}
+}
