@@ -654,12 +654,14 @@ func (lk *Locker) held(key, token, myKey string, slot int, rev int64, ls *lease,
 		lk.mu.Unlock()
 		l.settle(stateLost)
 		l.End()
+		lk.removeKey(context.Background(), myKey, slot) // the put is ours: leave nothing behind
 		return nil, fmt.Errorf("%s: acquire %q: %w", Backend, key, lockswap.ErrClosed)
 	}
 	if !ls.add(l) {
 		lk.mu.Unlock()
 		l.settle(stateLost)
 		l.End()
+		lk.removeKey(context.Background(), myKey, slot)
 		return nil, fmt.Errorf("%s: acquire %q: lease lost while acquiring: %w", Backend, key, lockswap.ErrUnavailable)
 	}
 	lk.locks[l] = struct{}{}

@@ -134,9 +134,7 @@ func TestCancelledWaiterLeavesNoKey(t *testing.T) {
 	bctx, cancel := context.WithCancel(ctx)
 	errc := make(chan error, 1)
 	go func() { _, err := b.Acquire(bctx, "k"); errc <- err }()
-	for queueLen(t, a.Client(), a, "k") != 2 {
-		time.Sleep(2 * time.Millisecond)
-	}
+	waitQueueLen(t, a, "k", 2)
 	cgot := make(chan lockswap.Lock, 1)
 	go func() {
 		l, err := c.Acquire(ctx, "k")
@@ -145,9 +143,7 @@ func TestCancelledWaiterLeavesNoKey(t *testing.T) {
 		}
 		cgot <- l
 	}()
-	for queueLen(t, a.Client(), a, "k") != 3 {
-		time.Sleep(2 * time.Millisecond)
-	}
+	waitQueueLen(t, a, "k", 3)
 	cancel()
 	if err := <-errc; !errors.Is(err, context.Canceled) || !errors.Is(err, lockswap.ErrHeld) {
 		t.Fatalf("cancelled Acquire: %v, want context.Canceled and ErrHeld", err)
@@ -509,4 +505,38 @@ func TestConfig(t *testing.T) {
 	if p, q := lk.QueuePrefix("a"), lk.QueuePrefix("a/b"); strings.HasPrefix(q, p) {
 		t.Errorf("queue prefix of a/b %q starts with that of a %q: locks would collide", q, p)
 	}
+}
+
+// waitQueueLen waits, bounded, until key's queue has n entries.
+func waitQueueLen(t *testing.T, lk *Locker, key string, n int64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for queueLen(t, lk.Client(), lk, key) != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("queue of %q never reached %d entries", key, n)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func TestReleaseAfterCloseIsLost(t *testing.T) {
+	srv := testserver.EtcdT(t)
+	ctx := ctxT(t, 30*time.Second)
+	a := openT(t, srv.Endpoints(), "closed/")
+	b := openT(t, srv.Endpoints(), "closed/")
+	l, err := a.TryAcquire(ctx, "k", lockswap.WithTTL(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx); !errors.Is(err, lockswap.ErrLost) || errors.Is(err, lockswap.ErrUnavailable) {
+		t.Fatalf("Release after Close: %v, want ErrLost (Close released the lock), not an outage", err)
+	}
+	lb, err := b.TryAcquire(ctx, "k", lockswap.WithTTL(10*time.Second))
+	if err != nil {
+		t.Fatalf("after the holder's Locker closed, the key is still held: %v", err)
+	}
+	lb.Release(ctx)
 }

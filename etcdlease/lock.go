@@ -141,6 +141,15 @@ func (l *Lock) Release(ctx context.Context) error {
 	if l.st.Load() == stateReleased {
 		return nil
 	}
+	l.lk.mu.Lock()
+	closed := l.lk.closed
+	l.lk.mu.Unlock()
+	if closed {
+		// Close revoked the Locker's leases, which deleted the key.
+		l.settle(stateLost)
+		l.End()
+		return fmt.Errorf("%s: release %q: the Locker was closed, which released the lock: %w", Backend, l.Key(), lockswap.ErrLost)
+	}
 	cctx, cancel := lockswap.CleanupContext(ctx)
 	defer cancel()
 	if l.st.Load() != stateLive {
