@@ -254,6 +254,7 @@ func Guarantees() lockswap.Guarantees {
 			"release deletes only the exact timestamp this holder wrote, but two holders can write the same timestamp (seconds resolution) if a third party deleted the key in between; milliseconds make that far less likely",
 			"an old client that loses a GETSET race overwrites the winner's timestamp: the winner keeps the lock, but its Extend and Release then report ErrLost and the key stays until that timestamp passes",
 			"a restart without persistence or a failover to an async replica loses the lock",
+			"an acquire whose reply is lost may leave its timestamp until it passes: without an owner token it cannot be removed safely",
 		},
 	}
 }

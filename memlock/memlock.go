@@ -17,7 +17,6 @@ import (
 // Store holds the locks. Lockers made from one Store exclude each other.
 type Store struct {
 	mu    sync.Mutex
-	now   func() time.Time
 	locks map[string]entry
 	fence map[string]uint64
 }
@@ -29,7 +28,7 @@ type entry struct {
 
 // NewStore returns an empty Store that uses the real clock.
 func NewStore() *Store {
-	return &Store{now: time.Now, locks: map[string]entry{}, fence: map[string]uint64{}}
+	return &Store{locks: map[string]entry{}, fence: map[string]uint64{}}
 }
 
 // Locker is a lockswap.Locker over a Store.
@@ -44,10 +43,10 @@ func New(s *Store) *Locker {
 	return &Locker{s: s, retry: lockswap.ConstantRetry(5 * time.Millisecond)}
 }
 
-// Guarantees: in-process, so no network faults apply; fencing yes.
+// Guarantees: in-process, fenced, polling; nothing survives the process.
 func (lk *Locker) Guarantees() lockswap.Guarantees {
 	return lockswap.Guarantees{Backend: "memlock", Fencing: true, Clock: lockswap.ClockNone,
-		SurvivesFailover: true, SurvivesRestart: false, Nodes: 1, StaleReleaseSafe: true, Wait: lockswap.WaitPoll,
+		Nodes: 1, StaleReleaseSafe: true, Wait: lockswap.WaitPoll,
 		Notes: []string{"in-process only: excludes goroutines sharing one Store, not processes"}}
 }
 
@@ -91,7 +90,7 @@ func (lk *Locker) try(key string, ttl time.Duration) (lockswap.Lock, error) {
 	start := time.Now() // the deadline counts from before the lock was taken
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now := s.now()
+	now := time.Now()
 	if e, ok := s.locks[key]; ok && now.Before(e.expires) {
 		return nil, fmt.Errorf("memlock: acquire %q: %w", key, lockswap.ErrHeld)
 	}
@@ -110,7 +109,7 @@ type lock struct {
 // owned reports whether the store still holds our token for the key.
 func (l *lock) ownedLocked() bool {
 	e, ok := l.s.locks[l.Key()]
-	return ok && e.token == l.Token() && l.s.now().Before(e.expires)
+	return ok && e.token == l.Token() && time.Now().Before(e.expires)
 }
 
 func (l *lock) Extend(_ context.Context, ttl time.Duration) error {
@@ -124,7 +123,7 @@ func (l *lock) Extend(_ context.Context, ttl time.Duration) error {
 		return fmt.Errorf("memlock: extend %q: %w", l.Key(), lockswap.ErrLost)
 	}
 	start := time.Now()
-	l.s.locks[l.Key()] = entry{token: l.Token(), expires: l.s.now().Add(ttl)}
+	l.s.locks[l.Key()] = entry{token: l.Token(), expires: time.Now().Add(ttl)}
 	l.SetDeadline(start.Add(ttl))
 	return nil
 }
@@ -142,7 +141,7 @@ func (l *lock) Release(context.Context) error {
 	}
 	delete(l.s.locks, l.Key())
 	l.released = true
-	if !l.s.now().Before(e.expires) {
+	if !time.Now().Before(e.expires) {
 		return fmt.Errorf("memlock: release %q: expired before release: %w", l.Key(), lockswap.ErrLost)
 	}
 	return nil

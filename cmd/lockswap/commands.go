@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -40,14 +41,18 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	addr := fs.String("redis", "", "Redis address host:port (required)")
 	prefix := fs.String("prefix", "", "key prefix to list, e.g. lock.")
 	limit := fs.Int("limit", 1000, "list at most this many keys")
-	password := fs.String("password", "", "Redis password (or set REDIS_PASSWORD)")
+	password := fs.String("password", "", "Redis password; prefer the REDIS_PASSWORD environment variable (a flag shows in ps)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *addr == "" {
 		return exitCode{2, "inspect: --redis host:port is required"}
 	}
-	c := goredis.NewClient(&goredis.Options{Addr: *addr, Password: *password, ContextTimeoutEnabled: true})
+	pw := *password
+	if pw == "" {
+		pw = os.Getenv("REDIS_PASSWORD")
+	}
+	c := goredis.NewClient(&goredis.Options{Addr: *addr, Password: pw, ContextTimeoutEnabled: true})
 	defer c.Close()
 	ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
