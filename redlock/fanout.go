@@ -44,7 +44,6 @@ type call struct {
 	conns  []redisclient.SplitConn // pipelined path: connections awaiting a reply
 	sargs  []any                   // pipelined path: scratch command arguments
 	epochs []*epochState           // RestartSafety: the epoch each request sent as known
-	lctx   lazyCtx                 // pipelined path: the call's deadline
 }
 
 // task is one instance's part of a call, handed to a worker.
@@ -176,10 +175,11 @@ func (f *fanout) dispatch(c *call, i int) {
 // outcome; its connection is closed, not pooled (redigo marks a connection
 // whose read failed as broken, and its pool discards it on Close).
 //
-// An instance whose last request failed for want of a connection or an
-// answer is suspect: its requests go to the workers instead, so that a dial
-// that hangs (a host that drops packets) cannot hold up the requests to the
-// others, until one of them succeeds again.
+// An instance that has not answered yet, or whose last request failed for
+// want of a connection or an answer, is suspect: its requests go to the
+// workers instead, so that dials run in parallel and one that hangs (a host
+// that drops packets) cannot hold up the requests to the others, until one
+// of them succeeds.
 func (f *fanout) runSplit(ctx context.Context, c *call, deadline time.Time) {
 	lk := f.lk
 	if err := ctx.Err(); err != nil {
@@ -196,9 +196,9 @@ func (f *fanout) runSplit(ctx context.Context, c *call, deadline time.Time) {
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
-	c.lctx.init(ctx, deadline)
-	defer c.lctx.end()
-	ictx := context.Context(&c.lctx)
+	lctx := &lazyCtx{parent: ctx, deadline: deadline}
+	defer lctx.end()
+	ictx := context.Context(lctx)
 	c.ctx = ictx
 	var direct uint64
 	for i := range c.res {
@@ -411,29 +411,27 @@ func (c *call) safeReply(i int, v any) {
 
 // lazyCtx is a context with a deadline that makes its timer (a
 // context.WithDeadline) only when Done is called: taking an idle pooled
-// connection never calls it, so the pipelined path's common case costs no
-// timer and no allocation, while a dial or a wait for a connection is
-// bounded by the deadline and the parent as usual. It is reused by pooled
-// calls: init before use, end after.
+// connection never calls it, so the pipelined path's common case costs one
+// small allocation and no timer, while a dial or a wait for a connection is
+// bounded by the deadline and the parent as usual. It implements AfterFunc,
+// so that contexts derived from it need no goroutine of their own; a use
+// after end finds it cancelled.
 type lazyCtx struct {
 	parent   context.Context
 	deadline time.Time
 	mu       sync.Mutex
 	real     context.Context
 	cancel   context.CancelFunc
+	ended    bool
 }
 
-func (c *lazyCtx) init(parent context.Context, deadline time.Time) {
-	c.parent, c.deadline = parent, deadline
-}
-
-// end cancels the timer, if one was made, and drops the parent.
+// end cancels the timer, if one was made.
 func (c *lazyCtx) end() {
 	c.mu.Lock()
+	c.ended = true
 	if c.cancel != nil {
 		c.cancel()
 	}
-	c.parent, c.real, c.cancel = nil, nil, nil
 	c.mu.Unlock()
 }
 
@@ -442,6 +440,9 @@ func (c *lazyCtx) materialize() context.Context {
 	defer c.mu.Unlock()
 	if c.real == nil {
 		c.real, c.cancel = context.WithDeadline(c.parent, c.deadline)
+		if c.ended {
+			c.cancel()
+		}
 	}
 	return c.real
 }
@@ -450,12 +451,21 @@ func (c *lazyCtx) Deadline() (time.Time, bool) { return c.deadline, true }
 func (c *lazyCtx) Done() <-chan struct{}       { return c.materialize().Done() }
 func (c *lazyCtx) Value(key any) any           { return c.parent.Value(key) }
 
+// AfterFunc lets context.WithDeadline and friends propagate cancellation
+// from this context without starting a goroutine.
+func (c *lazyCtx) AfterFunc(f func()) func() bool {
+	return context.AfterFunc(c.materialize(), f)
+}
+
 func (c *lazyCtx) Err() error {
 	c.mu.Lock()
-	real := c.real
+	real, ended := c.real, c.ended
 	c.mu.Unlock()
-	if real != nil {
+	switch {
+	case real != nil:
 		return real.Err()
+	case ended:
+		return context.Canceled
 	}
 	if err := c.parent.Err(); err != nil {
 		return err

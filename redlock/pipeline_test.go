@@ -82,6 +82,19 @@ func TestPipelinedWithRedigo(t *testing.T) {
 				}
 			}
 			lk, ccs := countingLocker(t, addrs, redlock.Options{RestartSafety: safe, MaxTTL: time.Minute})
+			// A new Locker dials its first connections from the workers.
+			warm, err := lk.TryAcquire(ctx, "warm", lockswap.WithTTL(10*time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			warm.Release(ctx)
+			for i, c := range ccs {
+				if d := c.direct.Load(); d != 1 {
+					t.Errorf("instance %d: first request: %d one-round-trip commands, want 1 (the new Locker's first dial in parallel)", i, d)
+				}
+				c.direct.Store(0)
+				c.splits.Store(0)
+			}
 			l, err := lk.TryAcquire(ctx, "k", lockswap.WithTTL(10*time.Second))
 			if err != nil {
 				t.Fatal(err)

@@ -125,7 +125,7 @@ return {r, e, t[1], t[2]}`)
 type instance struct {
 	c       redisclient.Client
 	epoch   atomic.Pointer[epochState] // RestartSafety only
-	suspect atomic.Bool                // pipelined path: last request failed, use a worker
+	suspect atomic.Bool                // pipelined path: not answered yet or last request failed: use a worker
 }
 
 // epochState is the last epoch seen on an instance and until when its votes
@@ -206,6 +206,11 @@ func New(clients []redisclient.Client, opts Options) (*Locker, error) {
 	}
 	if len(split) == len(clients) {
 		lk.split = split // else not every client can: fan out on the workers
+		// Until an instance has answered, its requests go to the workers,
+		// so that the first connections are dialled in parallel.
+		for i := range lk.inst {
+			lk.inst[i].suspect.Store(true)
+		}
 	}
 	lk.fan = newFanout(lk, 2*len(clients))
 	return lk, nil
