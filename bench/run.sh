@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# bench/run.sh: start five redis-servers on free ports, run BenchmarkLocks
+# (which starts its own embedded etcd) interleaved -count times, stop the
+# servers, and write the markdown report.
+#
+#   bench/run.sh                      # full run: -count 5, -benchtime 300ms
+#   COUNT=1 BENCHTIME=100ms bench/run.sh             # quick look
+#   BENCH='Locks/serial/redis1' bench/run.sh          # a subset
+#   PROFILE='Locks/parallel/redis1/lockswap-goredis' bench/run.sh
+#                                     # CPU and memory profiles of one benchmark
+#
+# Output: bench/results/raw.txt (go test output), bench/results/latest.md
+# (the table), and the generated section of docs/benchmarks.md, replaced in
+# place. Needs redis-server on PATH.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+results="$here/results"
+mkdir -p "$results"
+
+COUNT=${COUNT:-5}
+BENCHTIME=${BENCHTIME:-300ms}
+BENCH=${BENCH:-Locks}
+NSERVERS=5
+
+command -v redis-server >/dev/null || { echo "redis-server not found on PATH" >&2; exit 1; }
+
+workdir=$(mktemp -d /tmp/lockswap-bench.XXXXXX)
+pids=()
+cleanup() {
+	for p in "${pids[@]:-}"; do
+		[ -n "$p" ] && kill "$p" 2>/dev/null && wait "$p" 2>/dev/null
+	done
+	rm -rf "$workdir"
+}
+trap cleanup EXIT INT TERM
+
+port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# start_one starts a redis-server on a random free port and waits until it
+# answers; it retries on another port when the bind fails (a port that was
+# free a moment ago can be taken by another process).
+addrs=()
+start_one() {
+	local i=$1 attempt port pid
+	mkdir -p "$workdir/r$i"
+	for attempt in $(seq 1 10); do
+		port=$((20000 + RANDOM % 30000))
+		port_free "$port" || continue
+		redis-server --port "$port" --bind 127.0.0.1 --dir "$workdir/r$i" \
+			--save "" --appendonly no --protected-mode no --loglevel warning \
+			>"$workdir/r$i.log" 2>&1 &
+		pid=$!
+		for _ in $(seq 1 100); do
+			kill -0 "$pid" 2>/dev/null || break
+			if redis-cli -h 127.0.0.1 -p "$port" ping >/dev/null 2>&1; then
+				pids+=("$pid")
+				addrs+=("127.0.0.1:$port")
+				return 0
+			fi
+			sleep 0.05
+		done
+		kill "$pid" 2>/dev/null || true
+		wait "$pid" 2>/dev/null || true
+	done
+	echo "redis-server $i did not start:" >&2
+	cat "$workdir/r$i.log" >&2
+	return 1
+}
+for i in $(seq 1 $NSERVERS); do
+	start_one "$i"
+done
+export LOCKSWAP_BENCH_REDIS=$(IFS=,; echo "${addrs[*]}")
+echo "redis-servers: $LOCKSWAP_BENCH_REDIS" >&2
+
+cd "$here"
+if [ -n "${PROFILE:-}" ]; then
+	go test -run '^$' -bench "$PROFILE" -benchmem -count 1 -benchtime "${BENCHTIME}" \
+		-cpuprofile "$results/cpu.out" -memprofile "$results/mem.out" -o "$results/bench.test" . | tee "$results/profile-raw.txt"
+	go tool pprof -top -nodecount 30 "$results/bench.test" "$results/cpu.out" >"$results/cpu-top.txt" 2>/dev/null
+	go tool pprof -top -nodecount 30 -sample_index alloc_space "$results/bench.test" "$results/mem.out" >"$results/mem-top.txt" 2>/dev/null
+	echo "profiles: $results/cpu-top.txt $results/mem-top.txt" >&2
+	exit 0
+fi
+
+start=$(date +%s)
+go test -run '^$' -bench "$BENCH" -benchmem -count "$COUNT" -benchtime "$BENCHTIME" -timeout 30m . | tee "$results/raw.txt"
+took=$(( $(date +%s) - start ))
+
+{
+	echo "Command: \`bench/run.sh\` (COUNT=$COUNT BENCHTIME=$BENCHTIME BENCH=$BENCH): \`go test -run '^\$' -bench $BENCH -benchmem -count $COUNT -benchtime $BENCHTIME\` in bench/, took ${took}s."
+	echo
+	echo "Machine: $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')), $(go version | cut -d' ' -f3-), redis-server $(redis-server --version | sed -n 's/.*v=\([^ ]*\).*/\1/p'), embedded etcd $(cd "$here" && go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3) ($( [ "${LOCKSWAP_BENCH_ETCD_NOFSYNC:-}" = 1 ] && echo "no fsync" || echo "fsync on")), run on $(date -u +%Y-%m-%d)."
+	echo
+	go run ./report <"$results/raw.txt"
+} >"$results/latest.md"
+
+doc="$root/docs/benchmarks.md"
+if [ -f "$doc" ] && grep -q '<!-- BEGIN GENERATED -->' "$doc"; then
+	awk -v f="$results/latest.md" '
+		/<!-- BEGIN GENERATED -->/ { print; while ((getline l < f) > 0) print l; skip=1; next }
+		/<!-- END GENERATED -->/ { skip=0 }
+		!skip { print }' "$doc" >"$doc.tmp" && mv "$doc.tmp" "$doc"
+	echo "updated $doc" >&2
+fi
+echo "wrote $results/latest.md" >&2
