@@ -112,3 +112,21 @@ func ValidateKey(key string) error {
 	}
 	return nil
 }
+
+// PrepareAcquire is the common prologue of Acquire and TryAcquire for
+// backend implementers: it refuses a closed Locker ([ErrClosed]) and an
+// empty key, and applies opts over defaultRetry ([ErrInvalid]). Errors are
+// prefixed with the backend's name and name the key.
+func PrepareAcquire(backend string, closed bool, key string, defaultRetry RetryStrategy, opts []Option) (Options, error) {
+	if closed {
+		return Options{}, fmt.Errorf("%s: acquire %q: %w", backend, key, ErrClosed)
+	}
+	if err := ValidateKey(key); err != nil {
+		return Options{}, fmt.Errorf("%s: acquire: %w", backend, err)
+	}
+	o, err := ApplyOptions(defaultRetry, opts)
+	if err != nil {
+		return o, fmt.Errorf("%s: acquire %q: %w", backend, key, err)
+	}
+	return o, nil
+}

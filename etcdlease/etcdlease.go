@@ -396,17 +396,7 @@ func (lk *Locker) prepare(key string, opts []lockswap.Option) (lockswap.Options,
 	lk.mu.Lock()
 	closed := lk.closed
 	lk.mu.Unlock()
-	if closed {
-		return lockswap.Options{}, fmt.Errorf("%s: acquire %q: %w", Backend, key, lockswap.ErrClosed)
-	}
-	if err := lockswap.ValidateKey(key); err != nil {
-		return lockswap.Options{}, fmt.Errorf("%s: acquire: %w", Backend, err)
-	}
-	o, err := lockswap.ApplyOptions(lk.opts.Retry, opts)
-	if err != nil {
-		return o, fmt.Errorf("%s: acquire %q: %w", Backend, key, err)
-	}
-	return o, nil
+	return lockswap.PrepareAcquire(Backend, closed, key, lk.opts.Retry, opts)
 }
 
 // TryAcquire makes one attempt: it takes the lock only when nobody holds or

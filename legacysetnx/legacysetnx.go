@@ -200,7 +200,7 @@ if not n or n < now then return {0, now, v} end
 return {1, now, write(now + tonumber(ARGV[2]) + 1)}
 `)
 	// releaseScript deletes the key only if it holds exactly our timestamp.
-	releaseScript = redisclient.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) end return 0`)
+	releaseScript = redisclient.CompareAndDelete
 )
 
 // Locker is the legacy SETNX/GETSET lockswap.Locker.

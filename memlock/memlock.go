@@ -72,17 +72,7 @@ func (lk *Locker) TryAcquire(ctx context.Context, key string, opts ...lockswap.O
 }
 
 func (lk *Locker) prepare(key string, opts []lockswap.Option) (lockswap.Options, error) {
-	if lk.closed.Load() {
-		return lockswap.Options{}, fmt.Errorf("memlock: acquire %q: %w", key, lockswap.ErrClosed)
-	}
-	if err := lockswap.ValidateKey(key); err != nil {
-		return lockswap.Options{}, fmt.Errorf("memlock: %w", err)
-	}
-	o, err := lockswap.ApplyOptions(lk.retry, opts)
-	if err != nil {
-		return o, fmt.Errorf("memlock: acquire %q: %w", key, err)
-	}
-	return o, nil
+	return lockswap.PrepareAcquire("memlock", lk.closed.Load(), key, lk.retry, opts)
 }
 
 func (lk *Locker) try(key string, ttl time.Duration) (lockswap.Lock, error) {

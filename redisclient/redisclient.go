@@ -158,3 +158,8 @@ type SplitConn interface {
 	// replies is closed instead by the pool's own check).
 	Close() error
 }
+
+// CompareAndDelete is the release script of the Redis locks: it deletes
+// KEYS[1] only if it still holds ARGV[1] (the holder's token or timestamp),
+// and returns 1 if it did, 0 otherwise.
+var CompareAndDelete = NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) end return 0`)

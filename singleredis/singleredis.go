@@ -55,7 +55,7 @@ var DefaultRetry = lockswap.JitterRetry(5*time.Millisecond, 25*time.Millisecond)
 const FenceSuffix = ":fence"
 
 var (
-	releaseScript = redisclient.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) end return 0`)
+	releaseScript = redisclient.CompareAndDelete
 	extendScript  = redisclient.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("PEXPIRE", KEYS[1], ARGV[2]) end return 0`)
 	// The counter is checked and incremented before the SET, so that a
 	// counter that is not a non-negative integer fails the attempt (-1)
@@ -179,17 +179,7 @@ func (lk *Locker) TryAcquire(ctx context.Context, key string, opts ...lockswap.O
 }
 
 func (lk *Locker) prepare(key string, opts []lockswap.Option) (lockswap.Options, error) {
-	if lk.closed.Load() {
-		return lockswap.Options{}, fmt.Errorf("singleredis: acquire %q: %w", key, lockswap.ErrClosed)
-	}
-	if err := lockswap.ValidateKey(key); err != nil {
-		return lockswap.Options{}, fmt.Errorf("singleredis: acquire: %w", err)
-	}
-	o, err := lockswap.ApplyOptions(lk.opts.Retry, opts)
-	if err != nil {
-		return o, fmt.Errorf("singleredis: acquire %q: %w", key, err)
-	}
-	return o, nil
+	return lockswap.PrepareAcquire("singleredis", lk.closed.Load(), key, lk.opts.Retry, opts)
 }
 
 // try makes one attempt. checkType asks, when the key is taken, whether it
