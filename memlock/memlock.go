@@ -87,7 +87,7 @@ func (lk *Locker) try(key string, ttl time.Duration) (lockswap.Lock, error) {
 	token := lockstate.NewToken()
 	s.locks[key] = entry{token: token, expires: now.Add(ttl)}
 	s.fence[key]++
-	return &lock{s: s, State: lockstate.New(key, token, s.fence[key], true, start.Add(ttl))}, nil
+	return &lock{s: s, State: lockstate.New(key, token, s.fence[key], true, start.Add(ttl-lockstate.Drift(ttl)))}, nil
 }
 
 type lock struct {
@@ -114,7 +114,7 @@ func (l *lock) Extend(_ context.Context, ttl time.Duration) error {
 	}
 	start := time.Now()
 	l.s.locks[l.Key()] = entry{token: l.Token(), expires: time.Now().Add(ttl)}
-	l.SetDeadline(start.Add(ttl))
+	l.SetDeadline(start.Add(ttl - lockstate.Drift(ttl)))
 	return nil
 }
 
