@@ -44,6 +44,7 @@ type call struct {
 	conns  []redisclient.SplitConn // pipelined path: connections awaiting a reply
 	sargs  []any                   // pipelined path: scratch command arguments
 	epochs []*epochState           // RestartSafety: the epoch each request sent as known
+	cctx   callCtx                 // c.ctx: the call's deadline
 }
 
 // task is one instance's part of a call, handed to a worker.
@@ -132,8 +133,8 @@ func (f *fanout) run(ctx context.Context, c *call, deadline time.Time) {
 		f.runSplit(ctx, c, deadline)
 		return
 	}
-	ictx, cancel := context.WithDeadline(ctx, deadline)
-	c.ctx = ictx
+	c.cctx.init(ctx, deadline)
+	c.ctx = &c.cctx
 	first := -1
 	for i := range c.res {
 		if c.mask&(1<<i) == 0 {
@@ -149,7 +150,7 @@ func (f *fanout) run(ctx context.Context, c *call, deadline time.Time) {
 		c.do(first)
 	}
 	c.wg.Wait()
-	cancel()
+	c.cctx.end()
 }
 
 // dispatch hands instance i's request of c to an idle worker, or to a
@@ -192,13 +193,11 @@ func (f *fanout) runSplit(ctx context.Context, c *call, deadline time.Time) {
 	}
 	// One context for the whole call: it bounds taking a connection from
 	// each pool (a dial, or a wait for a free connection) and the suspect
-	// instances' requests. It makes its timer only if someone waits on it.
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
-	}
-	lctx := &lazyCtx{parent: ctx, deadline: deadline}
-	defer lctx.end()
-	ictx := context.Context(lctx)
+	// instances' requests. It arms its timer only if someone waits on it.
+	c.cctx.init(ctx, deadline)
+	defer c.cctx.end()
+	deadline, _ = c.cctx.Deadline()
+	ictx := context.Context(&c.cctx)
 	c.ctx = ictx
 	var direct uint64
 	for i := range c.res {
@@ -409,69 +408,127 @@ func (c *call) safeReply(i int, v any) {
 	}
 }
 
-// lazyCtx is a context with a deadline that makes its timer (a
-// context.WithDeadline) only when Done is called: taking an idle pooled
-// connection never calls it, so the pipelined path's common case costs one
-// small allocation and no timer, while a dial or a wait for a connection is
-// bounded by the deadline and the parent as usual. It implements AfterFunc,
-// so that contexts derived from it need no goroutine of their own; a use
-// after end finds it cancelled.
-type lazyCtx struct {
-	parent   context.Context
-	deadline time.Time
-	mu       sync.Mutex
-	real     context.Context
-	cancel   context.CancelFunc
-	ended    bool
+// callCtx is the context of a call's requests: it ends at the call's
+// deadline or when the parent ends. It lives in the pooled call and is
+// reused, so that the common case costs no allocation: its Done channel is
+// made once and replaced only after it was closed, its timer is made once,
+// armed on the first Done of each use (the pipelined path usually never
+// asks) and stopped by end. A cancellable parent is followed through
+// context.AfterFunc (which allocates; Background and WithoutCancel parents,
+// as in Release's and the undo's cleanup, need nothing).
+type callCtx struct {
+	mu         sync.Mutex
+	parent     context.Context
+	deadline   time.Time
+	live       bool
+	armed      bool
+	done       chan struct{}
+	err        error
+	timer      *time.Timer
+	stopParent func() bool
 }
 
-// end cancels the timer, if one was made.
-func (c *lazyCtx) end() {
-	c.mu.Lock()
-	c.ended = true
-	if c.cancel != nil {
-		c.cancel()
-	}
-	c.mu.Unlock()
-}
-
-func (c *lazyCtx) materialize() context.Context {
+// init starts a use of c, ending at deadline (at the latest).
+func (c *callCtx) init(parent context.Context, deadline time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.real == nil {
-		c.real, c.cancel = context.WithDeadline(c.parent, c.deadline)
-		if c.ended {
-			c.cancel()
+	if d, ok := parent.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	c.parent, c.deadline, c.live, c.armed = parent, deadline, true, false
+	if c.err != nil {
+		c.err, c.done = nil, nil // the old channel is closed
+	}
+	if parent.Done() != nil {
+		c.stopParent = context.AfterFunc(parent, func() { c.parentDone(parent) })
+	}
+	if err := parent.Err(); err != nil {
+		c.cancel(err)
+	}
+}
+
+// end finishes the use: later events do not touch c until the next init.
+func (c *callCtx) end() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.live = false
+	c.parent = context.Background()
+	if c.armed {
+		c.timer.Stop()
+	}
+	if c.stopParent != nil {
+		c.stopParent()
+		c.stopParent = nil
+	}
+}
+
+func (c *callCtx) cancel(err error) {
+	if c.err == nil {
+		c.err = err
+		if c.done != nil {
+			close(c.done)
 		}
 	}
-	return c.real
 }
 
-func (c *lazyCtx) Deadline() (time.Time, bool) { return c.deadline, true }
-func (c *lazyCtx) Done() <-chan struct{}       { return c.materialize().Done() }
-func (c *lazyCtx) Value(key any) any           { return c.parent.Value(key) }
-
-// AfterFunc lets context.WithDeadline and friends propagate cancellation
-// from this context without starting a goroutine.
-func (c *lazyCtx) AfterFunc(f func()) func() bool {
-	return context.AfterFunc(c.materialize(), f)
-}
-
-func (c *lazyCtx) Err() error {
+// fire runs on the timer. A late run from an earlier use is told apart by
+// the clock: it comes before this use's deadline.
+func (c *callCtx) fire() {
 	c.mu.Lock()
-	real, ended := c.real, c.ended
+	if c.live && !time.Now().Before(c.deadline) {
+		c.cancel(context.DeadlineExceeded)
+	}
 	c.mu.Unlock()
-	switch {
-	case real != nil:
-		return real.Err()
-	case ended:
-		return context.Canceled
+}
+
+func (c *callCtx) parentDone(p context.Context) {
+	c.mu.Lock()
+	if c.live && c.parent == p {
+		c.cancel(p.Err())
 	}
-	if err := c.parent.Err(); err != nil {
-		return err
+	c.mu.Unlock()
+}
+
+func (c *callCtx) Deadline() (time.Time, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.deadline, true
+}
+
+func (c *callCtx) Done() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.done == nil {
+		c.done = make(chan struct{})
+		if c.err != nil {
+			close(c.done)
+		}
 	}
-	if !time.Now().Before(c.deadline) {
-		return context.DeadlineExceeded
+	if c.live && !c.armed && c.err == nil {
+		c.armed = true
+		if d := time.Until(c.deadline); d <= 0 {
+			c.cancel(context.DeadlineExceeded)
+		} else if c.timer == nil {
+			c.timer = time.AfterFunc(d, c.fire)
+		} else {
+			c.timer.Reset(d)
+		}
 	}
-	return nil
+	return c.done
+}
+
+func (c *callCtx) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err == nil && c.live && !time.Now().Before(c.deadline) {
+		c.cancel(context.DeadlineExceeded)
+	}
+	return c.err
+}
+
+func (c *callCtx) Value(key any) any {
+	c.mu.Lock()
+	p := c.parent
+	c.mu.Unlock()
+	return p.Value(key)
 }
