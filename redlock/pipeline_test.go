@@ -129,6 +129,22 @@ func TestPipelinedWithRedigo(t *testing.T) {
 					t.Errorf("instance %d: %d pipelined requests and %d one-round-trip commands, want 3 and 0 (acquire, extend, release)", i, s, d)
 				}
 			}
+			if !safe {
+				return
+			}
+			// Two instances lose their data (the epoch with it): on the
+			// pipelined path too their votes stop counting.
+			for _, c := range raw[:2] {
+				c.FlushAll(ctx)
+			}
+			if _, err := lk.TryAcquire(ctx, "k", lockswap.WithTTL(10*time.Second)); !errors.Is(err, lockswap.ErrUnavailable) || !strings.Contains(err.Error(), "restarted") {
+				t.Fatalf("2 of 3 instances lost their epoch: err = %v, want ErrUnavailable naming the restarted instances", err)
+			}
+			for i, c := range ccs {
+				if d := c.direct.Load(); d != 0 {
+					t.Errorf("instance %d: %d one-round-trip commands, want the pipelined path", i, d)
+				}
+			}
 		})
 	}
 }
