@@ -1,7 +1,7 @@
 // Command lockswap compares lock backends under faults, benchmarks them,
 // and inspects lock keys in Redis.
 //
-//	lockswap compare [--backends a,b] [--scenarios x,y] [--format table|markdown|json] [--iterations N] [--miniredis]
+//	lockswap compare [--backends a,b] [--scenarios x,y] [--format table|markdown|json] [--iterations N] [--miniredis] [--redis h:p,...] [--etcd h:p,...]
 //	lockswap bench   [--backends a,b] [--duration 2s]
 //	lockswap inspect --redis host:port [--prefix lock.]
 package main
@@ -110,6 +110,8 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	iterations := fs.Int("iterations", 20, "critical sections per goroutine in the contention scenario")
 	useMini := fs.Bool("miniredis", false, "use miniredis even when redis-server is on PATH (scenarios that need real processes are not run)")
 	progress := fs.Bool("progress", false, "print progress on stderr even when it is not a terminal")
+	redisAddrs := fs.String("redis", "", "your own Redis servers host:port[,host:port...] instead of started ones (scenarios that harm servers are not run)")
+	etcdEndpoints := fs.String("etcd", "", "your own etcd endpoints host:port[,...] instead of an embedded one")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -118,7 +120,8 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	default:
 		return exitCode{2, fmt.Sprintf("compare: --format %q: want table, markdown or json", *format)}
 	}
-	o := compare.Options{Backends: splitList(*backends), Scenarios: splitList(*scenarios), Iterations: *iterations, Miniredis: *useMini}
+	o := compare.Options{Backends: splitList(*backends), Scenarios: splitList(*scenarios), Iterations: *iterations, Miniredis: *useMini,
+		RedisAddrs: splitList(*redisAddrs), EtcdEndpoints: splitList(*etcdEndpoints)}
 	if *progress || isTerminal(stderr) {
 		o.Progress = stderr
 	}

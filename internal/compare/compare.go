@@ -10,6 +10,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/internal/lockstate"
 	"github.com/lockswap/lockswap/internal/testserver"
 )
 
@@ -36,11 +37,35 @@ type Options struct {
 	Miniredis bool
 	// Progress, when set, receives one line per step.
 	Progress io.Writer
+	// RedisAddrs and EtcdEndpoints point the comparison at your own servers
+	// instead of servers it starts: one address for singleredis and
+	// legacysetnx (the first), an odd number of at least three independent
+	// masters for redlock, and etcd endpoints (host:port). Scenarios that
+	// kill, restart or fail over servers are not run against them; keys go
+	// under a random "lockswap-compare-" prefix.
+	RedisAddrs    []string
+	EtcdEndpoints []string
 }
 
 // env is what a run has: real redis-server processes, or only miniredis.
 type env struct {
-	real bool
+	real          bool
+	redisAddrs    []string // the user's servers, when given
+	etcdEndpoints []string
+	prefix        string // key prefix on the user's servers
+}
+
+// errUserServers: the scenario injects a fault that would harm servers the
+// comparison did not start.
+var errUserServers = errors.New("not run against your own servers: it kills, restarts or fails over servers")
+
+// destructive reports whether a scenario harms the servers it runs on.
+func destructive(sc string) bool {
+	switch sc {
+	case ScRestart, ScFailover, ScMinorityDown, ScMajorityDown, ScLeaderStop:
+		return true
+	}
+	return false
 }
 
 // kit knows how to set one backend up for each scenario.
@@ -88,13 +113,21 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			return nil, fmt.Errorf("compare: unknown scenario %q (known: %v): %w", s, ScenarioNames(), lockswap.ErrInvalid)
 		}
 	}
-	e := &env{}
+	e := &env{redisAddrs: o.RedisAddrs, etcdEndpoints: o.EtcdEndpoints, prefix: "lockswap-compare-" + lockstate.NewToken()[:8] + ":"}
 	_, hasRedis := testserver.RedisServerPath()
 	e.real = hasRedis && !o.Miniredis
-	res := &Result{Environment: "redis: real redis-server processes started on loopback; etcd: embedded (in process)"}
-	if !e.real {
-		res.Environment = "redis: miniredis (in-process fake; redis-server not found on PATH or --miniredis given): scenarios that need real processes are marked \"not run\"; etcd: embedded (in process)"
+	redisEnv := "real redis-server processes started on loopback"
+	switch {
+	case len(o.RedisAddrs) > 0:
+		redisEnv = fmt.Sprintf("your servers %v (scenarios that harm servers not run; keys under %s*)", o.RedisAddrs, e.prefix)
+	case !e.real:
+		redisEnv = "miniredis (in-process fake; redis-server not found on PATH or --miniredis given): scenarios that need real processes are marked \"not run\""
 	}
+	etcdEnv := "embedded (in process)"
+	if len(o.EtcdEndpoints) > 0 {
+		etcdEnv = fmt.Sprintf("your endpoints %v (scenarios that harm servers not run; keys under %s*)", o.EtcdEndpoints, e.prefix)
+	}
+	res := &Result{Environment: "redis: " + redisEnv + "; etcd: " + etcdEnv}
 	var selected []kit
 	for _, k := range kits {
 		if len(o.Backends) == 0 || contains(o.Backends, k.name) {
@@ -153,6 +186,8 @@ func runOne(ctx context.Context, e *env, k kit, sc scenario, iterations int) (ce
 		return Cell{Outcome: NotApplicable, Detail: err.Error()}
 	case errors.Is(err, errNeedsReal):
 		return Cell{Outcome: NotRun, Detail: "needs real redis-server processes"}
+	case errors.Is(err, errUserServers):
+		return Cell{Outcome: NotRun, Detail: err.Error()}
 	case err != nil:
 		return Cell{Outcome: NotRun, Detail: "setup: " + err.Error()}
 	}

@@ -18,7 +18,7 @@ func init() {
 // The etcd column is declared for a three-member cluster; scenarios that
 // do not stop members run on one member, which changes nothing they
 // measure.
-func setupEtcd(ctx context.Context, _ *env, sc string) (*fixture, error) {
+func setupEtcd(ctx context.Context, e *env, sc string) (*fixture, error) {
 	switch sc {
 	case ScRestart:
 		return nil, fmt.Errorf("%w: etcd persists every write (Raft log and fsync); nothing restarts empty", errNotApplicable)
@@ -33,8 +33,20 @@ func setupEtcd(ctx context.Context, _ *env, sc string) (*fixture, error) {
 		}
 	}()
 	var endpoints []string
-	switch sc {
-	case ScMinorityDown, ScMajorityDown, ScLeaderStop:
+	prefix := ""
+	switch {
+	case len(e.etcdEndpoints) > 0:
+		if destructive(sc) {
+			return nil, errUserServers
+		}
+		for _, ep := range e.etcdEndpoints {
+			if !strings.Contains(ep, "://") {
+				ep = "http://" + ep
+			}
+			endpoints = append(endpoints, ep)
+		}
+		prefix = e.prefix
+	case sc == ScMinorityDown || sc == ScMajorityDown || sc == ScLeaderStop:
 		cl, err := testserver.StartEtcdCluster(3)
 		if err != nil {
 			return nil, err
@@ -68,20 +80,20 @@ func setupEtcd(ctx context.Context, _ *env, sc string) (*fixture, error) {
 			f.note = "leader stopped, a new one elected"
 		}
 	default:
-		e, err := testserver.StartEtcd()
+		srv, err := testserver.StartEtcd()
 		if err != nil {
 			return nil, err
 		}
-		f.onClose(e.Close)
-		endpoints = e.Endpoints()
+		f.onClose(srv.Close)
+		endpoints = srv.Endpoints()
 	}
 	hostPorts := make([]string, len(endpoints))
 	for i, ep := range endpoints {
-		hostPorts[i] = strings.TrimPrefix(ep, "http://")
+		hostPorts[i] = ep[strings.Index(ep, "://")+3:]
 	}
 	open := func(eps []string) (lockswap.Locker, error) {
 		return etcdlease.Open(etcdlease.Config{Endpoints: eps, DialTimeout: 2 * time.Second,
-			RequestTimeout: 2 * time.Second, ClusterSize: 3})
+			RequestTimeout: 2 * time.Second, ClusterSize: 3, Prefix: prefix})
 	}
 	f.newLocker = func() (lockswap.Locker, error) { return open(endpoints) }
 	switch sc {

@@ -20,9 +20,10 @@ type redisBackend struct {
 	n    int
 	g    lockswap.Guarantees
 	ttl  time.Duration
-	// build makes a Locker over the clients; skew is how far the client's
-	// wall clock runs ahead.
-	build func(clients []redisclient.Client, skew time.Duration) (lockswap.Locker, error)
+	// build makes a Locker over the clients with the key prefix; skew is
+	// how far the client's wall clock runs ahead; user says the servers are
+	// the user's own (no restart-safety bookkeeping on them).
+	build func(clients []redisclient.Client, skew time.Duration, prefix string, user bool) (lockswap.Locker, error)
 	// readsClock: the backend's safety reads the client's wall clock.
 	readsClock bool
 	// seed, when set, prepares each fresh server (for example marks it as
@@ -79,6 +80,9 @@ func (rb redisBackend) setup(ctx context.Context, e *env, sc string) (*fixture, 
 	needsReal := sc == ScRestart || sc == ScFailover
 	if sc == ScLeaderStop {
 		return nil, fmt.Errorf("%w: no leader election in Redis", errNotApplicable)
+	}
+	if len(e.redisAddrs) > 0 {
+		return rb.setupUser(e, f, sc, &ok)
 	}
 	if needsReal && !e.real {
 		return nil, errNeedsReal
@@ -144,7 +148,7 @@ func (rb redisBackend) setup(ctx context.Context, e *env, sc string) (*fixture, 
 			return admin.Do(ctx, "REPLICAOF", "NO", "ONE").Err()
 		}
 		afterAddrs := append([]string{replica.Addr()}, addrs[1:]...)
-		f.after = func() (lockswap.Locker, error) { return rb.locker(f, afterAddrs, 0) }
+		f.after = func() (lockswap.Locker, error) { return rb.locker(f, afterAddrs, 0, "", false) }
 		f.note = "the promoted replica never received the lock"
 		if rb.n > 1 {
 			f.note = fmt.Sprintf("master 1 of %d failed over to a replica that never received the lock", rb.n)
@@ -176,20 +180,51 @@ func (rb redisBackend) setup(ctx context.Context, e *env, sc string) (*fixture, 
 		f.fault = func(context.Context) error { proxy.SetDelay(30 * time.Millisecond); return nil }
 		f.note = fmt.Sprintf("server 1 of %d delayed 30 ms each way", rb.n)
 	}
-	f.newLocker = func() (lockswap.Locker, error) { return rb.locker(f, addrs, 0) }
+	f.newLocker = func() (lockswap.Locker, error) { return rb.locker(f, addrs, 0, "", false) }
 	if rb.readsClock {
-		f.newSkewed = func(skew time.Duration) (lockswap.Locker, error) { return rb.locker(f, addrs, skew) }
+		f.newSkewed = func(skew time.Duration) (lockswap.Locker, error) { return rb.locker(f, addrs, skew, "", false) }
 	}
 	ok = true
 	return f, nil
 }
 
-func (rb redisBackend) locker(f *fixture, addrs []string, skew time.Duration) (lockswap.Locker, error) {
+// setupUser sets the backend up on the user's own servers, for the
+// scenarios that do not harm them.
+func (rb redisBackend) setupUser(e *env, f *fixture, sc string, ok *bool) (*fixture, error) {
+	if destructive(sc) {
+		return nil, errUserServers
+	}
+	addrs := e.redisAddrs[:1]
+	if rb.n > 1 {
+		if n := len(e.redisAddrs); n < 3 || n%2 == 0 {
+			return nil, fmt.Errorf("%w: %s needs an odd number of at least 3 --redis addresses, got %d", errNotApplicable, rb.name, n)
+		}
+		addrs = append([]string(nil), e.redisAddrs...)
+	}
+	if sc == ScSlow {
+		proxy, err := testserver.StartProxy(addrs[0])
+		if err != nil {
+			return nil, err
+		}
+		f.onClose(proxy.Close)
+		addrs[0] = proxy.Addr()
+		f.fault = func(context.Context) error { proxy.SetDelay(30 * time.Millisecond); return nil }
+		f.note = "a local proxy adds 30 ms each way to server 1"
+	}
+	f.newLocker = func() (lockswap.Locker, error) { return rb.locker(f, addrs, 0, e.prefix, true) }
+	if rb.readsClock {
+		f.newSkewed = func(skew time.Duration) (lockswap.Locker, error) { return rb.locker(f, addrs, skew, e.prefix, true) }
+	}
+	*ok = true
+	return f, nil
+}
+
+func (rb redisBackend) locker(f *fixture, addrs []string, skew time.Duration, prefix string, user bool) (lockswap.Locker, error) {
 	clients := make([]redisclient.Client, len(addrs))
 	for i, a := range addrs {
 		clients[i] = newGoRedis(f, a)
 	}
-	return rb.build(clients, skew)
+	return rb.build(clients, skew, prefix, user)
 }
 
 func waitLinked(ctx context.Context, admin *goredis.Client) error {
