@@ -11,6 +11,7 @@ import (
 
 	redigo "github.com/gomodule/redigo/redis"
 	goredis "github.com/redis/go-redis/v9"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/lockswap/lockswap"
 	"github.com/lockswap/lockswap/redisclient"
@@ -26,6 +27,8 @@ type Clients struct {
 	// Redis are the Redis clients: one for singleredis and legacysetnx, one
 	// per master for redlock.
 	Redis []redisclient.Client
+	// Etcd is the etcd client for the etcd backend.
+	Etcd *clientv3.Client
 	// TLS is the TLS configuration for clients Open builds itself when
 	// Config.TLS is set; nil means the system roots.
 	TLS *tls.Config
@@ -68,6 +71,9 @@ var openers = map[string]opener{}
 // property, when the backend's Guarantees lack one of c.Require.
 func Open(ctx context.Context, c Config, cl Clients) (lockswap.Locker, error) {
 	v := c
+	if cl.Etcd != nil && c.Backend == Etcd && len(v.Addrs) == 0 {
+		v.Addrs = []string{"given-client:1"}
+	}
 	if len(cl.Redis) > 0 {
 		// Given clients stand for the hosts: validate their number instead.
 		v.Addrs = nil

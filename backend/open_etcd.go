@@ -11,6 +11,9 @@ import (
 
 func init() {
 	openers[Etcd] = func(_ context.Context, c Config, cl Clients) (lockswap.Locker, error) {
+		if cl.Etcd != nil {
+			return etcdlease.New(cl.Etcd, etcdlease.Options{Prefix: c.Prefix})
+		}
 		scheme := "http://"
 		var tlsConf *tls.Config
 		if c.TLS {

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/lockswap/lockswap"
 	"github.com/lockswap/lockswap/backend"
@@ -149,5 +152,29 @@ func TestOpenRedlock(t *testing.T) {
 	}
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestOpenEtcdWithGivenClient(t *testing.T) {
+	e := testserver.EtcdT(t)
+	cli, err := clientv3.New(clientv3.Config{Endpoints: e.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	ctx := context.Background()
+	lk, err := backend.Open(ctx, backend.Config{Backend: backend.Etcd, Prefix: "/given/"}, backend.Clients{Etcd: cli})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := lk.TryAcquire(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Release(ctx)
+	lk.Close()
+	// The client is the caller's: still usable after the Locker closed.
+	if _, err := cli.Get(ctx, "/given/"); err != nil {
+		t.Errorf("given etcd client closed by Locker.Close: %v", err)
 	}
 }
