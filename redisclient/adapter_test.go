@@ -197,3 +197,28 @@ func TestSplitter(t *testing.T) {
 		t.Error("go-redis adapter claims Splitter; it cannot split send and receive")
 	}
 }
+
+// TestGoRedisClientKinds: every go-redis client type is accepted as it is.
+func TestGoRedisClientKinds(t *testing.T) {
+	mr := miniredis.RunT(t)
+	cluster := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: []string{mr.Addr()}})
+	ring := goredis.NewRing(&goredis.RingOptions{Addrs: map[string]string{"a": mr.Addr()}})
+	var universal goredis.UniversalClient = goredis.NewUniversalClient(&goredis.UniversalOptions{Addrs: []string{mr.Addr()}})
+	defer cluster.Close()
+	defer ring.Close()
+	defer universal.Close()
+	for name, c := range map[string]redisclient.Client{
+		"cluster":   redisclient.GoRedis(cluster),
+		"ring":      redisclient.GoRedis(ring),
+		"universal": redisclient.GoRedis(universal),
+	} {
+		if c == nil || c.String() == "" {
+			t.Errorf("%s: adapter %v", name, c)
+		}
+	}
+	// A ring over miniredis runs commands through the adapter.
+	ok, err := redisclient.GoRedis(ring).SetNX(context.Background(), "k", "v")
+	if err != nil || !ok {
+		t.Errorf("SETNX through a Ring: %v, %v", ok, err)
+	}
+}
