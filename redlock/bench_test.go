@@ -414,3 +414,65 @@ func contendedGoredisFloor(cs []*goredis.Client) cycleFunc {
 		return nil
 	}
 }
+
+// BenchmarkCyclePaired measures the serial cycle of the floor and of
+// lockswap in alternating blocks of 16 cycles within one benchmark, and
+// reports each one's ns per cycle and their ratio. On a shared machine the
+// serial round trip switches between latency modes (a wake-up of 20 µs or
+// of 100+ µs) for seconds at a time, so that two sub-benchmarks run one
+// after the other can land in different modes; alternating puts both in
+// the same ones. Run:
+//
+//	go test -run '^$' -bench CyclePaired -benchtime=6000x ./redlock/
+func BenchmarkCyclePaired(b *testing.B) {
+	ctx := context.Background()
+	for _, n := range []int{1, 3, 5} {
+		addrs := benchServers(b, n)
+		grs := make([]*goredis.Client, n)
+		for i, a := range addrs {
+			grs[i] = redistest.GoRedisClient(b, a)
+		}
+		for _, c := range []struct {
+			name   string
+			floor  func(b *testing.B) cycleFunc
+			locker *redlock.Locker
+		}{
+			{"redigo", func(b *testing.B) cycleFunc { return redigoFloor(b, addrs) }, benchLocker(b, addrs, redistest.Redigo, redlock.Options{})},
+			{"goredis", func(*testing.B) cycleFunc { return goredisFloor(b, grs) }, benchLocker(b, addrs, redistest.GoRedis, redlock.Options{})},
+		} {
+			b.Run(fmt.Sprintf("%s/N=%d", c.name, n), func(b *testing.B) {
+				cycles := [2]cycleFunc{c.floor(b), lockswapCycle(c.locker)}
+				var spent [2]time.Duration
+				var count [2]int
+				ks := benchKeys(1024)
+				for i := range 64 { // warm both
+					if err := cycles[i&1](ctx, ks[i]); err != nil {
+						b.Fatal(err)
+					}
+				}
+				ks = benchKeys(1024)
+				b.ResetTimer()
+				for i := 0; i < b.N; {
+					for w := range cycles {
+						start := time.Now()
+						j := 0
+						for ; j < 16 && i < b.N; j, i = j+1, i+1 {
+							if err := cycles[w](ctx, ks[i&1023]); err != nil {
+								b.Fatal(err)
+							}
+						}
+						spent[w] += time.Since(start)
+						count[w] += j
+					}
+				}
+				if count[0] > 0 && count[1] > 0 {
+					f := float64(spent[0].Nanoseconds()) / float64(count[0])
+					l := float64(spent[1].Nanoseconds()) / float64(count[1])
+					b.ReportMetric(f, "floor-ns/cycle")
+					b.ReportMetric(l, "lockswap-ns/cycle")
+					b.ReportMetric(l/f, "ratio")
+				}
+			})
+		}
+	}
+}
