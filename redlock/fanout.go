@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/lockswap/lockswap/redisclient"
@@ -54,20 +55,33 @@ type task struct {
 }
 
 // fanout sends a call's requests to the instances at the same time: the
-// caller's goroutine serves one instance and a small fixed set of workers
-// the others; a request that finds no idle worker gets a goroutine of its
-// own, so a slow instance never delays the requests to the others.
+// caller's goroutine serves one instance and workers the others. A small
+// fixed set of workers lives as long as the Locker; a request that finds
+// none idle starts an extra worker, which serves it and then waits up to
+// extraIdle for more before it exits, up to maxExtra extra workers; past
+// that a request gets a goroutine of its own. So a slow instance never
+// delays the requests to the others, and under load requests run on
+// goroutines whose stacks have already grown to the client's depth (a
+// fresh goroutine per request spends much of its time copying its stack
+// as it grows).
 type fanout struct {
-	lk    *Locker
-	tasks chan task
-	quit  chan struct{}
-	wg    sync.WaitGroup
-	pool  sync.Pool
+	lk       *Locker
+	tasks    chan task
+	quit     chan struct{}
+	wg       sync.WaitGroup
+	pool     sync.Pool
+	maxExtra int32
+	extra    atomic.Int32
+	mu       sync.Mutex // orders wg.Add of extra workers before close's Wait
+	closed   bool
 }
 
+// extraIdle is how long an extra worker waits for another request.
+const extraIdle = time.Second
+
 func newFanout(lk *Locker, workers int) *fanout {
-	f := &fanout{lk: lk, tasks: make(chan task), quit: make(chan struct{})}
 	n := len(lk.inst)
+	f := &fanout{lk: lk, tasks: make(chan task), quit: make(chan struct{}), maxExtra: int32(32 * n)}
 	f.pool.New = func() any {
 		c := &call{lk: lk, res: make([]result, n), sargs: make([]any, 0, 8), epochs: make([]*epochState, n)}
 		if lk.split != nil {
@@ -97,10 +111,55 @@ func (f *fanout) worker() {
 	}
 }
 
-// close stops the workers and waits for them. Calls still in flight finish
-// on goroutines of their own, bounded by the per-instance timeout.
+// extraWorker serves t, then further tasks until it has been idle for
+// extraIdle or the fanout closes.
+func (f *fanout) extraWorker(t task) {
+	defer f.wg.Done()
+	defer f.extra.Add(-1)
+	t.c.do(t.i)
+	t.c.wg.Done()
+	idle := time.NewTimer(extraIdle)
+	defer idle.Stop()
+	for {
+		select {
+		case t := <-f.tasks:
+			t.c.do(t.i)
+			t.c.wg.Done()
+			idle.Reset(extraIdle)
+		case <-idle.C:
+			return
+		case <-f.quit:
+			return
+		}
+	}
+}
+
+// startExtra starts an extra worker for t, and reports false when the
+// fanout is closed or has as many extra workers as it may.
+func (f *fanout) startExtra(t task) bool {
+	if f.extra.Add(1) > f.maxExtra {
+		f.extra.Add(-1)
+		return false
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		f.extra.Add(-1)
+		return false
+	}
+	f.wg.Add(1)
+	go f.extraWorker(t)
+	return true
+}
+
+// close stops the workers and waits for them (a worker in the middle of a
+// request finishes it first, bounded by the per-instance timeout). Calls
+// still in flight finish on goroutines of their own.
 func (f *fanout) close() {
+	f.mu.Lock()
+	f.closed = true
 	close(f.quit)
+	f.mu.Unlock()
 	f.wg.Wait()
 }
 
@@ -153,18 +212,20 @@ func (f *fanout) run(ctx context.Context, c *call, deadline time.Time) {
 	c.cctx.end()
 }
 
-// dispatch hands instance i's request of c to an idle worker, or to a
-// goroutine of its own when none is idle.
+// dispatch hands instance i's request of c to an idle worker, or to a new
+// extra worker, or to a goroutine of its own.
 func (f *fanout) dispatch(c *call, i int) {
 	c.wg.Add(1)
 	t := task{c, i}
 	select {
 	case f.tasks <- t:
 	default:
-		go func() {
-			t.c.do(t.i)
-			t.c.wg.Done()
-		}()
+		if !f.startExtra(t) {
+			go func() {
+				t.c.do(t.i)
+				t.c.wg.Done()
+			}()
+		}
 	}
 }
 

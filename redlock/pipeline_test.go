@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -238,4 +240,72 @@ func cmdCalls(info, cmd string) int {
 	}
 	n, _ := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
 	return n
+}
+
+// fanoutGoroutines counts the goroutines running the fan-out's workers.
+func fanoutGoroutines() (workers, extra int) {
+	buf := make([]byte, 1<<22)
+	buf = buf[:runtime.Stack(buf, true)]
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		switch {
+		case strings.Contains(g, "redlock.(*fanout).extraWorker"):
+			extra++
+		case strings.Contains(g, "redlock.(*fanout).worker"):
+			workers++
+		}
+	}
+	return workers, extra
+}
+
+// TestExtraWorkersEndWithClose: under concurrent use the go-redis fan-out
+// starts extra workers beyond its fixed ones (so that requests run on
+// goroutines whose stacks have grown); Close ends every one of them.
+func TestExtraWorkersEndWithClose(t *testing.T) {
+	addrs, _ := miniredisN(t, 3)
+	cs := make([]redisclient.Client, len(addrs))
+	for i, a := range addrs {
+		cs[i] = redistest.GoRedis(t, a)
+	}
+	lk, err := redlock.New(cs, redlock.Options{InstanceTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t)
+	var wg sync.WaitGroup
+	var maxExtra atomic.Int64
+	for g := range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 20 {
+				l, err := lk.TryAcquire(ctx, fmt.Sprintf("k%d-%d", g, i), lockswap.WithTTL(10*time.Second))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if g == 0 {
+					if _, extra := fanoutGoroutines(); int64(extra) > maxExtra.Load() {
+						maxExtra.Store(int64(extra))
+					}
+				}
+				if err := l.Release(ctx); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if w, _ := fanoutGoroutines(); w != 2*len(addrs) {
+		t.Errorf("%d fixed workers, want 2 × N = %d", w, 2*len(addrs))
+	}
+	if err := lk.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if w, extra := fanoutGoroutines(); w+extra != 0 {
+		t.Errorf("after Close %d workers and %d extra workers remain", w, extra)
+	}
+	if maxExtra.Load() == 0 {
+		t.Skip("no extra worker was needed: the machine ran the callers one after another")
+	}
 }
