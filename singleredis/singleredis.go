@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/internal/localq"
 	"github.com/lockswap/lockswap/internal/lockstate"
 	"github.com/lockswap/lockswap/redisclient"
 )
@@ -73,6 +74,7 @@ type Locker struct {
 	c      redisclient.Client
 	opts   Options
 	closed atomic.Bool
+	q      *localq.Queue // this Locker's waiters, per key, in arrival order
 }
 
 var _ lockswap.Locker = (*Locker)(nil)
@@ -86,7 +88,7 @@ func New(c redisclient.Client, opts Options) (*Locker, error) {
 	if opts.Retry == nil {
 		opts.Retry = DefaultRetry
 	}
-	return &Locker{c: c, opts: opts}, nil
+	return &Locker{c: c, opts: opts, q: localq.New("singleredis")}, nil
 }
 
 // Guarantees describes the single-Redis lock.
@@ -115,12 +117,14 @@ func Guarantees(fence bool) lockswap.Guarantees {
 	return g
 }
 
-// Close marks the Locker closed and closes Options.Closer if set. Held
+// Close marks the Locker closed and closes Options.Closer if set. Acquire
+// calls still waiting return an error matching lockswap.ErrClosed. Held
 // locks are not released; they expire after their TTL.
 func (lk *Locker) Close() error {
 	if lk.closed.Swap(true) {
 		return nil
 	}
+	lk.q.Close()
 	if lk.opts.Closer != nil {
 		return lk.opts.Closer.Close()
 	}
@@ -156,20 +160,29 @@ func hasHashTag(k string) bool {
 
 // Acquire waits for the lock per the retry policy (Options.Retry or
 // lockswap.WithRetry) until ctx ends.
+//
+// The goroutines that wait for the same key through this Locker queue in
+// arrival order and only the first of them polls Redis; when a lock taken
+// through this Locker is released, the first waiter tries at once. An
+// Acquire that finds others of this Locker waiting for its key joins the
+// back of the line. A retry policy that never retries (lockswap.NoRetry)
+// makes one attempt without queueing. The order is local to this Locker:
+// other processes and Lockers still poll and may take the key first.
 func (lk *Locker) Acquire(ctx context.Context, key string, opts ...lockswap.Option) (lockswap.Lock, error) {
 	o, err := lk.prepare(key, opts)
 	if err != nil {
 		return nil, err
 	}
 	first := true
-	return lockswap.Retry(ctx, o.Retry, func(ctx context.Context) (lockswap.Lock, error) {
+	return lk.q.Acquire(ctx, key, o.Retry, func(ctx context.Context) (lockswap.Lock, error) {
 		l, err := lk.try(ctx, key, o.TTL, first)
 		first = false
 		return l, err
 	})
 }
 
-// TryAcquire makes one attempt.
+// TryAcquire makes one attempt. It does not queue behind the Locker's
+// waiting Acquire calls: when the key is free it may take it before them.
 func (lk *Locker) TryAcquire(ctx context.Context, key string, opts ...lockswap.Option) (lockswap.Lock, error) {
 	o, err := lk.prepare(key, opts)
 	if err != nil {
@@ -304,6 +317,8 @@ func (l *lock) Release(ctx context.Context) error {
 		return fmt.Errorf("singleredis: release %q on %s: %w: %w", l.Key(), l.lk.c, lockswap.ErrUnavailable, err)
 	}
 	l.End()
+	// Our key is free (or was lost): the next local waiter tries now.
+	l.lk.q.Released(l.Key(), l)
 	if n, _ := v.(int64); n != 1 {
 		return fmt.Errorf("singleredis: release %q: no longer ours: %w", l.Key(), lockswap.ErrLost)
 	}

@@ -1,0 +1,338 @@
+// Package localq queues the goroutines of one polling Locker that wait for
+// the same key, so that they take it in arrival order instead of racing.
+//
+// A polling backend (singleredis, legacysetnx) retries a held key after a
+// delay of several milliseconds, while the goroutine that just released the
+// key asks again one round trip later: without a queue it wins almost every
+// time (barging). With a [Queue], the Locker's Acquire calls on one key line
+// up locally in arrival order and only the first of the line (the head)
+// polls the backend, with the caller's retry policy. When a lock taken
+// through the same Locker is released, the Locker calls [Queue.Released]
+// and the head tries at once, without waiting for its retry delay, so a
+// hand-over inside one process costs one round trip.
+//
+// The queue is local: it orders the goroutines of one Locker and nothing
+// else. Other processes (and other Lockers in this one) still poll and can
+// take the key between two local holders; fairness across processes needs a
+// server-side queue (etcdlease).
+//
+// No goroutine is started: each waiter waits in its caller's goroutine. The
+// line of a key is deleted when its last waiter leaves.
+package localq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/lockswap/lockswap"
+)
+
+// Queue is the per-key FIFO of one Locker's waiting Acquire calls. Make it
+// with [New]; it is safe for concurrent use.
+type Queue struct {
+	backend string
+
+	mu     sync.Mutex
+	lines  map[string]*line
+	closed bool
+}
+
+// line is the FIFO of one key. It exists only while it has waiters.
+type line struct {
+	first, last *waiter
+	n           int
+	// holder is the lock the previous head took while others were waiting
+	// behind it, until it is released (or the line ends): the head waits
+	// no longer than its Deadline before trying again.
+	holder lockswap.Lock
+}
+
+// waiter is one Acquire call in a line. Its fields other than sig and timer
+// are guarded by Queue.mu.
+type waiter struct {
+	prev, next *waiter
+	head       bool // first of its line: the only one that polls
+	kick       bool // try now, without a retry delay
+	sig        chan struct{}
+	timer      *time.Timer
+}
+
+var waiterPool = sync.Pool{New: func() any { return &waiter{sig: make(chan struct{}, 1)} }}
+
+var linePool = sync.Pool{New: func() any { return new(line) }}
+
+// New returns an empty Queue. backend names the Locker's backend in error
+// messages ("singleredis").
+func New(backend string) *Queue {
+	return &Queue{backend: backend, lines: make(map[string]*line)}
+}
+
+// Acquire waits in key's line and, as its head, calls try (one attempt at
+// the backend) until it returns a lock, fails with an error that is neither
+// [lockswap.ErrHeld] nor [lockswap.ErrUnavailable], the strategy gives up,
+// ctx ends, or the Queue is closed. It keeps the semantics of
+// [lockswap.Retry]:
+//
+//   - the first attempt is made at once when nobody of this Queue waits for
+//     key; otherwise the caller joins the back of the line and attempts only
+//     once it is the head;
+//   - after a failed attempt the head waits strategy.NextDelay(attempt), or
+//     less when [Queue.Released] is called for key (then it tries at once)
+//     or when the lock the previous head took reaches its Deadline;
+//   - a head that got the lock, gave up or was cancelled leaves the line and
+//     the next waiter becomes head: after a give-up or cancellation it tries
+//     at once, after a success it waits as after a failed attempt (the key
+//     was just taken);
+//   - when ctx ends the wait, the error matches ctx.Err() and the last
+//     attempt's cause; a caller that ended before its first attempt gets
+//     an error matching [lockswap.ErrHeld] (it waited behind holders of
+//     this Queue) and ctx.Err().
+//
+// A strategy that gives up after the first failed attempt (NextDelay(1)
+// reports false, [lockswap.NoRetry]) makes Acquire one attempt, like
+// TryAcquire: it does not queue, since it would not wait.
+func (q *Queue) Acquire(ctx context.Context, key string, strategy lockswap.RetryStrategy, try func(context.Context) (lockswap.Lock, error)) (lockswap.Lock, error) {
+	if strategy == nil {
+		strategy = lockswap.NoRetry()
+	}
+	if _, ok := strategy.NextDelay(1); !ok {
+		return lockswap.Retry(ctx, strategy, try)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("acquire not attempted: %w", err)
+	}
+	w, err := q.join(key)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if w.timer != nil {
+			w.timer.Stop()
+		}
+		waiterPool.Put(w)
+	}()
+
+	var (
+		prev    error // the last failed attempt's error
+		attempt int
+		timerC  <-chan time.Time // armed: the head's wait before its next attempt
+		due     bool             // that wait is over
+	)
+	arm := func(d time.Duration, until time.Time) {
+		if !until.IsZero() {
+			if u := time.Until(until); u > 0 && u < d {
+				d = u
+			}
+		}
+		if w.timer == nil {
+			w.timer = time.NewTimer(d)
+		} else {
+			w.timer.Reset(d)
+		}
+		timerC = w.timer.C
+	}
+	for {
+		q.mu.Lock()
+		closed, head, kick := q.closed, w.head, w.kick
+		w.kick = false
+		var until time.Time
+		if head && !kick && !due && timerC == nil {
+			if l := q.lines[key]; l != nil && l.holder != nil {
+				until = l.holder.Deadline()
+			}
+		}
+		q.mu.Unlock()
+
+		if closed {
+			q.leave(key, w, nil)
+			return nil, fmt.Errorf("%s: acquire %q: %w", q.backend, key, lockswap.ErrClosed)
+		}
+		if head && (kick || due) {
+			due, timerC = false, nil
+			if w.timer != nil {
+				w.timer.Stop()
+			}
+			attempt++
+			l, err := try(ctx)
+			if err == nil {
+				q.leave(key, w, l)
+				return l, nil
+			}
+			if ctxErr := ctx.Err(); ctxErr != nil {
+				q.leave(key, w, nil)
+				cause := err
+				if prev != nil {
+					cause = prev
+				}
+				return nil, lockswap.WaitError(cause, ctxErr)
+			}
+			if !errors.Is(err, lockswap.ErrHeld) && !errors.Is(err, lockswap.ErrUnavailable) {
+				q.leave(key, w, nil)
+				return nil, err
+			}
+			prev = err
+			d, ok := strategy.NextDelay(attempt)
+			if !ok {
+				q.leave(key, w, nil)
+				return nil, err
+			}
+			q.mu.Lock()
+			if l := q.lines[key]; l != nil && l.holder != nil {
+				until = l.holder.Deadline()
+			}
+			q.mu.Unlock()
+			arm(d, until)
+			continue
+		}
+		if head && !due && timerC == nil {
+			// Head after the previous head took the key: it is held, so
+			// wait as after a failed attempt (or until it is released).
+			d, ok := strategy.NextDelay(max(attempt, 1))
+			if !ok {
+				due = true
+				continue
+			}
+			arm(d, until)
+		}
+		select {
+		case <-w.sig:
+		case <-timerC:
+			due, timerC = true, nil
+		case <-ctx.Done():
+			q.leave(key, w, nil)
+			cause := prev
+			if cause == nil {
+				cause = fmt.Errorf("%s: acquire %q: waiting behind other callers of this Locker: %w", q.backend, key, lockswap.ErrHeld)
+			}
+			return nil, lockswap.WaitError(cause, ctx.Err())
+		}
+	}
+}
+
+// join appends a waiter for key; the first of a line is head and tries at
+// once.
+func (q *Queue) join(key string) (*waiter, error) {
+	w := waiterPool.Get().(*waiter)
+	w.prev, w.next, w.head, w.kick = nil, nil, false, false
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		waiterPool.Put(w)
+		return nil, fmt.Errorf("%s: acquire %q: %w", q.backend, key, lockswap.ErrClosed)
+	}
+	l := q.lines[key]
+	if l == nil {
+		l = linePool.Get().(*line)
+		q.lines[key] = l
+	}
+	if l.last == nil {
+		l.first, l.last = w, w
+		w.head, w.kick = true, true
+	} else {
+		w.prev = l.last
+		l.last.next = w
+		l.last = w
+	}
+	l.n++
+	return w, nil
+}
+
+// leave removes w from key's line. got is the lock w took, or nil. When w
+// was the head, the next waiter becomes head: it tries at once unless w took
+// the lock. The line is deleted when empty. w's signal channel is drained:
+// nothing signals a waiter that left.
+func (q *Queue) leave(key string, w *waiter, got lockswap.Lock) {
+	q.mu.Lock()
+	l := q.lines[key]
+	if w.prev != nil {
+		w.prev.next = w.next
+	} else {
+		l.first = w.next
+	}
+	if w.next != nil {
+		w.next.prev = w.prev
+	} else {
+		l.last = w.prev
+	}
+	l.n--
+	if w.head {
+		if got != nil {
+			l.holder = got
+		}
+		if nx := l.first; nx != nil {
+			nx.head, nx.kick = true, got == nil
+			signal(nx)
+		}
+	}
+	if l.n == 0 {
+		delete(q.lines, key)
+		*l = line{}
+		linePool.Put(l)
+	}
+	q.mu.Unlock()
+	w.prev, w.next, w.head, w.kick = nil, nil, false, false
+	select {
+	case <-w.sig:
+	default:
+	}
+}
+
+func signal(w *waiter) {
+	select {
+	case w.sig <- struct{}{}:
+	default:
+	}
+}
+
+// Released tells the queue that a lock on key taken through this Locker
+// was released or lost: the head of key's line, if any, tries at once.
+// It costs nothing else when nobody waits for key.
+func (q *Queue) Released(key string, l lockswap.Lock) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	ln := q.lines[key]
+	if ln == nil {
+		return
+	}
+	if ln.holder == l {
+		ln.holder = nil
+	}
+	if h := ln.first; h != nil {
+		h.kick = true
+		signal(h)
+	}
+}
+
+// Close ends every wait: Acquire calls waiting in a line return an error
+// matching [lockswap.ErrClosed] (an attempt in flight finishes first), and
+// later ones fail at once.
+func (q *Queue) Close() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.closed = true
+	for _, l := range q.lines {
+		for w := l.first; w != nil; w = w.next {
+			signal(w)
+		}
+	}
+}
+
+// Waiting returns how many Acquire calls wait for key (the head included).
+func (q *Queue) Waiting(key string) int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if l := q.lines[key]; l != nil {
+		return l.n
+	}
+	return 0
+}
+
+// Keys returns how many keys have a line (waiters).
+func (q *Queue) Keys() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.lines)
+}
