@@ -38,6 +38,7 @@ import (
 	"time"
 
 	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/internal/localq"
 	"github.com/lockswap/lockswap/internal/lockstate"
 	"github.com/lockswap/lockswap/redisclient"
 )
@@ -208,6 +209,7 @@ type Locker struct {
 	c      redisclient.Client
 	opts   Options
 	closed atomic.Bool
+	q      *localq.Queue // this Locker's waiters, per key, in arrival order
 }
 
 var _ lockswap.Locker = (*Locker)(nil)
@@ -227,7 +229,7 @@ func New(c redisclient.Client, opts Options) (*Locker, error) {
 	if opts.Clock == nil {
 		opts.Clock = time.Now
 	}
-	return &Locker{c: c, opts: opts}, nil
+	return &Locker{c: c, opts: opts, q: localq.New("legacysetnx")}, nil
 }
 
 // Guarantees describes the legacy timestamp lock.
@@ -265,6 +267,7 @@ func (lk *Locker) Close() error {
 	if lk.closed.Swap(true) {
 		return nil
 	}
+	lk.q.Close()
 	if lk.opts.Closer != nil {
 		return lk.opts.Closer.Close()
 	}
@@ -281,18 +284,26 @@ func (lk *Locker) Locate(key string) (store, storedKey string) {
 }
 
 // Acquire waits for the lock per the retry policy (Options.Retry or
-// lockswap.WithRetry) until ctx ends.
+// lockswap.WithRetry) until ctx ends. Goroutines of this Locker that wait
+// for the same key wait in arrival order and only the first of them polls
+// Redis; when a lock taken through this Locker is released, the first
+// waiter tries at once instead of after its retry delay. An Acquire that
+// finds others of this Locker waiting for its key joins the back of the
+// line. A retry policy that never retries (lockswap.NoRetry) makes one
+// attempt without queueing. The order is local to this Locker: old clients,
+// other processes and other Lockers still poll and may take the key first.
 func (lk *Locker) Acquire(ctx context.Context, key string, opts ...lockswap.Option) (lockswap.Lock, error) {
 	o, err := lk.prepare("acquire", key, opts)
 	if err != nil {
 		return nil, err
 	}
-	return lockswap.Retry(ctx, o.Retry, func(ctx context.Context) (lockswap.Lock, error) {
+	return lk.q.Acquire(ctx, key, o.Retry, func(ctx context.Context) (lockswap.Lock, error) {
 		return lk.try(ctx, key, o.TTL)
 	})
 }
 
-// TryAcquire makes one attempt.
+// TryAcquire makes one attempt. It does not queue behind the Locker's
+// waiting Acquire calls: when the key is free it may take it before them.
 func (lk *Locker) TryAcquire(ctx context.Context, key string, opts ...lockswap.Option) (lockswap.Lock, error) {
 	o, err := lk.prepare("acquire", key, opts)
 	if err != nil {
@@ -604,6 +615,8 @@ func (l *lock) Release(ctx context.Context) error {
 		return fmt.Errorf("legacysetnx: release %q on %s: %w: %w", l.Key(), l.lk.c, lockswap.ErrUnavailable, err)
 	}
 	l.End()
+	// Our key is free (or was lost): the next local waiter tries now.
+	l.lk.q.Released(l.Key(), l)
 	if n, _ := v.(int64); n != 1 {
 		return fmt.Errorf("legacysetnx: release %q: the key no longer holds our timestamp %s: %w", l.Key(), l.value, lockswap.ErrLost)
 	}

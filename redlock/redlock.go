@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/internal/localq"
 	"github.com/lockswap/lockswap/internal/lockstate"
 	"github.com/lockswap/lockswap/redisclient"
 )
@@ -143,6 +144,7 @@ type Locker struct {
 	opts   Options
 	closed atomic.Bool
 	fan    *fanout
+	q      *localq.Queue // this Locker's waiters, per key, in arrival order
 }
 
 var _ lockswap.Locker = (*Locker)(nil)
@@ -196,7 +198,7 @@ func New(clients []redisclient.Client, opts Options) (*Locker, error) {
 		opts.Retry = DefaultRetry
 	}
 	opts.Closers = append([]io.Closer(nil), opts.Closers...)
-	lk := &Locker{inst: make([]instance, len(clients)), quorum: len(clients)/2 + 1, opts: opts}
+	lk := &Locker{inst: make([]instance, len(clients)), quorum: len(clients)/2 + 1, opts: opts, q: localq.New("redlock")}
 	split := make([]redisclient.Splitter, 0, len(clients))
 	for i, c := range clients {
 		lk.inst[i].c = c
@@ -267,6 +269,7 @@ func (lk *Locker) Close() error {
 	if lk.closed.Swap(true) {
 		return nil
 	}
+	lk.q.Close()
 	lk.fan.close()
 	var errs []error
 	for _, c := range lk.opts.Closers {
@@ -306,18 +309,26 @@ func (lk *Locker) drift(ttl time.Duration) time.Duration {
 }
 
 // Acquire waits for the lock per the retry policy (Options.Retry or
-// lockswap.WithRetry) until ctx ends.
+// lockswap.WithRetry) until ctx ends. Goroutines of this Locker that wait
+// for the same key wait in arrival order and only the first of them polls
+// the instances; when a lock taken through this Locker is released, the
+// first waiter tries at once instead of after its retry delay. An Acquire
+// that finds others of this Locker waiting for its key joins the back of
+// the line. A retry policy that never retries (lockswap.NoRetry) makes one
+// attempt without queueing. The order is local to this Locker: other
+// processes and Lockers still poll and may take the key first.
 func (lk *Locker) Acquire(ctx context.Context, key string, opts ...lockswap.Option) (lockswap.Lock, error) {
 	o, err := lk.prepare(key, opts)
 	if err != nil {
 		return nil, err
 	}
-	return lockswap.Retry(ctx, o.Retry, func(ctx context.Context) (lockswap.Lock, error) {
+	return lk.q.Acquire(ctx, key, o.Retry, func(ctx context.Context) (lockswap.Lock, error) {
 		return lk.try(ctx, key, o.TTL)
 	})
 }
 
-// TryAcquire makes one attempt.
+// TryAcquire makes one attempt. It does not queue behind the Locker's
+// waiting Acquire calls: when the key is free it may take it before them.
 func (lk *Locker) TryAcquire(ctx context.Context, key string, opts ...lockswap.Option) (lockswap.Lock, error) {
 	o, err := lk.prepare(key, opts)
 	if err != nil {
@@ -532,6 +543,9 @@ func (l *lock) Release(ctx context.Context) error {
 	ttl := time.Duration(l.args[1].(int64)) * time.Millisecond
 	lk.fan.run(rctx, c, time.Now().Add(lk.instanceTimeout(ttl)))
 	l.End()
+	// The key is free on the instances that answered (or was lost): the
+	// next local waiter tries now.
+	lk.q.Released(key, l)
 	var removed, answered int
 	for i := range c.res {
 		if r := &c.res[i]; r.err == nil {

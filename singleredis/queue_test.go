@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/internal/queuetest"
 	"github.com/lockswap/lockswap/internal/redistest"
 	"github.com/lockswap/lockswap/internal/testserver"
 	"github.com/lockswap/lockswap/singleredis"
@@ -21,18 +21,6 @@ type acquired struct {
 	err error
 }
 
-// waitUntil polls cond (bounded): a condition, not a duration.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after 10s: %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // enqueue starts an Acquire by caller id on lk and waits until it is in the
 // line (want waiters), so that arrival order is known.
 func enqueue(t *testing.T, ctx context.Context, lk *singleredis.Locker, key string, id, want int, r lockswap.RetryStrategy, out chan<- acquired) {
@@ -41,7 +29,7 @@ func enqueue(t *testing.T, ctx context.Context, lk *singleredis.Locker, key stri
 		l, err := lk.Acquire(ctx, key, lockswap.WithTTL(10*time.Second), lockswap.WithRetry(r))
 		out <- acquired{id, l, err}
 	}()
-	waitUntil(t, fmt.Sprintf("caller %d queued", id), func() bool { return singleredis.Waiting(lk, key) == want })
+	queuetest.WaitUntil(t, fmt.Sprintf("caller %d queued", id), func() bool { return singleredis.Waiting(lk, key) == want })
 }
 
 var (
@@ -49,45 +37,6 @@ var (
 	hourly  = lockswap.ConstantRetry(time.Hour) // only a wake-up makes the next attempt
 )
 
-// TestLocalWaitersFIFO: goroutines of one Locker that wait for a key held
-// by another client get it in arrival order.
-func TestLocalWaitersFIFO(t *testing.T) {
-	srv := testserver.RedisT(t, testserver.RedisOptions{})
-	for _, c := range redistest.Clients {
-		t.Run(c.Name, func(t *testing.T) {
-			ctx, key := context.Background(), "fifo"
-			other := newLocker(t, srv.Addr(), c.New, singleredis.Options{})
-			lk := newLocker(t, srv.Addr(), c.New, singleredis.Options{})
-			held, err := other.TryAcquire(ctx, key, lockswap.WithTTL(10*time.Second))
-			if err != nil {
-				t.Fatal(err)
-			}
-			const n = 5
-			out := make(chan acquired, n)
-			for i := 0; i < n; i++ {
-				enqueue(t, ctx, lk, key, i, i+1, poll2ms, out)
-			}
-			if err := held.Release(ctx); err != nil {
-				t.Fatal(err)
-			}
-			for i := 0; i < n; i++ {
-				r := <-out
-				if r.err != nil {
-					t.Fatalf("caller %d: %v", r.id, r.err)
-				}
-				if r.id != i {
-					t.Fatalf("acquisition %d went to caller %d, want %d: local waiters must get the key in arrival order", i, r.id, i)
-				}
-				if err := r.l.Release(ctx); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if k := singleredis.QueuedKeys(lk); k != 0 {
-				t.Errorf("%d keys still queued after every waiter left", k)
-			}
-		})
-	}
-}
 
 // TestReleaseHandsOverAtOnce: a local waiter whose retry delay is an hour
 // gets the key as soon as the Locker's holder releases it.
@@ -155,7 +104,7 @@ func TestCancelledLocalWaiter(t *testing.T) {
 				if !errors.Is(r.err, context.Canceled) || !errors.Is(r.err, lockswap.ErrHeld) {
 					t.Errorf("cancelled %s waiter: err = %v, want it to match context.Canceled and ErrHeld", w.name, r.err)
 				}
-				waitUntil(t, "cancelled "+w.name+" waiter left the line", func() bool { return singleredis.Waiting(lk, key) == w.left })
+				queuetest.WaitUntil(t, "cancelled "+w.name+" waiter left the line", func() bool { return singleredis.Waiting(lk, key) == w.left })
 			}
 			if err := held.Release(ctx); err != nil {
 				t.Fatal(err)
@@ -176,6 +125,17 @@ func TestCancelledLocalWaiter(t *testing.T) {
 	}
 }
 
+// countingRetry waits delay between attempts and counts NextDelay calls.
+type countingRetry struct {
+	delay time.Duration
+	calls atomic.Int32
+}
+
+func (r *countingRetry) NextDelay(int) (time.Duration, bool) {
+	r.calls.Add(1)
+	return r.delay, true
+}
+
 // TestTryAcquireBarges shows the documented exception: TryAcquire does not
 // queue, so it can take a key that a waiting Acquire of the same Locker
 // asked for first.
@@ -190,7 +150,14 @@ func TestTryAcquireBarges(t *testing.T) {
 	}
 	wctx, cancel := context.WithCancel(ctx)
 	out := make(chan acquired, 1)
-	enqueue(t, wctx, lk, key, 0, 1, hourly, out)
+	r := &countingRetry{delay: time.Hour}
+	enqueue(t, wctx, lk, key, 0, 1, r, out)
+	// Being in line is not enough: the waiter must have made its first
+	// attempt (and found the key held), or it could take the key that the
+	// release below frees. The queue asks NextDelay(1) once before it
+	// queues (does the policy retry at all?) and again after that failed
+	// attempt.
+	queuetest.WaitUntil(t, "the waiter's first attempt failed", func() bool { return r.calls.Load() >= 2 })
 	// Another client's release does not wake local waiters: the waiter
 	// sleeps its (hour-long) delay and TryAcquire gets in first.
 	if err := held.Release(ctx); err != nil {
@@ -205,107 +172,30 @@ func TestTryAcquireBarges(t *testing.T) {
 	}
 	// Its release wakes the waiting Acquire.
 	l.Release(ctx)
-	r := <-out
-	if r.err != nil {
-		t.Fatalf("waiting Acquire after the barging lock was released: %v", r.err)
+	got := <-out
+	if got.err != nil {
+		t.Fatalf("waiting Acquire after the barging lock was released: %v", got.err)
 	}
-	r.l.Release(ctx)
+	got.l.Release(ctx)
 	cancel()
 }
 
-// TestCloseEndsLocalWaits: Close makes every waiting Acquire return
-// ErrClosed.
-func TestCloseEndsLocalWaits(t *testing.T) {
-	srv := testserver.RedisT(t, testserver.RedisOptions{})
-	ctx, key := context.Background(), "close"
-	other := newLocker(t, srv.Addr(), redistest.GoRedis, singleredis.Options{})
-	lk := newLocker(t, srv.Addr(), redistest.GoRedis, singleredis.Options{})
-	held, err := other.TryAcquire(ctx, key, lockswap.WithTTL(10*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer held.Release(ctx)
-	const n = 3
-	out := make(chan acquired, n)
-	for i := 0; i < n; i++ {
-		enqueue(t, ctx, lk, key, i, i+1, hourly, out)
-	}
-	lk.Close()
-	for i := 0; i < n; i++ {
-		select {
-		case r := <-out:
-			if !errors.Is(r.err, lockswap.ErrClosed) {
-				t.Errorf("waiting Acquire after Close: err = %v, want ErrClosed", r.err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatal("a waiting Acquire did not end at Close")
-		}
-	}
-	if k := singleredis.QueuedKeys(lk); k != 0 {
-		t.Errorf("%d keys still queued after Close", k)
-	}
-}
 
-// TestContendedFairness: 8 goroutines cycling on one key through one Locker
-// (the bench's contended scenario) take it in turn: fewest ÷ most
-// acquisitions ≥ 0.75, by counts. Without the local queue the releasing
-// goroutine wins most rounds (0.1–0.4). The goroutines all queue behind a
-// first holder before counting starts, so the count does not depend on how
-// fast they start.
-func TestContendedFairness(t *testing.T) {
+// TestLocalQueue runs the shared checks of the local queue
+// (internal/queuetest): arrival order with wake-ups by release, and
+// fairness of 8 goroutines cycling on one key (the bench's contended
+// scenario).
+func TestLocalQueue(t *testing.T) {
 	srv := testserver.RedisT(t, testserver.RedisOptions{})
 	for _, c := range redistest.Clients {
-		t.Run(c.Name, func(t *testing.T) {
-			ctx, key := context.Background(), "fair"
-			lk := newLocker(t, srv.Addr(), c.New, singleredis.Options{})
-			first, err := lk.Acquire(ctx, key, lockswap.WithTTL(10*time.Second))
-			if err != nil {
-				t.Fatal(err)
-			}
-			const goroutines, total = 8, 320
-			var (
-				taken, holders atomic.Int64
-				counts         [goroutines]int
-				wg             sync.WaitGroup
-			)
-			for g := 0; g < goroutines; g++ {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for {
-						l, err := lk.Acquire(ctx, key, lockswap.WithTTL(10*time.Second))
-						if err != nil {
-							t.Error(err)
-							return
-						}
-						if holders.Add(1) != 1 {
-							t.Error("two holders at once")
-						}
-						more := taken.Add(1) <= total
-						if more {
-							counts[g]++
-						}
-						holders.Add(-1)
-						if err := l.Release(ctx); err != nil {
-							t.Error(err)
-							return
-						}
-						if !more {
-							return
-						}
-					}
-				}()
-			}
-			waitUntil(t, "all goroutines queued", func() bool { return singleredis.Waiting(lk, key) == goroutines })
-			first.Release(ctx)
-			wg.Wait()
-			lo, hi := counts[0], counts[0]
-			for _, n := range counts {
-				lo, hi = min(lo, n), max(hi, n)
-			}
-			if f := float64(lo) / float64(hi); f < 0.75 {
-				t.Errorf("fairness %.2f (acquisitions per goroutine %v), want ≥ 0.75", f, counts)
-			}
-		})
+		s := queuetest.Subject{
+			NewLocker: func(t *testing.T) lockswap.Locker {
+				return newLocker(t, srv.Addr(), c.New, singleredis.Options{Prefix: "queue:"})
+			},
+			Waiting: func(lk lockswap.Locker, key string) int { return singleredis.Waiting(lk.(*singleredis.Locker), key) },
+		}
+		t.Run(c.Name+"/fifo", func(t *testing.T) { queuetest.FIFO(t, s) })
+		t.Run(c.Name+"/fairness", func(t *testing.T) { queuetest.Fairness(t, s) })
+		t.Run(c.Name+"/close", func(t *testing.T) { queuetest.CloseEndsWaits(t, s) })
 	}
 }

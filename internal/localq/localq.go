@@ -1,9 +1,9 @@
 // Package localq queues the goroutines of one polling Locker that wait for
 // the same key, so that they take it in arrival order instead of racing.
 //
-// A polling backend (singleredis, legacysetnx) retries a held key after a
-// delay of several milliseconds, while the goroutine that just released the
-// key asks again one round trip later: without a queue it wins almost every
+// A polling backend (singleredis, redlock, legacysetnx) retries a held key
+// after a delay of several milliseconds, while the goroutine that just
+// released the key asks again one round trip later: without a queue it wins almost every
 // time (barging). With a [Queue], the Locker's Acquire calls on one key line
 // up locally in arrival order and only the first of the line (the head)
 // polls the backend, with the caller's retry policy. When a lock taken
