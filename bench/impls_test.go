@@ -76,11 +76,16 @@ func redsyncDelay(r lockswap.RetryStrategy) redsync.DelayFunc {
 	return func(tries int) time.Duration { d, _ := r.NextDelay(tries); return d }
 }
 
+// redsyncCycle locks with redsync, retrying with retry (adapted) or, when
+// retry is nil, with redsync's default delay (50–250 ms, random); tries are
+// unbounded either way, so that a long wait is measured, not an error.
 func redsyncCycle(rs *redsync.Redsync, retry lockswap.RetryStrategy) cycleFunc {
 	opts := []redsync.Option{
 		redsync.WithExpiry(ttl),
 		redsync.WithTries(math.MaxInt32),
-		redsync.WithRetryDelayFunc(redsyncDelay(retry)),
+	}
+	if retry != nil {
+		opts = append(opts, redsync.WithRetryDelayFunc(redsyncDelay(retry)))
 	}
 	return func(ctx context.Context, key string, hold func() error) error {
 		m := rs.NewMutex(key, opts...)
@@ -216,6 +221,7 @@ func redlockImpls(b *testing.B, s *servers, n int) []impl {
 		{"redsync-goredis", func(*testing.B) cycleFunc { return redsyncCycle(rsGR, retry) }},
 		{"lockswap-redigo", func(*testing.B) cycleFunc { return lockswapCycle(rgLocker) }},
 		{"redsync-redigo", func(*testing.B) cycleFunc { return redsyncCycle(rsRG, retry) }},
+		{"redsync-redigo-defaultretry", func(*testing.B) cycleFunc { return redsyncCycle(rsRG, nil) }},
 	}
 }
 

@@ -226,6 +226,9 @@ func targets(w io.Writer, r results) {
 				target{fmt.Sprintf("%s %s contended: acq/s ÷ redsync", g, c), r.ratio(n("contended", g, "lockswap-"+c), n("contended", g, "redsync-"+c), "acq/s"), 2.5, false},
 			)
 		}
+		// The same, against redsync as it comes (its default retry delay).
+		ts = append(ts, target{fmt.Sprintf("%s redigo contended: acq/s ÷ redsync with its default retry (50–250 ms)", g),
+			r.ratio(n("contended", g, "lockswap-redigo"), n("contended", g, "redsync-redigo-defaultretry"), "acq/s"), 2.5, false})
 	}
 	ts = append(ts,
 		target{"etcdlease serial: ns/op ÷ concurrency.Mutex", nsr("serial", "etcd", "lockswap", "mutex"), 1, true},
