@@ -37,7 +37,6 @@ var (
 	hourly  = lockswap.ConstantRetry(time.Hour) // only a wake-up makes the next attempt
 )
 
-
 // TestReleaseHandsOverAtOnce: a local waiter whose retry delay is an hour
 // gets the key as soon as the Locker's holder releases it.
 func TestReleaseHandsOverAtOnce(t *testing.T) {
@@ -179,7 +178,6 @@ func TestTryAcquireBarges(t *testing.T) {
 	got.l.Release(ctx)
 	cancel()
 }
-
 
 // TestLocalQueue runs the shared checks of the local queue
 // (internal/queuetest): arrival order with wake-ups by release, and

@@ -67,6 +67,24 @@ if cur and not string.match(cur, "^%d+$") then return -1 end
 local fence = redis.call("INCR", KEYS[2])
 redis.call("SET", KEYS[1], ARGV[1], "PX", ARGV[2])
 return fence`)
+	// The hand-over scripts release our lock and make the first local
+	// waiter's attempt in one request: exactly the release script followed
+	// by the acquire (SET NX PX, or the fenced acquire script) with the
+	// waiter's token, run atomically. They return {released, acquired}
+	// (fenced: acquired is the new fence, 0 when the key is held, -1 when
+	// the counter is not ours).
+	handOver = redisclient.NewScript(`local released = 0
+if redis.call("GET", KEYS[1]) == ARGV[1] then redis.call("DEL", KEYS[1]) released = 1 end
+if redis.call("SET", KEYS[1], ARGV[2], "NX", "PX", ARGV[3]) then return {released, 1} end
+return {released, 0}`)
+	fencedHandOver = redisclient.NewScript(`local released = 0
+if redis.call("GET", KEYS[1]) == ARGV[1] then redis.call("DEL", KEYS[1]) released = 1 end
+if redis.call("EXISTS", KEYS[1]) == 1 then return {released, 0} end
+local cur = redis.call("GET", KEYS[2])
+if cur and not string.match(cur, "^%d+$") then return {released, -1} end
+local fence = redis.call("INCR", KEYS[2])
+redis.call("SET", KEYS[1], ARGV[2], "PX", ARGV[3])
+return {released, fence}`)
 )
 
 // Locker is the single-Redis lockswap.Locker.
@@ -174,7 +192,7 @@ func (lk *Locker) Acquire(ctx context.Context, key string, opts ...lockswap.Opti
 		return nil, err
 	}
 	first := true
-	return lk.q.Acquire(ctx, key, o.Retry, func(ctx context.Context) (lockswap.Lock, error) {
+	return lk.q.AcquireOffer(ctx, key, o.Retry, o.TTL, func(ctx context.Context) (lockswap.Lock, error) {
 		l, err := lk.try(ctx, key, o.TTL, first)
 		first = false
 		return l, err
@@ -239,10 +257,16 @@ func (lk *Locker) try(ctx context.Context, key string, ttl time.Duration, checkT
 		}
 		return nil, fmt.Errorf("singleredis: acquire %q: %w", key, lockswap.ErrHeld)
 	}
+	return lk.newLock(key, k, token, fence, start, ttl), nil
+}
+
+// newLock returns the lock taken under k with token by a request sent at
+// start.
+func (lk *Locker) newLock(key, k, token string, fence uint64, start time.Time, ttl time.Duration) *lock {
 	l := &lock{lk: lk, k: k}
 	l.keys[0], l.tokenArg[0] = k, token
 	l.Init(key, token, fence, lk.opts.Fence, start.Add(ttl-lockstate.Drift(ttl)))
-	return l, nil
+	return l
 }
 
 // isDialError reports whether err is a failure to connect: the command was
@@ -312,6 +336,9 @@ func (l *lock) Release(ctx context.Context) error {
 	if l.released.Load() {
 		return nil
 	}
+	if t := l.lk.q.Claim(l.Key(), l); t != nil {
+		return l.releaseHandingOver(ctx, t)
+	}
 	v, err := l.runRelease(ctx)
 	if err != nil && !redisclient.IsWrongType(err) {
 		return fmt.Errorf("singleredis: release %q on %s: %w: %w", l.Key(), l.lk.c, lockswap.ErrUnavailable, err)
@@ -326,20 +353,93 @@ func (l *lock) Release(ctx context.Context) error {
 	return nil
 }
 
-// runRelease runs the release script under ctx while ctx is alive, and
-// under a cleanup context (see lockswap.CleanupContext) when ctx is already
-// done or ends during the call: a release must not be skipped because the
-// caller gave up.
-func (l *lock) runRelease(ctx context.Context) (any, error) {
+// releaseHandingOver releases l and, in the same request, makes the
+// attempt of the first local waiter (claimed by t): a hand-over inside one
+// process costs one round trip instead of two, and the waiter is woken with
+// its result instead of being woken to send its request.
+func (l *lock) releaseHandingOver(ctx context.Context, t *localq.Ticket) error {
+	lk, key := l.lk, l.Key()
+	ttl := t.Offer().(time.Duration)
+	token := lockstate.NewToken()
+	script, keys := handOver, l.keys[:]
+	if lk.opts.Fence {
+		script, keys = fencedHandOver, []string{l.k, FenceKey(l.k)}
+	}
+	start := time.Now()
+	v, err := runCleanly(ctx, func(ctx context.Context) (any, error) {
+		return lk.c.Run(ctx, script, keys, l.Token(), token, ttl.Milliseconds())
+	})
+	if err != nil {
+		if redisclient.IsWrongType(err) {
+			l.End()
+			t.Deliver(nil, fmt.Errorf("singleredis: acquire %q: key %q (or its fence counter) holds another Redis type, not a lock; it was left untouched: %w", key, l.k, lockswap.ErrInvalid))
+			return fmt.Errorf("singleredis: release %q: no longer ours: %w", key, lockswap.ErrLost)
+		}
+		// Unknown outcome: the waiter's SET may have been applied.
+		lk.cleanup(ctx, l.k, token)
+		t.Deliver(nil, fmt.Errorf("singleredis: acquire %q on %s: %w: %w", key, lk.c, lockswap.ErrUnavailable, err))
+		return fmt.Errorf("singleredis: release %q on %s: %w: %w", key, lk.c, lockswap.ErrUnavailable, err)
+	}
+	released, acquired, ok := parseHandOver(v)
+	l.End()
+	switch {
+	case !ok:
+		// Not our script's reply: treat the waiter's attempt as unknown.
+		lk.cleanup(ctx, l.k, token)
+		t.Deliver(nil, fmt.Errorf("singleredis: acquire %q on %s: unexpected reply %v: %w", key, lk.c, v, lockswap.ErrUnavailable))
+	case acquired > 0:
+		var fence uint64
+		if lk.opts.Fence {
+			fence = uint64(acquired)
+		}
+		t.Deliver(lk.newLock(key, l.k, token, fence, start, ttl), nil)
+	case acquired < 0:
+		t.Deliver(nil, fmt.Errorf("singleredis: acquire %q: the fence counter %q does not hold a non-negative integer; it was left untouched: %w", key, FenceKey(l.k), lockswap.ErrInvalid))
+	default:
+		t.Deliver(nil, fmt.Errorf("singleredis: acquire %q: %w", key, lockswap.ErrHeld))
+	}
+	if !released {
+		return fmt.Errorf("singleredis: release %q: no longer ours: %w", key, lockswap.ErrLost)
+	}
+	l.released.Store(true)
+	return nil
+}
+
+// parseHandOver reads a hand-over script's reply {released, acquired}.
+func parseHandOver(v any) (released bool, acquired int64, ok bool) {
+	a, isArr := v.([]any)
+	if !isArr || len(a) != 2 {
+		return false, 0, false
+	}
+	r, ok1 := a[0].(int64)
+	n, ok2 := a[1].(int64)
+	return r == 1, n, ok1 && ok2
+}
+
+// runCleanly runs call under ctx while ctx is alive, and under a cleanup
+// context (see lockswap.CleanupContext) when ctx is already done or ends
+// during the call: a release must not be skipped because the caller gave
+// up.
+func runCleanly(ctx context.Context, call func(context.Context) (any, error)) (any, error) {
 	if ctx.Err() == nil {
-		v, err := l.lk.c.Run(ctx, releaseScript, l.keys[:], l.tokenArg[:]...)
+		v, err := call(ctx)
 		if err == nil || ctx.Err() == nil {
 			return v, err
 		}
 	}
 	cctx, cancel := lockswap.CleanupContext(ctx)
 	defer cancel()
-	return l.lk.c.Run(cctx, releaseScript, l.keys[:], l.tokenArg[:]...)
+	return call(cctx)
+}
+
+// runRelease runs the release script under ctx while ctx is alive, and
+// under a cleanup context (see lockswap.CleanupContext) when ctx is already
+// done or ends during the call: a release must not be skipped because the
+// caller gave up.
+func (l *lock) runRelease(ctx context.Context) (any, error) {
+	return runCleanly(ctx, func(ctx context.Context) (any, error) {
+		return l.lk.c.Run(ctx, releaseScript, l.keys[:], l.tokenArg[:]...)
+	})
 }
 
 // Locate returns the Redis server and key under which the lock named key is

@@ -56,8 +56,19 @@ type waiter struct {
 	prev, next *waiter
 	head       bool // first of its line: the only one that polls
 	kick       bool // try now, without a retry delay
-	sig        chan struct{}
-	timer      *time.Timer
+	// offer is what AcquireOffer was given: the parameters of an attempt
+	// that a releasing holder can make on the waiter's behalf (nil: none).
+	offer any
+	// busy: the waiter is attempting, handling a result or leaving; it
+	// cannot be claimed.
+	busy bool
+	// claimed: a releasing holder is making an attempt on this waiter's
+	// behalf (Claim); delivered: its result (got, gotErr) is in.
+	claimed, delivered bool
+	got                lockswap.Lock
+	gotErr             error
+	sig                chan struct{}
+	timer              *time.Timer
 }
 
 var waiterPool = sync.Pool{New: func() any { return &waiter{sig: make(chan struct{}, 1)} }}
@@ -95,6 +106,19 @@ func New(backend string) *Queue {
 // reports false, [lockswap.NoRetry]) makes Acquire one attempt, like
 // TryAcquire: it does not queue, since it would not wait.
 func (q *Queue) Acquire(ctx context.Context, key string, strategy lockswap.RetryStrategy, try func(context.Context) (lockswap.Lock, error)) (lockswap.Lock, error) {
+	return q.AcquireOffer(ctx, key, strategy, nil, try)
+}
+
+// AcquireOffer is Acquire for a backend that can hand a lock over: while
+// the caller waits at the head of the line between attempts, a holder that
+// releases key through the same Locker may [Queue.Claim] it and make the
+// caller's next attempt itself, in the request that releases its own lock;
+// offer (not nil) carries what that attempt needs (the caller's TTL). The
+// result is the caller's attempt, with the same rules as one made by try.
+// A caller whose context ends, or whose Queue closes, while a claimed
+// attempt is in flight waits for it (it is bounded by the releaser's
+// request) and releases a lock it brought.
+func (q *Queue) AcquireOffer(ctx context.Context, key string, strategy lockswap.RetryStrategy, offer any, try func(context.Context) (lockswap.Lock, error)) (lockswap.Lock, error) {
 	if strategy == nil {
 		strategy = lockswap.NoRetry()
 	}
@@ -104,7 +128,7 @@ func (q *Queue) Acquire(ctx context.Context, key string, strategy lockswap.Retry
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("acquire not attempted: %w", err)
 	}
-	w, err := q.join(key)
+	w, err := q.join(key, offer)
 	if err != nil {
 		return nil, err
 	}
@@ -134,38 +158,77 @@ func (q *Queue) Acquire(ctx context.Context, key string, strategy lockswap.Retry
 		}
 		timerC = w.timer.C
 	}
+	waitedCause := func() error {
+		if prev != nil {
+			return prev
+		}
+		return fmt.Errorf("%s: acquire %q: waiting behind other callers of this Locker: %w", q.backend, key, lockswap.ErrHeld)
+	}
 	for {
 		q.mu.Lock()
+		if w.claimed && !w.delivered {
+			// A releaser is making our attempt: wait for its result,
+			// whatever else happens (it is bounded by its request).
+			q.mu.Unlock()
+			<-w.sig
+			continue
+		}
 		closed, head, kick := q.closed, w.head, w.kick
-		w.kick = false
+		delivered, got, gotErr := w.delivered, w.got, w.gotErr
+		w.kick, w.claimed, w.delivered, w.got, w.gotErr = false, false, false, nil, nil
 		var until time.Time
 		if head && !kick && !due && timerC == nil {
 			if l := q.lines[key]; l != nil && l.holder != nil {
 				until = l.holder.Deadline()
 			}
 		}
+		// Until it waits again the waiter is busy: nobody may claim it.
+		w.busy = true
 		q.mu.Unlock()
 
-		if closed {
+		var (
+			l     lockswap.Lock
+			err   error
+			tried = true
+		)
+		switch {
+		case delivered: // the attempt a releaser made for us
+			attempt++
+			l, err = got, gotErr
+		case closed:
 			q.leave(key, w, nil)
 			return nil, fmt.Errorf("%s: acquire %q: %w", q.backend, key, lockswap.ErrClosed)
-		}
-		if head && (kick || due) {
+		case head && (kick || due):
 			due, timerC = false, nil
 			if w.timer != nil {
 				w.timer.Stop()
 			}
 			attempt++
-			l, err := try(ctx)
+			l, err = try(ctx)
+		default:
+			tried = false
+		}
+		if tried {
 			if err == nil {
-				q.leave(key, w, l)
-				return l, nil
+				if !delivered || (!closed && ctx.Err() == nil) {
+					q.leave(key, w, l)
+					return l, nil
+				}
+				// Handed over to a caller that no longer waits: give it
+				// back at once.
+				rctx, cancel := lockswap.CleanupContext(ctx)
+				_ = l.Release(rctx)
+				cancel()
+			}
+			if closed {
+				q.leave(key, w, nil)
+				return nil, fmt.Errorf("%s: acquire %q: %w", q.backend, key, lockswap.ErrClosed)
 			}
 			if ctxErr := ctx.Err(); ctxErr != nil {
 				q.leave(key, w, nil)
 				cause := err
-				if prev != nil {
-					cause = prev
+				if prev != nil || cause == nil {
+					cause = waitedCause()
 				}
 				return nil, lockswap.WaitError(cause, ctxErr)
 			}
@@ -185,9 +248,7 @@ func (q *Queue) Acquire(ctx context.Context, key string, strategy lockswap.Retry
 			}
 			q.mu.Unlock()
 			arm(d, until)
-			continue
-		}
-		if head && !due && timerC == nil {
+		} else if head && !due && timerC == nil {
 			// Head after the previous head took the key: it is held, so
 			// wait as after a failed attempt (or until it is released).
 			d, ok := strategy.NextDelay(max(attempt, 1))
@@ -197,26 +258,33 @@ func (q *Queue) Acquire(ctx context.Context, key string, strategy lockswap.Retry
 			}
 			arm(d, until)
 		}
+		q.mu.Lock()
+		w.busy = false
+		q.mu.Unlock()
 		select {
 		case <-w.sig:
 		case <-timerC:
 			due, timerC = true, nil
 		case <-ctx.Done():
-			q.leave(key, w, nil)
-			cause := prev
-			if cause == nil {
-				cause = fmt.Errorf("%s: acquire %q: waiting behind other callers of this Locker: %w", q.backend, key, lockswap.ErrHeld)
+			q.mu.Lock()
+			if w.claimed {
+				q.mu.Unlock()
+				continue // the claimed attempt's result comes first
 			}
-			return nil, lockswap.WaitError(cause, ctx.Err())
+			w.busy = true
+			q.mu.Unlock()
+			q.leave(key, w, nil)
+			return nil, lockswap.WaitError(waitedCause(), ctx.Err())
 		}
 	}
 }
 
 // join appends a waiter for key; the first of a line is head and tries at
 // once.
-func (q *Queue) join(key string) (*waiter, error) {
+func (q *Queue) join(key string, offer any) (*waiter, error) {
 	w := waiterPool.Get().(*waiter)
 	w.prev, w.next, w.head, w.kick = nil, nil, false, false
+	w.offer, w.busy, w.claimed, w.delivered, w.got, w.gotErr = offer, false, false, false, nil, nil
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closed {
@@ -274,6 +342,7 @@ func (q *Queue) leave(key string, w *waiter, got lockswap.Lock) {
 	}
 	q.mu.Unlock()
 	w.prev, w.next, w.head, w.kick = nil, nil, false, false
+	w.offer, w.got, w.gotErr = nil, nil, nil
 	select {
 	case <-w.sig:
 	default:
@@ -304,6 +373,56 @@ func (q *Queue) Released(key string, l lockswap.Lock) {
 		h.kick = true
 		signal(h)
 	}
+}
+
+// Ticket is a claim on the head of a line: the holder of a lock taken
+// through the Locker, as it releases the lock, makes the head's next
+// attempt itself (see [Queue.AcquireOffer]) and delivers the result.
+type Ticket struct {
+	q   *Queue
+	key string
+	w   *waiter
+}
+
+// Claim is called by a Locker's Release instead of [Queue.Released] when it
+// can release l and make the next attempt of key's first waiter in one
+// request. It returns a Ticket when that waiter is between attempts and
+// gave an offer; the caller must then call [Ticket.Deliver] exactly once.
+// Otherwise it returns nil and acts as Released: the first waiter, if any,
+// tries at once.
+func (q *Queue) Claim(key string, l lockswap.Lock) *Ticket {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	ln := q.lines[key]
+	if ln == nil {
+		return nil
+	}
+	if ln.holder == l {
+		ln.holder = nil
+	}
+	h := ln.first
+	if h == nil {
+		return nil
+	}
+	if q.closed || h.offer == nil || !h.head || h.busy || h.claimed {
+		h.kick = true
+		signal(h)
+		return nil
+	}
+	h.claimed = true
+	return &Ticket{q: q, key: key, w: h}
+}
+
+// Offer returns the offer the claimed waiter gave to AcquireOffer.
+func (t *Ticket) Offer() any { return t.w.offer }
+
+// Deliver hands the claimed waiter the result of the attempt made for it:
+// a lock (err nil) or the attempt's error.
+func (t *Ticket) Deliver(l lockswap.Lock, err error) {
+	t.q.mu.Lock()
+	defer t.q.mu.Unlock()
+	t.w.got, t.w.gotErr, t.w.delivered = l, err, true
+	signal(t.w)
 }
 
 // Close ends every wait: Acquire calls waiting in a line return an error

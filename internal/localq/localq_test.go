@@ -382,3 +382,130 @@ func TestClose(t *testing.T) {
 		t.Errorf("Acquire after Close: err = %v, want ErrClosed", err)
 	}
 }
+
+// startOffer is start with an offer: the waiter can be claimed.
+func startOffer(t *testing.T, ctx context.Context, s *store, key string, id, want int, r lockswap.RetryStrategy, out chan<- result) {
+	t.Helper()
+	go func() {
+		l, err := s.q.AcquireOffer(ctx, key, r, id, s.try(key, id))
+		out <- result{id, l, err}
+	}()
+	waitFor(t, fmt.Sprintf("caller %d queued (%d waiting)", id, want), func() bool { return s.q.Waiting(key) == want })
+}
+
+// claimIdle claims key's head once it has made its first attempt and waits
+// between attempts.
+func claimIdle(t *testing.T, s *store, key string, id int) *localq.Ticket {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("caller %d attempted", id), func() bool { return len(s.attempts(key)) > 0 })
+	var tk *localq.Ticket
+	waitFor(t, "head claimable", func() bool {
+		tk = s.q.Claim(key, nil)
+		return tk != nil
+	})
+	if got := tk.Offer(); got != id {
+		t.Fatalf("ticket offer = %v, want caller %d's", got, id)
+	}
+	return tk
+}
+
+// TestClaimDeliversLock: a claimed waiter gets the lock delivered to it,
+// without making an attempt of its own.
+func TestClaimDeliversLock(t *testing.T) {
+	s, key := newStore(), "k"
+	s.hold(key)
+	out := make(chan result, 1)
+	startOffer(t, context.Background(), s, key, 1, 1, never, out)
+	tk := claimIdle(t, s, key, 1)
+	if again := s.q.Claim(key, nil); again != nil {
+		t.Fatal("a claimed waiter was claimed twice")
+	}
+	s.free(key)
+	l, err := s.try(key, 99)(context.Background()) // the releaser's attempt for it
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk.Deliver(l, nil)
+	r := <-out
+	if r.err != nil || r.l != l {
+		t.Fatalf("claimed waiter got (%v, %v), want the delivered lock", r.l, r.err)
+	}
+	if n := len(s.attempts(key)); n != 2 {
+		t.Errorf("%d attempts, want its first one and the releaser's only", n)
+	}
+	if s.q.Waiting(key) != 0 {
+		t.Error("the waiter is still in line")
+	}
+}
+
+// TestClaimDeliversFailure: a failed attempt made for a claimed waiter
+// counts as its attempt: it keeps waiting per its policy.
+func TestClaimDeliversFailure(t *testing.T) {
+	s, key := newStore(), "k"
+	s.hold(key)
+	out := make(chan result, 1)
+	startOffer(t, context.Background(), s, key, 1, 1, never, out)
+	tk := claimIdle(t, s, key, 1)
+	tk.Deliver(nil, fmt.Errorf("test: %w", lockswap.ErrHeld))
+	waitFor(t, "claimable again", func() bool {
+		tk = s.q.Claim(key, nil)
+		return tk != nil
+	})
+	select {
+	case r := <-out:
+		t.Fatalf("waiter returned (%v, %v) after a failed hand-over; it must keep waiting", r.l, r.err)
+	default:
+	}
+	tk.Deliver(nil, fmt.Errorf("test: %w", lockswap.ErrInvalid))
+	if r := <-out; !errors.Is(r.err, lockswap.ErrInvalid) {
+		t.Fatalf("err = %v, want the delivered ErrInvalid (not retryable)", r.err)
+	}
+}
+
+// TestCancelWhileClaimed: a waiter cancelled while a releaser makes its
+// attempt waits for the result, gives the delivered lock back, and returns
+// the context's error; nothing is left held.
+func TestCancelWhileClaimed(t *testing.T) {
+	s, key := newStore(), "k"
+	s.hold(key)
+	ctx, cancel := context.WithCancel(context.Background())
+	out := make(chan result, 1)
+	startOffer(t, ctx, s, key, 1, 1, never, out)
+	tk := claimIdle(t, s, key, 1)
+	cancel()
+	// Had the waiter left at once, nobody would release the lock delivered
+	// below, and the last check would fail.
+	s.free(key)
+	l, err := s.try(key, 99)(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk.Deliver(l, nil)
+	r := <-out
+	if r.l != nil || !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("cancelled waiter got (%v, %v), want no lock and context.Canceled", r.l, r.err)
+	}
+	s.mu.Lock()
+	_, held := s.holder[key]
+	s.mu.Unlock()
+	if held {
+		t.Error("the lock handed to a cancelled waiter was not released")
+	}
+}
+
+// TestClaimFallsBackToKick: a waiter without an offer (or one busy in its
+// own attempt) is not claimed; Claim wakes it like Released.
+func TestClaimFallsBackToKick(t *testing.T) {
+	s, key := newStore(), "k"
+	s.hold(key)
+	out := make(chan result, 1)
+	start(t, context.Background(), s, key, 1, 1, never, out) // no offer
+	waitFor(t, "first attempt", func() bool { return len(s.attempts(key)) == 1 })
+	s.free(key)
+	if tk := s.q.Claim(key, nil); tk != nil {
+		t.Fatal("a waiter without an offer was claimed")
+	}
+	if r := <-out; r.err != nil {
+		t.Fatalf("kicked waiter: %v", r.err)
+	}
+}

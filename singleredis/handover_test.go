@@ -1,0 +1,166 @@
+package singleredis_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/internal/queuetest"
+	"github.com/lockswap/lockswap/internal/redistest"
+	"github.com/lockswap/lockswap/internal/testserver"
+	"github.com/lockswap/lockswap/redisclient"
+	"github.com/lockswap/lockswap/singleredis"
+)
+
+// countingClient counts the requests a Locker sends (Run counts one: the
+// NOSCRIPT fallback is the adapter's business).
+type countingClient struct {
+	redisclient.Client
+	n atomic.Int64
+}
+
+func (c *countingClient) SetNXPX(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
+	c.n.Add(1)
+	return c.Client.SetNXPX(ctx, key, value, ttl)
+}
+
+func (c *countingClient) Run(ctx context.Context, s *redisclient.Script, keys []string, args ...any) (any, error) {
+	c.n.Add(1)
+	return c.Client.Run(ctx, s, keys, args...)
+}
+
+func (c *countingClient) Do(ctx context.Context, args ...any) (any, error) {
+	c.n.Add(1)
+	return c.Client.Do(ctx, args...)
+}
+
+// queueBehind starts an Acquire on lk for key and waits until its first
+// attempt found the key held and it waits between attempts (retry delay an
+// hour: only a release through lk can serve it).
+func queueBehind(t *testing.T, ctx context.Context, lk *singleredis.Locker, key string, ttl time.Duration) <-chan acquired {
+	t.Helper()
+	out := make(chan acquired, 1)
+	r := &countingRetry{delay: time.Hour}
+	go func() {
+		l, err := lk.Acquire(ctx, key, lockswap.WithTTL(ttl), lockswap.WithRetry(r))
+		out <- acquired{0, l, err}
+	}()
+	// NextDelay is asked once before queueing and again after the failed
+	// first attempt.
+	queuetest.WaitUntil(t, "the waiter's first attempt failed", func() bool { return r.calls.Load() >= 2 })
+	return out
+}
+
+// TestReleaseHandsOverInOneRequest: releasing a lock while a goroutine of
+// the same Locker waits for the key releases it and takes it for the waiter
+// in one request (the waiter sends nothing of its own); the waiter's lock is a
+// normal one: its token is in Redis, its deadline within its TTL, its fence
+// the next one, and it releases.
+func TestReleaseHandsOverInOneRequest(t *testing.T) {
+	srv := testserver.RedisT(t, testserver.RedisOptions{})
+	raw := goredis.NewClient(&goredis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { raw.Close() })
+	for _, fence := range []bool{false, true} {
+		for _, c := range redistest.Clients {
+			t.Run(c.Name+"/fence="+strconv.FormatBool(fence), func(t *testing.T) {
+				ctx, key := context.Background(), "handover1rt:"+c.Name+strconv.FormatBool(fence)
+				cc := &countingClient{Client: c.New(t, srv.Addr())}
+				lk, err := singleredis.New(cc, singleredis.Options{Fence: fence})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { lk.Close() })
+				held, err := lk.Acquire(ctx, key, lockswap.WithTTL(10*time.Second))
+				if err != nil {
+					t.Fatal(err)
+				}
+				const ttl = 7 * time.Second
+				out := queueBehind(t, ctx, lk, key, ttl)
+				before := cc.n.Load()
+				start := time.Now()
+				if err := held.Release(ctx); err != nil {
+					t.Fatalf("release with a waiter: %v", err)
+				}
+				r := <-out
+				if r.err != nil {
+					t.Fatalf("waiter: %v", r.err)
+				}
+				if n := cc.n.Load() - before; n != 1 {
+					t.Errorf("%d requests for the release and the waiter's acquisition, want 1", n)
+				}
+				if v, _ := raw.Get(ctx, key).Result(); v != r.l.Token() {
+					t.Errorf("key holds %q, want the waiter's token %q", v, r.l.Token())
+				}
+				if left := time.Until(r.l.Deadline()); left <= 0 || r.l.Deadline().After(start.Add(ttl)) {
+					t.Errorf("waiter's deadline %v after the release began, want within its own TTL %v", r.l.Deadline().Sub(start), ttl)
+				}
+				if pttl, _ := raw.PTTL(ctx, key).Result(); pttl <= 0 || pttl > ttl {
+					t.Errorf("key's PTTL %v, want the waiter's TTL %v", pttl, ttl)
+				}
+				f1, ok1 := held.Fence()
+				f2, ok2 := r.l.Fence()
+				if ok1 != fence || ok2 != fence || (fence && f2 <= f1) {
+					t.Errorf("fences (%d, %v) then (%d, %v), want strictly increasing when fenced, absent otherwise", f1, ok1, f2, ok2)
+				}
+				if err := r.l.Release(ctx); err != nil {
+					t.Fatal(err)
+				}
+				if n, _ := raw.Exists(ctx, key).Result(); n != 0 {
+					t.Error("the handed-over lock's release left the key behind")
+				}
+			})
+		}
+	}
+}
+
+// TestHandOverOfLostLock: a holder whose lock expired and was taken by
+// another client releases it while a local goroutine waits: the release
+// reports the loss, the other client's lock is untouched, and the waiter
+// keeps waiting.
+func TestHandOverOfLostLock(t *testing.T) {
+	srv := testserver.RedisT(t, testserver.RedisOptions{})
+	raw := goredis.NewClient(&goredis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { raw.Close() })
+	ctx, key := context.Background(), "handover-lost"
+	lk := newLocker(t, srv.Addr(), redistest.GoRedis, singleredis.Options{})
+	other := newLocker(t, srv.Addr(), redistest.GoRedis, singleredis.Options{})
+	held, err := lk.TryAcquire(ctx, key, lockswap.WithTTL(200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	out := queueBehind(t, wctx, lk, key, 10*time.Second)
+	var theirs lockswap.Lock
+	queuetest.WaitUntil(t, "the other client took the expired key", func() bool {
+		theirs, err = other.TryAcquire(ctx, key, lockswap.WithTTL(10*time.Second))
+		return err == nil
+	})
+	if err := held.Release(ctx); !errors.Is(err, lockswap.ErrLost) {
+		t.Fatalf("release of a lost lock with a waiter: %v, want ErrLost", err)
+	}
+	if v, _ := raw.Get(ctx, key).Result(); v != theirs.Token() {
+		t.Fatalf("key holds %q after the stale release, want the other client's token", v)
+	}
+	select {
+	case r := <-out:
+		t.Fatalf("waiter returned (%v, %v) while the key is held by the other client", r.l, r.err)
+	default:
+	}
+	if w := singleredis.Waiting(lk, key); w != 1 {
+		t.Fatalf("%d waiting, want the waiter still in line", w)
+	}
+	cancel()
+	if r := <-out; !errors.Is(r.err, context.Canceled) || !errors.Is(r.err, lockswap.ErrHeld) {
+		t.Errorf("cancelled waiter: %v, want context.Canceled and ErrHeld", r.err)
+	}
+	if err := theirs.Release(ctx); err != nil {
+		t.Errorf("the other client's lock after the stale release: %v", err)
+	}
+}
