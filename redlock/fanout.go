@@ -16,14 +16,16 @@ import (
 type opKind uint8
 
 const (
-	opAcquire opKind = iota // SET NX PX (or the restart-safe script)
-	opRelease               // compare-and-delete
-	opExtend                // compare-and-pexpire
+	opAcquire  opKind = iota // SET NX PX (or the restart-safe script)
+	opRelease                // compare-and-delete
+	opExtend                 // compare-and-pexpire
+	opHandOver               // compare-and-delete, then SET NX PX for a local waiter
 )
 
 // result is one instance's answer to a call.
 type result struct {
 	n           int64         // 1: set / deleted / extended; 0: not
+	released    bool          // opHandOver: our key was deleted
 	err         error         // transport error or error reply: outcome unknown
 	quarantined bool          // restarted recently: the answer is no vote
 	left        time.Duration // how long the quarantine lasts
@@ -329,6 +331,8 @@ var (
 	argExtendSrc  any = extendScript.Source()
 	argSafeSHA    any = safeAcquire.SHA()
 	argSafeSrc    any = safeAcquire.Source()
+	argHandSHA    any = handOverScript.SHA()
+	argHandSrc    any = handOverScript.Source()
 	argEpochKey   any = EpochKey
 )
 
@@ -353,6 +357,8 @@ func (c *call) send(sc redisclient.SplitConn, i int, eval bool) error {
 		script, src = argReleaseSHA, argReleaseSrc
 	case opExtend:
 		script, src = argExtendSHA, argExtendSrc
+	case opHandOver:
+		script, src = argHandSHA, argHandSrc
 	}
 	cmd := "EVALSHA"
 	if eval {
@@ -389,10 +395,13 @@ func (c *call) do(i int) {
 		if ok {
 			v = "OK"
 		}
-	case opRelease, opExtend:
+	case opRelease, opExtend, opHandOver:
 		s := releaseScript
-		if c.op == opExtend {
+		switch c.op {
+		case opExtend:
 			s = extendScript
+		case opHandOver:
+			s = handOverScript
 		}
 		v, err = in.c.Run(c.ctx, s, c.keys, c.args...)
 	}
@@ -420,6 +429,15 @@ func (c *call) record(i int, v any, err error) {
 		if v != nil {
 			r.n = 1
 		}
+	case c.op == opHandOver:
+		a, _ := v.([]any)
+		if len(a) != 2 {
+			r.err = fmt.Errorf("unexpected hand-over reply %v", v)
+			return
+		}
+		rel, _ := a[0].(int64)
+		r.released = rel == 1
+		r.n, _ = a[1].(int64)
 	default:
 		r.n, _ = v.(int64)
 	}

@@ -1,11 +1,18 @@
 package redlock_test
 
 import (
+	"context"
+	"errors"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/lockswap/lockswap"
 	"github.com/lockswap/lockswap/internal/queuetest"
 	"github.com/lockswap/lockswap/internal/redistest"
+	"github.com/lockswap/lockswap/redisclient"
 	"github.com/lockswap/lockswap/redlock"
 )
 
@@ -24,5 +31,191 @@ func TestLocalQueue(t *testing.T) {
 		t.Run(c.Name+"/fifo", func(t *testing.T) { queuetest.FIFO(t, s) })
 		t.Run(c.Name+"/fairness", func(t *testing.T) { queuetest.Fairness(t, s) })
 		t.Run(c.Name+"/close", func(t *testing.T) { queuetest.CloseEndsWaits(t, s) })
+	}
+}
+
+// directCounter counts the requests a Locker sends through the go-redis
+// adapter (one per instance per round trip).
+type directCounter struct {
+	redisclient.Client
+	n atomic.Int64
+}
+
+func (c *directCounter) SetNXPX(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
+	c.n.Add(1)
+	return c.Client.SetNXPX(ctx, key, value, ttl)
+}
+
+func (c *directCounter) Run(ctx context.Context, s *redisclient.Script, keys []string, args ...any) (any, error) {
+	c.n.Add(1)
+	return c.Client.Run(ctx, s, keys, args...)
+}
+
+// TestReleaseHandsOverInOneRequest: releasing a lock while a goroutine of
+// the same Locker waits for the key releases it and takes it for the waiter
+// in one request per instance (the waiter sends nothing of its own), on
+// both fan-out paths; the waiter's lock is a normal Redlock lock: its
+// token on every instance, a deadline within its TTL, and it releases.
+func TestReleaseHandsOverInOneRequest(t *testing.T) {
+	addrs, _ := realN(t, 3)
+	raw := make([]*goredis.Client, len(addrs))
+	for i, a := range addrs {
+		raw[i] = goredis.NewClient(&goredis.Options{Addr: a})
+		t.Cleanup(func() { raw[i].Close() })
+	}
+	pipelined := func(t *testing.T) (*redlock.Locker, func() int64) {
+		lk, ccs := countingLocker(t, addrs, redlock.Options{})
+		return lk, func() (n int64) {
+			for _, c := range ccs {
+				n += c.splits.Load() + c.direct.Load()
+			}
+			return n
+		}
+	}
+	direct := func(t *testing.T) (*redlock.Locker, func() int64) {
+		cs := make([]redisclient.Client, len(addrs))
+		dcs := make([]*directCounter, len(addrs))
+		for i, a := range addrs {
+			dcs[i] = &directCounter{Client: redistest.GoRedis(t, a)}
+			cs[i] = dcs[i]
+		}
+		lk, err := redlock.New(cs, redlock.Options{InstanceTimeout: testTimeout})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { lk.Close() })
+		return lk, func() (n int64) {
+			for _, c := range dcs {
+				n += c.n.Load()
+			}
+			return n
+		}
+	}
+	for name, mk := range map[string]func(*testing.T) (*redlock.Locker, func() int64){"redigo-pipelined": pipelined, "goredis-workers": direct} {
+		t.Run(name, func(t *testing.T) {
+			ctx, key := context.Background(), "handover1rt:"+name
+			lk, requests := mk(t)
+			held, err := lk.Acquire(ctx, key, lockswap.WithTTL(10*time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			const ttl = 7 * time.Second
+			out := make(chan acquired, 1)
+			r := &countingRetry{delay: time.Hour}
+			go func() {
+				l, err := lk.Acquire(ctx, key, lockswap.WithTTL(ttl), lockswap.WithRetry(r))
+				out <- acquired{l, err}
+			}()
+			// NextDelay is asked once before queueing and again after the
+			// failed first attempt: then the waiter waits between attempts.
+			queuetest.WaitUntil(t, "the waiter's first attempt failed", func() bool { return r.calls.Load() >= 2 })
+			before := requests()
+			start := time.Now()
+			if err := held.Release(ctx); err != nil {
+				t.Fatalf("release with a waiter: %v", err)
+			}
+			got := <-out
+			if got.err != nil {
+				t.Fatalf("waiter: %v", got.err)
+			}
+			if n := requests() - before; n != int64(len(addrs)) {
+				t.Errorf("%d requests for the release and the waiter's acquisition, want %d (one per instance)", n, len(addrs))
+			}
+			for i, c := range raw {
+				if v, _ := c.Get(ctx, key).Result(); v != got.l.Token() {
+					t.Errorf("instance %d holds %q, want the waiter's token", i, v)
+				}
+			}
+			if d := got.l.Deadline(); !d.After(time.Now()) || d.After(start.Add(ttl)) {
+				t.Errorf("waiter's deadline %v after the release began, want within its TTL %v", d.Sub(start), ttl)
+			}
+			if err := got.l.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			for i, c := range raw {
+				if n, _ := c.Exists(ctx, key).Result(); n != 0 {
+					t.Errorf("instance %d still has the key after the handed-over lock's release", i)
+				}
+			}
+		})
+	}
+}
+
+// countingRetry waits delay between attempts and counts NextDelay calls.
+type countingRetry struct {
+	delay time.Duration
+	calls atomic.Int32
+}
+
+func (r *countingRetry) NextDelay(int) (time.Duration, bool) {
+	r.calls.Add(1)
+	return r.delay, true
+}
+
+type acquired struct {
+	l   lockswap.Lock
+	err error
+}
+
+// TestHandOverOfLostLock: a holder whose lock expired and was taken by
+// another client releases it while a local goroutine waits: the release
+// reports the loss, the other client keeps its majority, and the waiter
+// keeps waiting.
+func TestHandOverOfLostLock(t *testing.T) {
+	addrs, _ := realN(t, 3)
+	ctx, key := context.Background(), "handover-lost"
+	lk := newLocker(t, addrs, redistest.GoRedis, redlock.Options{})
+	other := newLocker(t, addrs, redistest.GoRedis, redlock.Options{})
+	held, err := lk.TryAcquire(ctx, key, lockswap.WithTTL(200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	out := make(chan acquired, 1)
+	r := &countingRetry{delay: time.Hour}
+	go func() {
+		l, err := lk.Acquire(wctx, key, lockswap.WithTTL(10*time.Second), lockswap.WithRetry(r))
+		out <- acquired{l, err}
+	}()
+	queuetest.WaitUntil(t, "the waiter's first attempt failed", func() bool { return r.calls.Load() >= 2 })
+	var theirs lockswap.Lock
+	queuetest.WaitUntil(t, "the other client took the expired key", func() bool {
+		theirs, err = other.TryAcquire(ctx, key, lockswap.WithTTL(10*time.Second))
+		return err == nil
+	})
+	if err := held.Release(ctx); !errors.Is(err, lockswap.ErrLost) {
+		t.Fatalf("release of a lost lock with a waiter: %v, want ErrLost", err)
+	}
+	// The other client holds a majority; an instance where our key had
+	// not expired yet when it asked is empty now (our release deleted it,
+	// and the waiter's SET there was undone for want of a majority).
+	theirsOn := 0
+	for i, a := range addrs {
+		switch v, _ := redistest.GoRedisClient(t, a).Get(ctx, key).Result(); v {
+		case theirs.Token():
+			theirsOn++
+		case "":
+		default:
+			t.Errorf("instance %d holds %q after the stale release, want the other client's token or nothing", i, v)
+		}
+	}
+	if theirsOn < 2 {
+		t.Errorf("the other client's token is on %d of 3 instances after the stale release, want a majority", theirsOn)
+	}
+	select {
+	case got := <-out:
+		t.Fatalf("waiter returned (%v, %v) while the key is held by the other client", got.l, got.err)
+	default:
+	}
+	if w := redlock.Waiting(lk, key); w != 1 {
+		t.Fatalf("%d waiting, want the waiter still in line", w)
+	}
+	cancel()
+	if got := <-out; !errors.Is(got.err, context.Canceled) || !errors.Is(got.err, lockswap.ErrHeld) {
+		t.Errorf("cancelled waiter: %v, want context.Canceled and ErrHeld", got.err)
+	}
+	if err := theirs.Release(ctx); err != nil {
+		t.Errorf("the other client's lock after the stale release: %v", err)
 	}
 }

@@ -104,8 +104,9 @@ type Options struct {
 }
 
 var (
-	releaseScript = redisclient.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) end return 0`)
-	extendScript  = redisclient.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("PEXPIRE", KEYS[1], ARGV[2]) end return 0`)
+	releaseScript  = redisclient.CompareAndDelete
+	handOverScript = redisclient.HandOver
+	extendScript   = redisclient.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("PEXPIRE", KEYS[1], ARGV[2]) end return 0`)
 	// safeAcquire is SET NX PX plus the instance's epoch: created from the
 	// server clock when missing, returned (with the server time) only when
 	// it differs from the one the client knows (ARGV[3]).
@@ -322,7 +323,13 @@ func (lk *Locker) Acquire(ctx context.Context, key string, opts ...lockswap.Opti
 	if err != nil {
 		return nil, err
 	}
-	return lk.q.Acquire(ctx, key, o.Retry, func(ctx context.Context) (lockswap.Lock, error) {
+	var offer any
+	if !lk.opts.RestartSafety {
+		// A release through this Locker can take the key for us (see
+		// releaseHandingOver); the restart-safe acquire has no such form.
+		offer = o.TTL
+	}
+	return lk.q.AcquireOffer(ctx, key, o.Retry, offer, func(ctx context.Context) (lockswap.Lock, error) {
 		return lk.try(ctx, key, o.TTL)
 	})
 }
@@ -367,8 +374,15 @@ func (lk *Locker) try(ctx context.Context, key string, ttl time.Duration) (locks
 	c.op, c.keys, c.key, c.args, c.ttl = opAcquire, l.keys[:], l.key, l.args[:], ttl
 	start := time.Now()
 	lk.fan.run(ctx, c, start.Add(lk.instanceTimeout(ttl)))
-	elapsed := time.Since(start)
+	return lk.settle(ctx, key, l, c, start, ttl)
+}
 
+// settle decides an acquisition from its call's answers: the lock l when
+// a majority set the key and validity remains, otherwise the error, after
+// undoing the SET on every instance where it succeeded or may have.
+func (lk *Locker) settle(ctx context.Context, key string, l *lock, c *call, start time.Time, ttl time.Duration) (lockswap.Lock, error) {
+	elapsed := time.Since(start)
+	token := l.args[0].(string)
 	var votes, held, quarantined, answered int
 	for i := range c.res {
 		r := &c.res[i]
@@ -541,16 +555,37 @@ func (l *lock) Release(ctx context.Context) error {
 	defer lk.fan.put(c)
 	c.op, c.keys, c.key, c.args = opRelease, l.keys[:], l.key, l.args[:1]
 	ttl := time.Duration(l.args[1].(int64)) * time.Millisecond
-	lk.fan.run(rctx, c, time.Now().Add(lk.instanceTimeout(ttl)))
+	// When a goroutine of this Locker waits for the key between attempts,
+	// the release takes the key for it in the same request on each
+	// instance (redisclient.HandOver: the compare-and-delete, then its
+	// SET NX PX), and its attempt is decided like any other (settle).
+	var (
+		next  *lock
+		nextT time.Duration
+	)
+	t := lk.q.Claim(key, l)
+	if t != nil {
+		nextT = t.Offer().(time.Duration)
+		next = &lock{lk: lk, keys: l.keys, key: l.key}
+		next.args[0], next.args[1] = lockstate.NewToken(), nextT.Milliseconds()
+		c.op, c.args = opHandOver, []any{l.args[0], next.args[0], next.args[1]}
+		ttl = max(ttl, nextT)
+	}
+	start := time.Now()
+	lk.fan.run(rctx, c, start.Add(lk.instanceTimeout(ttl)))
 	l.End()
-	// The key is free on the instances that answered (or was lost): the
-	// next local waiter tries now.
-	lk.q.Released(key, l)
+	if t != nil {
+		t.Deliver(lk.settle(rctx, key, next, c, start, nextT))
+	} else {
+		// The key is free on the instances that answered (or was lost):
+		// the next local waiter tries now.
+		lk.q.Released(key, l)
+	}
 	var removed, answered int
 	for i := range c.res {
 		if r := &c.res[i]; r.err == nil {
 			answered++
-			if r.n == 1 {
+			if (c.op == opRelease && r.n == 1) || (c.op == opHandOver && r.released) {
 				removed++
 			}
 		}

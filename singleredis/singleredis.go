@@ -72,11 +72,8 @@ return fence`)
 	// by the acquire (SET NX PX, or the fenced acquire script) with the
 	// waiter's token, run atomically. They return {released, acquired}
 	// (fenced: acquired is the new fence, 0 when the key is held, -1 when
-	// the counter is not ours).
-	handOver = redisclient.NewScript(`local released = 0
-if redis.call("GET", KEYS[1]) == ARGV[1] then redis.call("DEL", KEYS[1]) released = 1 end
-if redis.call("SET", KEYS[1], ARGV[2], "NX", "PX", ARGV[3]) then return {released, 1} end
-return {released, 0}`)
+	// the counter is not a non-negative integer).
+	handOver       = redisclient.HandOver
 	fencedHandOver = redisclient.NewScript(`local released = 0
 if redis.call("GET", KEYS[1]) == ARGV[1] then redis.call("DEL", KEYS[1]) released = 1 end
 if redis.call("EXISTS", KEYS[1]) == 1 then return {released, 0} end
