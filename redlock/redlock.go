@@ -323,13 +323,13 @@ func (lk *Locker) Acquire(ctx context.Context, key string, opts ...lockswap.Opti
 	if err != nil {
 		return nil, err
 	}
-	var offer any
+	var handOverTTL time.Duration
 	if !lk.opts.RestartSafety {
 		// A release through this Locker can take the key for us (see
 		// releaseHandingOver); the restart-safe acquire has no such form.
-		offer = o.TTL
+		handOverTTL = o.TTL
 	}
-	return lk.q.AcquireOffer(ctx, key, o.Retry, offer, func(ctx context.Context) (lockswap.Lock, error) {
+	return lk.q.AcquireOffer(ctx, key, o.Retry, handOverTTL, func(ctx context.Context) (lockswap.Lock, error) {
 		return lk.try(ctx, key, o.TTL)
 	})
 }
@@ -565,7 +565,7 @@ func (l *lock) Release(ctx context.Context) error {
 	)
 	t := lk.q.Claim(key, l)
 	if t != nil {
-		nextT = t.Offer().(time.Duration)
+		nextT = t.TTL()
 		next = &lock{lk: lk, keys: l.keys, key: l.key}
 		next.args[0], next.args[1] = lockstate.NewToken(), nextT.Milliseconds()
 		c.op, c.args = opHandOver, []any{l.args[0], next.args[0], next.args[1]}

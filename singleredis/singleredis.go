@@ -356,7 +356,7 @@ func (l *lock) Release(ctx context.Context) error {
 // its result instead of being woken to send its request.
 func (l *lock) releaseHandingOver(ctx context.Context, t *localq.Ticket) error {
 	lk, key := l.lk, l.Key()
-	ttl := t.Offer().(time.Duration)
+	ttl := t.TTL()
 	token := lockstate.NewToken()
 	script, keys := handOver, l.keys[:]
 	if lk.opts.Fence {

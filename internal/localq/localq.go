@@ -56,9 +56,9 @@ type waiter struct {
 	prev, next *waiter
 	head       bool // first of its line: the only one that polls
 	kick       bool // try now, without a retry delay
-	// offer is what AcquireOffer was given: the parameters of an attempt
-	// that a releasing holder can make on the waiter's behalf (nil: none).
-	offer any
+	// ttl is the TTL AcquireOffer was given: a releasing holder can make
+	// an attempt for this TTL on the waiter's behalf (0: it cannot).
+	ttl time.Duration
 	// busy: the waiter is attempting, handling a result or leaving; it
 	// cannot be claimed.
 	busy bool
@@ -106,19 +106,19 @@ func New(backend string) *Queue {
 // reports false, [lockswap.NoRetry]) makes Acquire one attempt, like
 // TryAcquire: it does not queue, since it would not wait.
 func (q *Queue) Acquire(ctx context.Context, key string, strategy lockswap.RetryStrategy, try func(context.Context) (lockswap.Lock, error)) (lockswap.Lock, error) {
-	return q.AcquireOffer(ctx, key, strategy, nil, try)
+	return q.AcquireOffer(ctx, key, strategy, 0, try)
 }
 
 // AcquireOffer is Acquire for a backend that can hand a lock over: while
 // the caller waits at the head of the line between attempts, a holder that
 // releases key through the same Locker may [Queue.Claim] it and make the
 // caller's next attempt itself, in the request that releases its own lock;
-// offer (not nil) carries what that attempt needs (the caller's TTL). The
+// ttl (positive) is the TTL that attempt asks for. The
 // result is the caller's attempt, with the same rules as one made by try.
 // A caller whose context ends, or whose Queue closes, while a claimed
 // attempt is in flight waits for it (it is bounded by the releaser's
 // request) and releases a lock it brought.
-func (q *Queue) AcquireOffer(ctx context.Context, key string, strategy lockswap.RetryStrategy, offer any, try func(context.Context) (lockswap.Lock, error)) (lockswap.Lock, error) {
+func (q *Queue) AcquireOffer(ctx context.Context, key string, strategy lockswap.RetryStrategy, ttl time.Duration, try func(context.Context) (lockswap.Lock, error)) (lockswap.Lock, error) {
 	if strategy == nil {
 		strategy = lockswap.NoRetry()
 	}
@@ -128,7 +128,7 @@ func (q *Queue) AcquireOffer(ctx context.Context, key string, strategy lockswap.
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("acquire not attempted: %w", err)
 	}
-	w, err := q.join(key, offer)
+	w, err := q.join(key, ttl)
 	if err != nil {
 		return nil, err
 	}
@@ -281,10 +281,10 @@ func (q *Queue) AcquireOffer(ctx context.Context, key string, strategy lockswap.
 
 // join appends a waiter for key; the first of a line is head and tries at
 // once.
-func (q *Queue) join(key string, offer any) (*waiter, error) {
+func (q *Queue) join(key string, ttl time.Duration) (*waiter, error) {
 	w := waiterPool.Get().(*waiter)
 	w.prev, w.next, w.head, w.kick = nil, nil, false, false
-	w.offer, w.busy, w.claimed, w.delivered, w.got, w.gotErr = offer, false, false, false, nil, nil
+	w.ttl, w.busy, w.claimed, w.delivered, w.got, w.gotErr = ttl, false, false, false, nil, nil
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closed {
@@ -342,7 +342,7 @@ func (q *Queue) leave(key string, w *waiter, got lockswap.Lock) {
 	}
 	q.mu.Unlock()
 	w.prev, w.next, w.head, w.kick = nil, nil, false, false
-	w.offer, w.got, w.gotErr = nil, nil, nil
+	w.ttl, w.got, w.gotErr = 0, nil, nil
 	select {
 	case <-w.sig:
 	default:
@@ -387,7 +387,7 @@ type Ticket struct {
 // Claim is called by a Locker's Release instead of [Queue.Released] when it
 // can release l and make the next attempt of key's first waiter in one
 // request. It returns a Ticket when that waiter is between attempts and
-// gave an offer; the caller must then call [Ticket.Deliver] exactly once.
+// gave a TTL (AcquireOffer); the caller must then call [Ticket.Deliver] exactly once.
 // Otherwise it returns nil and acts as Released: the first waiter, if any,
 // tries at once.
 func (q *Queue) Claim(key string, l lockswap.Lock) *Ticket {
@@ -404,7 +404,7 @@ func (q *Queue) Claim(key string, l lockswap.Lock) *Ticket {
 	if h == nil {
 		return nil
 	}
-	if q.closed || h.offer == nil || !h.head || h.busy || h.claimed {
+	if q.closed || h.ttl <= 0 || !h.head || h.busy || h.claimed {
 		h.kick = true
 		signal(h)
 		return nil
@@ -413,8 +413,8 @@ func (q *Queue) Claim(key string, l lockswap.Lock) *Ticket {
 	return &Ticket{q: q, key: key, w: h}
 }
 
-// Offer returns the offer the claimed waiter gave to AcquireOffer.
-func (t *Ticket) Offer() any { return t.w.offer }
+// TTL returns the TTL the claimed waiter asks for.
+func (t *Ticket) TTL() time.Duration { return t.w.ttl }
 
 // Deliver hands the claimed waiter the result of the attempt made for it:
 // a lock (err nil) or the attempt's error.

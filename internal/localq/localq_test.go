@@ -383,11 +383,12 @@ func TestClose(t *testing.T) {
 	}
 }
 
-// startOffer is start with an offer: the waiter can be claimed.
+// startOffer is start with a TTL for hand-overs: the waiter can be
+// claimed.
 func startOffer(t *testing.T, ctx context.Context, s *store, key string, id, want int, r lockswap.RetryStrategy, out chan<- result) {
 	t.Helper()
 	go func() {
-		l, err := s.q.AcquireOffer(ctx, key, r, id, s.try(key, id))
+		l, err := s.q.AcquireOffer(ctx, key, r, time.Duration(id)*time.Second, s.try(key, id))
 		out <- result{id, l, err}
 	}()
 	waitFor(t, fmt.Sprintf("caller %d queued (%d waiting)", id, want), func() bool { return s.q.Waiting(key) == want })
@@ -403,8 +404,8 @@ func claimIdle(t *testing.T, s *store, key string, id int) *localq.Ticket {
 		tk = s.q.Claim(key, nil)
 		return tk != nil
 	})
-	if got := tk.Offer(); got != id {
-		t.Fatalf("ticket offer = %v, want caller %d's", got, id)
+	if got := tk.TTL(); got != time.Duration(id)*time.Second {
+		t.Fatalf("ticket TTL = %v, want caller %d's", got, id)
 	}
 	return tk
 }
@@ -493,17 +494,17 @@ func TestCancelWhileClaimed(t *testing.T) {
 	}
 }
 
-// TestClaimFallsBackToKick: a waiter without an offer (or one busy in its
+// TestClaimFallsBackToKick: a waiter without a TTL (or one busy in its
 // own attempt) is not claimed; Claim wakes it like Released.
 func TestClaimFallsBackToKick(t *testing.T) {
 	s, key := newStore(), "k"
 	s.hold(key)
 	out := make(chan result, 1)
-	start(t, context.Background(), s, key, 1, 1, never, out) // no offer
+	start(t, context.Background(), s, key, 1, 1, never, out) // no TTL: not claimable
 	waitFor(t, "first attempt", func() bool { return len(s.attempts(key)) == 1 })
 	s.free(key)
 	if tk := s.q.Claim(key, nil); tk != nil {
-		t.Fatal("a waiter without an offer was claimed")
+		t.Fatal("a waiter without a TTL was claimed")
 	}
 	if r := <-out; r.err != nil {
 		t.Fatalf("kicked waiter: %v", r.err)
