@@ -362,8 +362,12 @@ func (l *lock) releaseHandingOver(ctx context.Context, t *localq.Ticket) error {
 	if lk.opts.Fence {
 		script, keys = fencedHandOver, []string{l.k, FenceKey(l.k)}
 	}
+	// The claimed waiter waits for this request whatever its own context
+	// does, so the request is bounded even when ctx is not.
+	hctx, cancel := context.WithTimeout(ctx, lockswap.CleanupTimeout)
+	defer cancel()
 	start := time.Now()
-	v, err := runCleanly(ctx, func(ctx context.Context) (any, error) {
+	v, err := runCleanly(hctx, func(ctx context.Context) (any, error) {
 		return lk.c.Run(ctx, script, keys, l.Token(), token, ttl.Milliseconds())
 	})
 	if err != nil {
