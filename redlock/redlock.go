@@ -326,7 +326,7 @@ func (lk *Locker) Acquire(ctx context.Context, key string, opts ...lockswap.Opti
 	var handOverTTL time.Duration
 	if !lk.opts.RestartSafety {
 		// A release through this Locker can take the key for us (see
-		// releaseHandingOver); the restart-safe acquire has no such form.
+		// lock.Release); the restart-safe acquire has no such form.
 		handOverTTL = o.TTL
 	}
 	return lk.q.AcquireOffer(ctx, key, o.Retry, handOverTTL, func(ctx context.Context) (lockswap.Lock, error) {

@@ -164,3 +164,54 @@ func TestHandOverOfLostLock(t *testing.T) {
 		t.Errorf("the other client's lock after the stale release: %v", err)
 	}
 }
+
+// TestHandOverWithForeignFenceCounter: when the fence counter stops being
+// ours (someone wrote other data there) while a fenced lock is held, a
+// release with a local waiter still releases (and says so), the waiter's
+// attempt fails with ErrInvalid, and the counter is left as it was.
+func TestHandOverWithForeignFenceCounter(t *testing.T) {
+	srv := testserver.RedisT(t, testserver.RedisOptions{})
+	raw := goredis.NewClient(&goredis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { raw.Close() })
+	for name, spoil := range map[string]func(ctx context.Context, k string) error{
+		"string": func(ctx context.Context, k string) error { return raw.Set(ctx, k, "not a number", 0).Err() },
+		"hash": func(ctx context.Context, k string) error {
+			if err := raw.Del(ctx, k).Err(); err != nil {
+				return err
+			}
+			return raw.HSet(ctx, k, "f", "v").Err()
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx, key := context.Background(), "foreign-fence-"+name
+			lk := newLocker(t, srv.Addr(), redistest.GoRedis, singleredis.Options{Fence: true})
+			held, err := lk.Acquire(ctx, key, lockswap.WithTTL(10*time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := queueBehind(t, ctx, lk, key, 10*time.Second)
+			fk := singleredis.FenceKey(key)
+			if err := spoil(ctx, fk); err != nil {
+				t.Fatal(err)
+			}
+			typ, _ := raw.Type(ctx, fk).Result()
+			dump, _ := raw.Dump(ctx, fk).Result()
+			if err := held.Release(ctx); err != nil {
+				t.Fatalf("release with a waiter and a foreign fence counter: %v, want nil (our key was deleted)", err)
+			}
+			if n, _ := raw.Exists(ctx, key).Result(); n != 0 {
+				t.Error("the lock key is still there")
+			}
+			r := <-out
+			if !errors.Is(r.err, lockswap.ErrInvalid) {
+				t.Fatalf("waiter: (%v, %v), want ErrInvalid naming the counter", r.l, r.err)
+			}
+			if typ2, _ := raw.Type(ctx, fk).Result(); typ2 != typ {
+				t.Errorf("counter type %s after, %s before", typ2, typ)
+			}
+			if dump2, _ := raw.Dump(ctx, fk).Result(); dump2 != dump {
+				t.Error("the foreign counter was changed")
+			}
+		})
+	}
+}

@@ -72,13 +72,14 @@ return fence`)
 	// by the acquire (SET NX PX, or the fenced acquire script) with the
 	// waiter's token, run atomically. They return {released, acquired}
 	// (fenced: acquired is the new fence, 0 when the key is held, -1 when
-	// the counter is not a non-negative integer).
+	// the counter is not a non-negative integer, or not a string at all:
+	// pcall, so that our release, already done, is still reported).
 	handOver       = redisclient.HandOver
 	fencedHandOver = redisclient.NewScript(`local released = 0
 if redis.call("GET", KEYS[1]) == ARGV[1] then redis.call("DEL", KEYS[1]) released = 1 end
 if redis.call("EXISTS", KEYS[1]) == 1 then return {released, 0} end
-local cur = redis.call("GET", KEYS[2])
-if cur and not string.match(cur, "^%d+$") then return {released, -1} end
+local cur = redis.pcall("GET", KEYS[2])
+if type(cur) == "table" or (cur and not string.match(cur, "^%d+$")) then return {released, -1} end
 local fence = redis.call("INCR", KEYS[2])
 redis.call("SET", KEYS[1], ARGV[2], "PX", ARGV[3])
 return {released, fence}`)
@@ -370,6 +371,10 @@ func (l *lock) releaseHandingOver(ctx context.Context, t *localq.Ticket) error {
 	v, err := runCleanly(hctx, func(ctx context.Context) (any, error) {
 		return lk.c.Run(ctx, script, keys, l.Token(), token, ttl.Milliseconds())
 	})
+	released, acquired, ok := parseHandOver(v)
+	if err == nil && !ok {
+		err = fmt.Errorf("unexpected hand-over reply %v", v)
+	}
 	if err != nil {
 		if redisclient.IsWrongType(err) {
 			l.End()
@@ -381,13 +386,8 @@ func (l *lock) releaseHandingOver(ctx context.Context, t *localq.Ticket) error {
 		t.Deliver(nil, fmt.Errorf("singleredis: acquire %q on %s: %w: %w", key, lk.c, lockswap.ErrUnavailable, err))
 		return fmt.Errorf("singleredis: release %q on %s: %w: %w", key, lk.c, lockswap.ErrUnavailable, err)
 	}
-	released, acquired, ok := parseHandOver(v)
 	l.End()
 	switch {
-	case !ok:
-		// Not our script's reply: treat the waiter's attempt as unknown.
-		lk.cleanup(ctx, l.k, token)
-		t.Deliver(nil, fmt.Errorf("singleredis: acquire %q on %s: unexpected reply %v: %w", key, lk.c, v, lockswap.ErrUnavailable))
 	case acquired > 0:
 		var fence uint64
 		if lk.opts.Fence {

@@ -3,13 +3,17 @@
 //
 // A polling backend (singleredis, redlock, legacysetnx) retries a held key
 // after a delay of several milliseconds, while the goroutine that just
-// released the key asks again one round trip later: without a queue it wins almost every
-// time (barging). With a [Queue], the Locker's Acquire calls on one key line
-// up locally in arrival order and only the first of the line (the head)
-// polls the backend, with the caller's retry policy. When a lock taken
-// through the same Locker is released, the Locker calls [Queue.Released]
-// and the head tries at once, without waiting for its retry delay, so a
-// hand-over inside one process costs one round trip.
+// released the key asks again one round trip later: without a queue it wins
+// almost every time (barging). With a [Queue], the Locker's Acquire calls on
+// one key line up locally in arrival order and only the first of the line
+// (the head) polls the backend, with the caller's retry policy. When a lock
+// taken through the same Locker is released, the Locker calls
+// [Queue.Released] and the head tries at once, without waiting for its
+// retry delay, so a hand-over inside one process costs one round trip. A
+// backend that can release and make the head's attempt in one request
+// (singleredis, redlock) calls [Queue.Claim] instead and delivers the
+// head's result ([Queue.AcquireOffer]): the hand-over then costs no request
+// of the head's own.
 //
 // The queue is local: it orders the goroutines of one Locker and nothing
 // else. Other processes (and other Lockers in this one) still poll and can
@@ -113,8 +117,8 @@ func (q *Queue) Acquire(ctx context.Context, key string, strategy lockswap.Retry
 // the caller waits at the head of the line between attempts, a holder that
 // releases key through the same Locker may [Queue.Claim] it and make the
 // caller's next attempt itself, in the request that releases its own lock;
-// ttl (positive) is the TTL that attempt asks for. The
-// result is the caller's attempt, with the same rules as one made by try.
+// ttl (positive) is the TTL that attempt asks for. The result counts as the
+// caller's attempt, with the same rules as one made by try.
 // A caller whose context ends, or whose Queue closes, while a claimed
 // attempt is in flight waits for it (it is bounded by the releaser's
 // request) and releases a lock it brought.
@@ -387,9 +391,9 @@ type Ticket struct {
 // Claim is called by a Locker's Release instead of [Queue.Released] when it
 // can release l and make the next attempt of key's first waiter in one
 // request. It returns a Ticket when that waiter is between attempts and
-// gave a TTL (AcquireOffer); the caller must then call [Ticket.Deliver] exactly once.
-// Otherwise it returns nil and acts as Released: the first waiter, if any,
-// tries at once.
+// gave a TTL (AcquireOffer); the caller must then call [Ticket.Deliver]
+// exactly once. Otherwise it returns nil and acts as Released: the first
+// waiter, if any, tries at once.
 func (q *Queue) Claim(key string, l lockswap.Lock) *Ticket {
 	q.mu.Lock()
 	defer q.mu.Unlock()
