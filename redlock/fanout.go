@@ -532,7 +532,7 @@ func (c *callCtx) end() {
 	defer c.mu.Unlock()
 	c.live = false
 	c.parent = context.Background()
-	if c.armed {
+	if c.armed && c.timer != nil { // armed past its deadline: no timer was made
 		c.timer.Stop()
 	}
 	if c.stopParent != nil {
