@@ -66,7 +66,75 @@ func runCycle(b *testing.B, parallel bool, newCycle func() cycleFunc) {
 	})
 }
 
+// benchClient is one client's floor and lockswap cycle.
+type benchClient struct {
+	name  string
+	floor func() cycleFunc
+	ours  func() cycleFunc
+}
+
 func BenchmarkCycle(b *testing.B) {
+	for _, client := range benchClients(b) {
+		for _, mode := range []struct {
+			name     string
+			parallel bool
+		}{{"serial", false}, {"parallel", true}} {
+			b.Run(client.name+"/"+mode.name+"/floor", func(b *testing.B) { runCycle(b, mode.parallel, client.floor) })
+			b.Run(client.name+"/"+mode.name+"/lockswap", func(b *testing.B) { runCycle(b, mode.parallel, client.ours) })
+		}
+	}
+}
+
+// BenchmarkCyclePaired runs the serial cycle of the floor and of lockswap
+// in alternating blocks of 16 cycles within one benchmark, and reports each
+// one's ns per cycle and their ratio. On a shared virtual machine the
+// serial round trip switches between latency modes for seconds at a time,
+// so that two sub-benchmarks run one after the other can land in different
+// modes; alternating puts both in the same ones. Run:
+//
+//	go test -run '^$' -bench CyclePaired -benchtime=6000x -count 5 ./singleredis/
+func BenchmarkCyclePaired(b *testing.B) {
+	ctx := context.Background()
+	for _, client := range benchClients(b) {
+		b.Run(client.name, func(b *testing.B) {
+			cycles := [2]cycleFunc{client.floor(), client.ours()}
+			var spent [2]time.Duration
+			var count [2]int
+			ks := keys(1024)
+			for i := range 64 { // warm both
+				if err := cycles[i&1](ctx, ks[i]); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; {
+				for w := range cycles {
+					start := time.Now()
+					j := 0
+					for ; j < 16 && i < b.N; j, i = j+1, i+1 {
+						if err := cycles[w](ctx, ks[i&1023]); err != nil {
+							b.Fatal(err)
+						}
+					}
+					spent[w] += time.Since(start)
+					count[w] += j
+				}
+			}
+			if count[0] > 0 && count[1] > 0 {
+				f := float64(spent[0].Nanoseconds()) / float64(count[0])
+				l := float64(spent[1].Nanoseconds()) / float64(count[1])
+				b.ReportMetric(f, "floor-ns/cycle")
+				b.ReportMetric(l, "lockswap-ns/cycle")
+				b.ReportMetric(l/f, "ratio")
+			}
+		})
+	}
+}
+
+// benchClients starts a redis-server and returns the floor and lockswap
+// cycles of both clients on it.
+func benchClients(b *testing.B) []benchClient {
 	srv := testserver.RedisT(b, testserver.RedisOptions{})
 	addr := srv.Addr()
 	token := "0123456789abcdef0123456789abcdef"
@@ -122,20 +190,8 @@ func BenchmarkCycle(b *testing.B) {
 		}
 	}
 
-	for _, client := range []struct {
-		name  string
-		floor func() cycleFunc
-		ours  func() cycleFunc
-	}{
+	return []benchClient{
 		{"goredis", goredisFloor, lockswapCycle(grLocker)},
 		{"redigo", redigoFloor, lockswapCycle(rgLocker)},
-	} {
-		for _, mode := range []struct {
-			name     string
-			parallel bool
-		}{{"serial", false}, {"parallel", true}} {
-			b.Run(client.name+"/"+mode.name+"/floor", func(b *testing.B) { runCycle(b, mode.parallel, client.floor) })
-			b.Run(client.name+"/"+mode.name+"/lockswap", func(b *testing.B) { runCycle(b, mode.parallel, client.ours) })
-		}
 	}
 }
