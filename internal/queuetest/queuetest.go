@@ -133,11 +133,18 @@ func CloseEndsWaits(t *testing.T, s Subject) {
 }
 
 // Fairness: 8 goroutines cycling on one key through one Locker (the
-// contended scenario of the benchmarks) take it in turn: fewest ÷ most
-// acquisitions ≥ 0.75, by counts, with no two holders at once. Without the
-// queue the releasing goroutine wins most rounds (0.04–0.4 in the
-// benchmarks). The goroutines queue behind a first holder before counting
-// starts, so the count does not depend on how fast they start.
+// contended scenario of the benchmarks) take it in turn, with no two
+// holders at once. The check is on hand-overs, not on totals: a goroutine
+// that releases while others wait must not take the key straight back
+// (barging), so the holder after a release is the releaser itself in at
+// most a quarter of the hand-overs. With the queue that happens only when
+// no other goroutine is back in line yet; without it the releaser, whose
+// next request reaches the server one round trip after its release while
+// the others sleep out their retry delay, wins most of them. Totals per
+// goroutine are logged: on a loaded machine a goroutine that is not
+// scheduled for a while misses its turns (the line does not wait for it),
+// which says nothing about the queue. The goroutines queue behind a first
+// holder before counting starts.
 func Fairness(t *testing.T, s Subject) {
 	ctx, key := context.Background(), "fair"
 	lk := s.NewLocker(t)
@@ -147,9 +154,10 @@ func Fairness(t *testing.T, s Subject) {
 	}
 	const goroutines, total = 8, 160
 	var (
-		taken, holders atomic.Int64
-		counts         [goroutines]int
-		wg             sync.WaitGroup
+		taken, holders, repeats atomic.Int64
+		last                    atomic.Int64 // the previous holder + 1
+		counts                  [goroutines]int
+		wg                      sync.WaitGroup
 	)
 	for g := 0; g < goroutines; g++ {
 		wg.Add(1)
@@ -167,7 +175,11 @@ func Fairness(t *testing.T, s Subject) {
 				more := taken.Add(1) <= total
 				if more {
 					counts[g]++
+					if last.Load() == int64(g)+1 {
+						repeats.Add(1)
+					}
 				}
+				last.Store(int64(g) + 1)
 				holders.Add(-1)
 				if err := l.Release(ctx); err != nil {
 					t.Error(err)
@@ -184,11 +196,8 @@ func Fairness(t *testing.T, s Subject) {
 		t.Fatal(err)
 	}
 	wg.Wait()
-	lo, hi := counts[0], counts[0]
-	for _, n := range counts {
-		lo, hi = min(lo, n), max(hi, n)
-	}
-	if f := float64(lo) / float64(hi); f < 0.75 {
-		t.Errorf("fairness %.2f (acquisitions per goroutine %v), want ≥ 0.75", f, counts)
+	t.Logf("acquisitions per goroutine %v; the releaser took the key straight back %d times of %d", counts, repeats.Load(), total)
+	if r := repeats.Load(); r > total/4 {
+		t.Errorf("the goroutine that released took the key straight back in %d of %d hand-overs while others waited, want at most %d: waiters must be served in arrival order", r, total, total/4)
 	}
 }
