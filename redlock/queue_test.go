@@ -2,7 +2,6 @@ package redlock_test
 
 import (
 	"context"
-	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -100,36 +99,28 @@ func TestReleaseHandsOverInOneRequest(t *testing.T) {
 				t.Fatal(err)
 			}
 			const ttl = 7 * time.Second
-			out := make(chan acquired, 1)
-			r := &countingRetry{delay: time.Hour}
-			go func() {
-				l, err := lk.Acquire(ctx, key, lockswap.WithTTL(ttl), lockswap.WithRetry(r))
-				out <- acquired{l, err}
-			}()
-			// NextDelay is asked once before queueing and again after the
-			// failed first attempt: then the waiter waits between attempts.
-			queuetest.WaitUntil(t, "the waiter's first attempt failed", func() bool { return r.calls.Load() >= 2 })
+			out := queuetest.QueueBehind(t, ctx, lk, key, ttl)
 			before := requests()
 			start := time.Now()
 			if err := held.Release(ctx); err != nil {
 				t.Fatalf("release with a waiter: %v", err)
 			}
 			got := <-out
-			if got.err != nil {
-				t.Fatalf("waiter: %v", got.err)
+			if got.Err != nil {
+				t.Fatalf("waiter: %v", got.Err)
 			}
 			if n := requests() - before; n != int64(len(addrs)) {
 				t.Errorf("%d requests for the release and the waiter's acquisition, want %d (one per instance)", n, len(addrs))
 			}
 			for i, c := range raw {
-				if v, _ := c.Get(ctx, key).Result(); v != got.l.Token() {
+				if v, _ := c.Get(ctx, key).Result(); v != got.Lock.Token() {
 					t.Errorf("instance %d holds %q, want the waiter's token", i, v)
 				}
 			}
-			if d := got.l.Deadline(); !d.After(time.Now()) || d.After(start.Add(ttl)) {
+			if d := got.Lock.Deadline(); !d.After(time.Now()) || d.After(start.Add(ttl)) {
 				t.Errorf("waiter's deadline %v after the release began, want within its TTL %v", d.Sub(start), ttl)
 			}
-			if err := got.l.Release(ctx); err != nil {
+			if err := got.Lock.Release(ctx); err != nil {
 				t.Fatal(err)
 			}
 			for i, c := range raw {
@@ -141,81 +132,33 @@ func TestReleaseHandsOverInOneRequest(t *testing.T) {
 	}
 }
 
-// countingRetry waits delay between attempts and counts NextDelay calls.
-type countingRetry struct {
-	delay time.Duration
-	calls atomic.Int32
-}
-
-func (r *countingRetry) NextDelay(int) (time.Duration, bool) {
-	r.calls.Add(1)
-	return r.delay, true
-}
-
-type acquired struct {
-	l   lockswap.Lock
-	err error
-}
-
-// TestHandOverOfLostLock: a holder whose lock expired and was taken by
-// another client releases it while a local goroutine waits: the release
-// reports the loss, the other client keeps its majority, and the waiter
-// keeps waiting.
+// TestHandOverOfLostLock: a stale release with a local waiter reports the
+// loss and leaves the waiter waiting (queuetest.StaleReleaseWithWaiter);
+// the other client keeps its majority.
 func TestHandOverOfLostLock(t *testing.T) {
 	addrs, _ := realN(t, 3)
-	ctx, key := context.Background(), "handover-lost"
-	lk := newLocker(t, addrs, redistest.GoRedis, redlock.Options{})
-	other := newLocker(t, addrs, redistest.GoRedis, redlock.Options{})
-	held, err := lk.TryAcquire(ctx, key, lockswap.WithTTL(200*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
+	s := queuetest.Subject{
+		NewLocker: func(t *testing.T) lockswap.Locker {
+			return newLocker(t, addrs, redistest.GoRedis, redlock.Options{})
+		},
+		Waiting: func(lk lockswap.Locker, key string) int { return redlock.Waiting(lk.(*redlock.Locker), key) },
 	}
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	out := make(chan acquired, 1)
-	r := &countingRetry{delay: time.Hour}
-	go func() {
-		l, err := lk.Acquire(wctx, key, lockswap.WithTTL(10*time.Second), lockswap.WithRetry(r))
-		out <- acquired{l, err}
-	}()
-	queuetest.WaitUntil(t, "the waiter's first attempt failed", func() bool { return r.calls.Load() >= 2 })
-	var theirs lockswap.Lock
-	queuetest.WaitUntil(t, "the other client took the expired key", func() bool {
-		theirs, err = other.TryAcquire(ctx, key, lockswap.WithTTL(10*time.Second))
-		return err == nil
-	})
-	if err := held.Release(ctx); !errors.Is(err, lockswap.ErrLost) {
-		t.Fatalf("release of a lost lock with a waiter: %v, want ErrLost", err)
-	}
-	// The other client holds a majority; an instance where our key had
-	// not expired yet when it asked is empty now (our release deleted it,
-	// and the waiter's SET there was undone for want of a majority).
-	theirsOn := 0
-	for i, a := range addrs {
-		switch v, _ := redistest.GoRedisClient(t, a).Get(ctx, key).Result(); v {
-		case theirs.Token():
-			theirsOn++
-		case "":
-		default:
-			t.Errorf("instance %d holds %q after the stale release, want the other client's token or nothing", i, v)
+	queuetest.StaleReleaseWithWaiter(t, s, 200*time.Millisecond, func(t *testing.T, key string, theirs lockswap.Lock) {
+		// An instance where our key had not expired yet when the other
+		// client asked is empty now: our release deleted it, and the
+		// waiter's SET there was undone for want of a majority.
+		theirsOn := 0
+		for i, a := range addrs {
+			switch v, _ := redistest.GoRedisClient(t, a).Get(context.Background(), key).Result(); v {
+			case theirs.Token():
+				theirsOn++
+			case "":
+			default:
+				t.Errorf("instance %d holds %q after the stale release, want the other client's token or nothing", i, v)
+			}
 		}
-	}
-	if theirsOn < 2 {
-		t.Errorf("the other client's token is on %d of 3 instances after the stale release, want a majority", theirsOn)
-	}
-	select {
-	case got := <-out:
-		t.Fatalf("waiter returned (%v, %v) while the key is held by the other client", got.l, got.err)
-	default:
-	}
-	if w := redlock.Waiting(lk, key); w != 1 {
-		t.Fatalf("%d waiting, want the waiter still in line", w)
-	}
-	cancel()
-	if got := <-out; !errors.Is(got.err, context.Canceled) || !errors.Is(got.err, lockswap.ErrHeld) {
-		t.Errorf("cancelled waiter: %v, want context.Canceled and ErrHeld", got.err)
-	}
-	if err := theirs.Release(ctx); err != nil {
-		t.Errorf("the other client's lock after the stale release: %v", err)
-	}
+		if theirsOn < 2 {
+			t.Errorf("the other client's token is on %d of 3 instances after the stale release, want a majority", theirsOn)
+		}
+	})
 }

@@ -40,23 +40,6 @@ func (c *countingClient) Do(ctx context.Context, args ...any) (any, error) {
 	return c.Client.Do(ctx, args...)
 }
 
-// queueBehind starts an Acquire on lk for key and waits until its first
-// attempt found the key held and it waits between attempts (retry delay an
-// hour: only a release through lk can serve it).
-func queueBehind(t *testing.T, ctx context.Context, lk *singleredis.Locker, key string, ttl time.Duration) <-chan acquired {
-	t.Helper()
-	out := make(chan acquired, 1)
-	r := &countingRetry{delay: time.Hour}
-	go func() {
-		l, err := lk.Acquire(ctx, key, lockswap.WithTTL(ttl), lockswap.WithRetry(r))
-		out <- acquired{0, l, err}
-	}()
-	// NextDelay is asked once before queueing and again after the failed
-	// first attempt.
-	queuetest.WaitUntil(t, "the waiter's first attempt failed", func() bool { return r.calls.Load() >= 2 })
-	return out
-}
-
 // TestReleaseHandsOverInOneRequest: releasing a lock while a goroutine of
 // the same Locker waits for the key releases it and takes it for the waiter
 // in one request (the waiter sends nothing of its own); the waiter's lock is a
@@ -81,34 +64,34 @@ func TestReleaseHandsOverInOneRequest(t *testing.T) {
 					t.Fatal(err)
 				}
 				const ttl = 7 * time.Second
-				out := queueBehind(t, ctx, lk, key, ttl)
+				out := queuetest.QueueBehind(t, ctx, lk, key, ttl)
 				before := cc.n.Load()
 				start := time.Now()
 				if err := held.Release(ctx); err != nil {
 					t.Fatalf("release with a waiter: %v", err)
 				}
 				r := <-out
-				if r.err != nil {
-					t.Fatalf("waiter: %v", r.err)
+				if r.Err != nil {
+					t.Fatalf("waiter: %v", r.Err)
 				}
 				if n := cc.n.Load() - before; n != 1 {
 					t.Errorf("%d requests for the release and the waiter's acquisition, want 1", n)
 				}
-				if v, _ := raw.Get(ctx, key).Result(); v != r.l.Token() {
-					t.Errorf("key holds %q, want the waiter's token %q", v, r.l.Token())
+				if v, _ := raw.Get(ctx, key).Result(); v != r.Lock.Token() {
+					t.Errorf("key holds %q, want the waiter's token %q", v, r.Lock.Token())
 				}
-				if left := time.Until(r.l.Deadline()); left <= 0 || r.l.Deadline().After(start.Add(ttl)) {
-					t.Errorf("waiter's deadline %v after the release began, want within its own TTL %v", r.l.Deadline().Sub(start), ttl)
+				if left := time.Until(r.Lock.Deadline()); left <= 0 || r.Lock.Deadline().After(start.Add(ttl)) {
+					t.Errorf("waiter's deadline %v after the release began, want within its own TTL %v", r.Lock.Deadline().Sub(start), ttl)
 				}
 				if pttl, _ := raw.PTTL(ctx, key).Result(); pttl <= 0 || pttl > ttl {
 					t.Errorf("key's PTTL %v, want the waiter's TTL %v", pttl, ttl)
 				}
 				f1, ok1 := held.Fence()
-				f2, ok2 := r.l.Fence()
+				f2, ok2 := r.Lock.Fence()
 				if ok1 != fence || ok2 != fence || (fence && f2 <= f1) {
 					t.Errorf("fences (%d, %v) then (%d, %v), want strictly increasing when fenced, absent otherwise", f1, ok1, f2, ok2)
 				}
-				if err := r.l.Release(ctx); err != nil {
+				if err := r.Lock.Release(ctx); err != nil {
 					t.Fatal(err)
 				}
 				if n, _ := raw.Exists(ctx, key).Result(); n != 0 {
@@ -119,50 +102,25 @@ func TestReleaseHandsOverInOneRequest(t *testing.T) {
 	}
 }
 
-// TestHandOverOfLostLock: a holder whose lock expired and was taken by
-// another client releases it while a local goroutine waits: the release
-// reports the loss, the other client's lock is untouched, and the waiter
-// keeps waiting.
+// TestHandOverOfLostLock: a stale release with a local waiter deletes
+// nothing, reports the loss and leaves the waiter waiting
+// (queuetest.StaleReleaseWithWaiter); the key keeps the other client's
+// token.
 func TestHandOverOfLostLock(t *testing.T) {
 	srv := testserver.RedisT(t, testserver.RedisOptions{})
 	raw := goredis.NewClient(&goredis.Options{Addr: srv.Addr()})
 	t.Cleanup(func() { raw.Close() })
-	ctx, key := context.Background(), "handover-lost"
-	lk := newLocker(t, srv.Addr(), redistest.GoRedis, singleredis.Options{})
-	other := newLocker(t, srv.Addr(), redistest.GoRedis, singleredis.Options{})
-	held, err := lk.TryAcquire(ctx, key, lockswap.WithTTL(200*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
+	s := queuetest.Subject{
+		NewLocker: func(t *testing.T) lockswap.Locker {
+			return newLocker(t, srv.Addr(), redistest.GoRedis, singleredis.Options{})
+		},
+		Waiting: func(lk lockswap.Locker, key string) int { return singleredis.Waiting(lk.(*singleredis.Locker), key) },
 	}
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	out := queueBehind(t, wctx, lk, key, 10*time.Second)
-	var theirs lockswap.Lock
-	queuetest.WaitUntil(t, "the other client took the expired key", func() bool {
-		theirs, err = other.TryAcquire(ctx, key, lockswap.WithTTL(10*time.Second))
-		return err == nil
+	queuetest.StaleReleaseWithWaiter(t, s, 200*time.Millisecond, func(t *testing.T, key string, theirs lockswap.Lock) {
+		if v, _ := raw.Get(context.Background(), key).Result(); v != theirs.Token() {
+			t.Fatalf("key holds %q after the stale release, want the other client's token", v)
+		}
 	})
-	if err := held.Release(ctx); !errors.Is(err, lockswap.ErrLost) {
-		t.Fatalf("release of a lost lock with a waiter: %v, want ErrLost", err)
-	}
-	if v, _ := raw.Get(ctx, key).Result(); v != theirs.Token() {
-		t.Fatalf("key holds %q after the stale release, want the other client's token", v)
-	}
-	select {
-	case r := <-out:
-		t.Fatalf("waiter returned (%v, %v) while the key is held by the other client", r.l, r.err)
-	default:
-	}
-	if w := singleredis.Waiting(lk, key); w != 1 {
-		t.Fatalf("%d waiting, want the waiter still in line", w)
-	}
-	cancel()
-	if r := <-out; !errors.Is(r.err, context.Canceled) || !errors.Is(r.err, lockswap.ErrHeld) {
-		t.Errorf("cancelled waiter: %v, want context.Canceled and ErrHeld", r.err)
-	}
-	if err := theirs.Release(ctx); err != nil {
-		t.Errorf("the other client's lock after the stale release: %v", err)
-	}
 }
 
 // TestHandOverWithForeignFenceCounter: when the fence counter stops being
@@ -189,7 +147,7 @@ func TestHandOverWithForeignFenceCounter(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			out := queueBehind(t, ctx, lk, key, 10*time.Second)
+			out := queuetest.QueueBehind(t, ctx, lk, key, 10*time.Second)
 			fk := singleredis.FenceKey(key)
 			if err := spoil(ctx, fk); err != nil {
 				t.Fatal(err)
@@ -203,8 +161,8 @@ func TestHandOverWithForeignFenceCounter(t *testing.T) {
 				t.Error("the lock key is still there")
 			}
 			r := <-out
-			if !errors.Is(r.err, lockswap.ErrInvalid) {
-				t.Fatalf("waiter: (%v, %v), want ErrInvalid naming the counter", r.l, r.err)
+			if !errors.Is(r.Err, lockswap.ErrInvalid) {
+				t.Fatalf("waiter: (%v, %v), want ErrInvalid naming the counter", r.Lock, r.Err)
 			}
 			if typ2, _ := raw.Type(ctx, fk).Result(); typ2 != typ {
 				t.Errorf("counter type %s after, %s before", typ2, typ)

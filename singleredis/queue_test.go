@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -124,17 +123,6 @@ func TestCancelledLocalWaiter(t *testing.T) {
 	}
 }
 
-// countingRetry waits delay between attempts and counts NextDelay calls.
-type countingRetry struct {
-	delay time.Duration
-	calls atomic.Int32
-}
-
-func (r *countingRetry) NextDelay(int) (time.Duration, bool) {
-	r.calls.Add(1)
-	return r.delay, true
-}
-
 // TestTryAcquireBarges shows the documented exception: TryAcquire does not
 // queue, so it can take a key that a waiting Acquire of the same Locker
 // asked for first.
@@ -149,14 +137,14 @@ func TestTryAcquireBarges(t *testing.T) {
 	}
 	wctx, cancel := context.WithCancel(ctx)
 	out := make(chan acquired, 1)
-	r := &countingRetry{delay: time.Hour}
+	r := &queuetest.CountingRetry{Delay: time.Hour}
 	enqueue(t, wctx, lk, key, 0, 1, r, out)
 	// Being in line is not enough: the waiter must have made its first
 	// attempt (and found the key held), or it could take the key that the
 	// release below frees. The queue asks NextDelay(1) once before it
 	// queues (does the policy retry at all?) and again after that failed
 	// attempt.
-	queuetest.WaitUntil(t, "the waiter's first attempt failed", func() bool { return r.calls.Load() >= 2 })
+	queuetest.WaitUntil(t, "the waiter's first attempt failed", func() bool { return r.Calls() >= 2 })
 	// Another client's release does not wake local waiters: the waiter
 	// sleeps its (hour-long) delay and TryAcquire gets in first.
 	if err := held.Release(ctx); err != nil {

@@ -201,3 +201,84 @@ func Fairness(t *testing.T, s Subject) {
 		t.Errorf("the goroutine that released took the key straight back in %d of %d hand-overs while others waited, want at most %d: waiters must be served in arrival order", r, total, total/4)
 	}
 }
+
+// CountingRetry waits Delay between attempts and counts how often it was
+// asked (NextDelay).
+type CountingRetry struct {
+	Delay time.Duration
+	calls atomic.Int32
+}
+
+// NextDelay returns Delay and counts the call.
+func (r *CountingRetry) NextDelay(int) (time.Duration, bool) {
+	r.calls.Add(1)
+	return r.Delay, true
+}
+
+// Calls returns how many times NextDelay was called.
+func (r *CountingRetry) Calls() int { return int(r.calls.Load()) }
+
+// Result is what an Acquire returned.
+type Result struct {
+	Lock lockswap.Lock
+	Err  error
+}
+
+// QueueBehind starts lk.Acquire(ctx, key) with ttl and a retry delay of an
+// hour (only a release through lk can serve it) and returns once the
+// waiter's first attempt found the key held and it waits between attempts.
+// The queue asks the policy's NextDelay once before it queues (does it
+// retry at all?) and again after that failed attempt.
+func QueueBehind(t *testing.T, ctx context.Context, lk lockswap.Locker, key string, ttl time.Duration) <-chan Result {
+	t.Helper()
+	out := make(chan Result, 1)
+	r := &CountingRetry{Delay: time.Hour}
+	go func() {
+		l, err := lk.Acquire(ctx, key, lockswap.WithTTL(ttl), lockswap.WithRetry(r))
+		out <- Result{l, err}
+	}()
+	WaitUntil(t, "the waiter's first attempt failed", func() bool { return r.Calls() >= 2 })
+	return out
+}
+
+// StaleReleaseWithWaiter: a holder whose lock expired and was taken by
+// another client releases it while a goroutine of the same Locker waits
+// for the key. The release reports ErrLost, check sees the store (the
+// other client's lock must be intact), and the waiter keeps waiting until
+// it is cancelled; the other client's lock then releases normally. short
+// is the expiring lock's TTL.
+func StaleReleaseWithWaiter(t *testing.T, s Subject, short time.Duration, check func(t *testing.T, key string, theirs lockswap.Lock)) {
+	ctx, key := context.Background(), "stale-release"
+	lk, other := s.NewLocker(t), s.NewLocker(t)
+	held, err := lk.TryAcquire(ctx, key, lockswap.WithTTL(short))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	out := QueueBehind(t, wctx, lk, key, ttl)
+	var theirs lockswap.Lock
+	WaitUntil(t, "the other client took the expired key", func() bool {
+		theirs, err = other.TryAcquire(ctx, key, lockswap.WithTTL(ttl))
+		return err == nil
+	})
+	if err := held.Release(ctx); !errors.Is(err, lockswap.ErrLost) {
+		t.Fatalf("release of a lost lock with a waiter: %v, want ErrLost", err)
+	}
+	check(t, key, theirs)
+	select {
+	case r := <-out:
+		t.Fatalf("waiter returned (%v, %v) while the key is held by the other client", r.Lock, r.Err)
+	default:
+	}
+	if w := s.Waiting(lk, key); w != 1 {
+		t.Fatalf("%d waiting, want the waiter still in line", w)
+	}
+	cancel()
+	if r := <-out; !errors.Is(r.Err, context.Canceled) || !errors.Is(r.Err, lockswap.ErrHeld) {
+		t.Errorf("cancelled waiter: %v, want context.Canceled and ErrHeld", r.Err)
+	}
+	if err := theirs.Release(ctx); err != nil {
+		t.Errorf("the other client's lock after the stale release: %v", err)
+	}
+}
