@@ -27,10 +27,15 @@ type Locker interface {
 	// policy gives up. A backend that can wait without polling (etcd) does;
 	// the others retry per [WithRetry]. When the wait ends without the lock
 	// the error matches [ErrHeld] or [ErrUnavailable] (the last cause), and
-	// also ctx.Err() when the context ended the wait.
+	// also ctx.Err() when the context ended the wait. An Acquire whose
+	// context ended returns no lock and leaves none: the Redis backends let
+	// a request already on its way finish (for up to 250 ms) and give back
+	// a lock it took, since the server runs it whether or not anyone waits
+	// for the reply.
 	Acquire(ctx context.Context, key string, opts ...Option) (Lock, error)
 	// TryAcquire makes one attempt. It returns an error matching [ErrHeld]
-	// when another owner holds the key.
+	// when another owner holds the key. Like Acquire, it returns no lock
+	// and leaves none when ctx ended during the attempt.
 	TryAcquire(ctx context.Context, key string, opts ...Option) (Lock, error)
 	// Guarantees describes what this backend keeps under which faults.
 	Guarantees() Guarantees

@@ -38,6 +38,7 @@ import (
 	"time"
 
 	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/internal/attempt"
 	"github.com/lockswap/lockswap/internal/localq"
 	"github.com/lockswap/lockswap/internal/lockstate"
 	"github.com/lockswap/lockswap/redisclient"
@@ -403,8 +404,14 @@ func truncate(s string) string {
 	return s
 }
 
-// try makes one attempt.
+// try makes one attempt; a caller that gives up while the request is on
+// its way gets no lock and leaves none (see internal/attempt).
 func (lk *Locker) try(ctx context.Context, key string, ttl time.Duration) (lockswap.Lock, error) {
+	return attempt.Run(ctx, func(ctx context.Context) (lockswap.Lock, error) { return lk.tryOnce(ctx, key, ttl) })
+}
+
+// tryOnce makes one attempt.
+func (lk *Locker) tryOnce(ctx context.Context, key string, ttl time.Duration) (lockswap.Lock, error) {
 	k := lk.opts.Prefix + key
 	start := time.Now()
 	ttlU := lk.ttlUnits(ttl)

@@ -15,6 +15,7 @@ import (
 	"github.com/lockswap/lockswap"
 	"github.com/lockswap/lockswap/fenced"
 	"github.com/lockswap/lockswap/internal/redistest"
+	"github.com/lockswap/lockswap/internal/testserver"
 	"github.com/lockswap/lockswap/legacysetnx"
 	"github.com/lockswap/lockswap/migrate"
 	"github.com/lockswap/lockswap/redisclient"
@@ -651,5 +652,18 @@ func TestGuaranteesDeclared(t *testing.T) {
 		if !strings.Contains(notes, w) {
 			t.Errorf("Notes lack %q:\n%s", w, notes)
 		}
+	}
+}
+
+// TestCancelMidRequest: an acquisition cancelled while its script is on
+// the way to Redis leaves no timestamp behind (redistest.CancelMidRequest).
+func TestCancelMidRequest(t *testing.T) {
+	srv := testserver.RedisT(t, testserver.RedisOptions{})
+	for _, c := range redistest.Clients {
+		t.Run(c.Name, func(t *testing.T) {
+			redistest.CancelMidRequest(t, []string{srv.Addr()}, func(t *testing.T, addrs []string) lockswap.Locker {
+				return newLocker(t, c.New, addrs[0], legacysetnx.Options{Prefix: c.Name + ":"})
+			})
+		})
 	}
 }

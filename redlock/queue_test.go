@@ -162,3 +162,17 @@ func TestHandOverOfLostLock(t *testing.T) {
 		}
 	})
 }
+
+// TestCancelMidRequest: an acquisition cancelled while its requests are on
+// the way to the instances leaves no lock behind on any of them
+// (redistest.CancelMidRequest), on both fan-out paths.
+func TestCancelMidRequest(t *testing.T) {
+	addrs, _ := realN(t, 3)
+	for _, c := range redistest.Clients {
+		t.Run(c.Name, func(t *testing.T) {
+			redistest.CancelMidRequest(t, addrs, func(t *testing.T, as []string) lockswap.Locker {
+				return newLocker(t, as, c.New, redlock.Options{Prefix: c.Name + ":"})
+			})
+		})
+	}
+}

@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/internal/attempt"
 	"github.com/lockswap/lockswap/internal/localq"
 	"github.com/lockswap/lockswap/internal/lockstate"
 	"github.com/lockswap/lockswap/redisclient"
@@ -361,8 +362,14 @@ func (lk *Locker) prepare(key string, opts []lockswap.Option) (lockswap.Options,
 	return o, nil
 }
 
-// try makes one attempt.
+// try makes one attempt; a caller that gives up while the requests are on
+// their way gets no lock and leaves none (see internal/attempt).
 func (lk *Locker) try(ctx context.Context, key string, ttl time.Duration) (lockswap.Lock, error) {
+	return attempt.Run(ctx, func(ctx context.Context) (lockswap.Lock, error) { return lk.tryOnce(ctx, key, ttl) })
+}
+
+// tryOnce makes one attempt.
+func (lk *Locker) tryOnce(ctx context.Context, key string, ttl time.Duration) (lockswap.Lock, error) {
 	l := &lock{lk: lk}
 	l.keys[0] = lk.opts.Prefix + key
 	l.key = l.keys[0]

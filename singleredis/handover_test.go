@@ -173,3 +173,18 @@ func TestHandOverWithForeignFenceCounter(t *testing.T) {
 		})
 	}
 }
+
+// TestCancelMidRequest: an acquisition cancelled while its request is on
+// the way to Redis leaves no lock behind (redistest.CancelMidRequest).
+func TestCancelMidRequest(t *testing.T) {
+	srv := testserver.RedisT(t, testserver.RedisOptions{})
+	for _, c := range redistest.Clients {
+		for _, fence := range []bool{false, true} {
+			t.Run(c.Name+"/fence="+strconv.FormatBool(fence), func(t *testing.T) {
+				redistest.CancelMidRequest(t, []string{srv.Addr()}, func(t *testing.T, addrs []string) lockswap.Locker {
+					return newLocker(t, addrs[0], c.New, singleredis.Options{Fence: fence, Prefix: c.Name + strconv.FormatBool(fence) + ":"})
+				})
+			})
+		}
+	}
+}

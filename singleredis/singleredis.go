@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/internal/attempt"
 	"github.com/lockswap/lockswap/internal/localq"
 	"github.com/lockswap/lockswap/internal/lockstate"
 	"github.com/lockswap/lockswap/redisclient"
@@ -211,10 +212,17 @@ func (lk *Locker) prepare(key string, opts []lockswap.Option) (lockswap.Options,
 	return lockswap.PrepareAcquire("singleredis", lk.closed.Load(), key, lk.opts.Retry, opts)
 }
 
-// try makes one attempt. checkType asks, when the key is taken, whether it
-// holds a string at all (one extra round trip on the first failed attempt
-// only), so that someone else's data under the key is reported as such.
+// try makes one attempt; a caller that gives up while the request is on
+// its way gets no lock and leaves none (see internal/attempt).
 func (lk *Locker) try(ctx context.Context, key string, ttl time.Duration, checkType bool) (lockswap.Lock, error) {
+	return attempt.Run(ctx, func(ctx context.Context) (lockswap.Lock, error) { return lk.tryOnce(ctx, key, ttl, checkType) })
+}
+
+// tryOnce makes one attempt. checkType asks, when the key is taken,
+// whether it holds a string at all (one extra round trip on the first
+// failed attempt only), so that someone else's data under the key is
+// reported as such.
+func (lk *Locker) tryOnce(ctx context.Context, key string, ttl time.Duration, checkType bool) (lockswap.Lock, error) {
 	k := lk.opts.Prefix + key
 	token := lockstate.NewToken()
 	start := time.Now()

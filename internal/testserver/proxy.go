@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -37,10 +38,13 @@ type Proxy struct {
 // proxyConn is one client connection and its upstream connection.
 type proxyConn struct {
 	client, upstream net.Conn
-	done             chan struct{}
-	once             sync.Once
-	mu               sync.Mutex
-	finished         int // directions that ended cleanly
+	// upRead and upWritten count the bytes read from the client and
+	// written to the target (see Proxy.Pending).
+	upRead, upWritten atomic.Int64
+	done              chan struct{}
+	once              sync.Once
+	mu                sync.Mutex
+	finished          int // directions that ended cleanly
 }
 
 // chunk is data read from one side, due to be written at due.
@@ -218,6 +222,9 @@ func (p *Proxy) read(pc *proxyConn, src net.Conn, q chan<- chunk) {
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
+			if src == pc.client {
+				pc.upRead.Add(int64(n))
+			}
 			p.mu.Lock()
 			due := time.Now().Add(p.delay)
 			p.mu.Unlock()
@@ -266,7 +273,24 @@ func (p *Proxy) forward(pc *proxyConn, dst net.Conn, q <-chan chunk) {
 			pc.close()
 			return
 		}
+		if dst == pc.upstream {
+			pc.upWritten.Add(int64(len(ch.data)))
+		}
 	}
+}
+
+// Pending returns how many bytes the proxy has read from clients and not
+// yet written to the target, on connections still open: while it is above
+// zero, a request is held in the proxy (by SetDelay or Blackhole). Data of
+// a connection that closed is dropped and no longer counted.
+func (p *Proxy) Pending() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var n int64
+	for pc := range p.conns {
+		n += pc.upRead.Load() - pc.upWritten.Load()
+	}
+	return n
 }
 
 // waitUnblocked waits until the proxy is not blackholed; it returns false
