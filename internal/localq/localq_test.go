@@ -11,6 +11,7 @@ import (
 	"github.com/lockswap/lockswap"
 	"github.com/lockswap/lockswap/internal/localq"
 	"github.com/lockswap/lockswap/internal/lockstate"
+	"github.com/lockswap/lockswap/internal/queuetest"
 )
 
 // store is an in-memory lock service: one holder per key, like SET NX.
@@ -95,18 +96,6 @@ func (s *store) attempts(key string) []int {
 	return append([]int(nil), s.tries[key]...)
 }
 
-// waitFor polls cond (bounded): a condition, not a duration.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after 10s: %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 type result struct {
 	id  int
 	l   lockswap.Lock
@@ -121,7 +110,7 @@ func start(t *testing.T, ctx context.Context, s *store, key string, id, want int
 		l, err := s.q.Acquire(ctx, key, r, s.try(key, id))
 		out <- result{id, l, err}
 	}()
-	waitFor(t, fmt.Sprintf("caller %d queued (%d waiting)", id, want), func() bool { return s.q.Waiting(key) == want })
+	queuetest.WaitUntil(t, fmt.Sprintf("caller %d queued (%d waiting)", id, want), func() bool { return s.q.Waiting(key) == want })
 }
 
 var fast = lockswap.ConstantRetry(time.Millisecond)
@@ -139,7 +128,7 @@ func TestFIFOOrderAndOnlyHeadPolls(t *testing.T) {
 		start(t, ctx, s, key, i, i+1, fast, out)
 	}
 	// While another process holds the key, only the head (0) asks.
-	waitFor(t, "head polled several times", func() bool { return len(s.attempts(key)) >= 3 })
+	queuetest.WaitUntil(t, "head polled several times", func() bool { return len(s.attempts(key)) >= 3 })
 	for _, id := range s.attempts(key) {
 		if id != 0 {
 			t.Fatalf("caller %d attempted while not head of the line (attempts %v): only the head polls", id, s.attempts(key))
@@ -182,7 +171,7 @@ func TestReleaseWakesHead(t *testing.T) {
 	}
 	// The head tried once (held) and now waits an hour; the others wait
 	// behind it without trying.
-	waitFor(t, "head's first attempt", func() bool { return len(s.attempts(key)) == 2 })
+	queuetest.WaitUntil(t, "head's first attempt", func() bool { return len(s.attempts(key)) == 2 })
 	if err := first.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +238,7 @@ func TestCancelledWaiterLeaves(t *testing.T) {
 	if !errors.Is(r.err, context.Canceled) || !errors.Is(r.err, lockswap.ErrHeld) {
 		t.Errorf("cancelled waiter: err = %v, want it to match context.Canceled and ErrHeld", r.err)
 	}
-	waitFor(t, "cancelled waiter left the line", func() bool { return s.q.Waiting(key) == 2 })
+	queuetest.WaitUntil(t, "cancelled waiter left the line", func() bool { return s.q.Waiting(key) == 2 })
 
 	// The head leaves: caller 2 becomes head and tries at once (its own
 	// delay is an hour, so without becoming head it would not).
@@ -258,7 +247,7 @@ func TestCancelledWaiterLeaves(t *testing.T) {
 	if !errors.Is(r.err, context.Canceled) || !errors.Is(r.err, lockswap.ErrHeld) {
 		t.Errorf("cancelled head: err = %v, want it to match context.Canceled and ErrHeld (its last attempt)", r.err)
 	}
-	waitFor(t, "caller 2 attempted as new head", func() bool {
+	queuetest.WaitUntil(t, "caller 2 attempted as new head", func() bool {
 		a := s.attempts(key)
 		return len(a) > 0 && a[len(a)-1] == 2
 	})
@@ -306,7 +295,7 @@ func TestHeadGivesUp(t *testing.T) {
 	if n0 != 3 {
 		t.Errorf("head with LimitedRetry(3) made %d attempts, want 3", n0)
 	}
-	waitFor(t, "next head polling", func() bool {
+	queuetest.WaitUntil(t, "next head polling", func() bool {
 		a := s.attempts(key)
 		return a[len(a)-1] == 1
 	})
@@ -391,16 +380,16 @@ func startOffer(t *testing.T, ctx context.Context, s *store, key string, id, wan
 		l, err := s.q.AcquireOffer(ctx, key, r, time.Duration(id)*time.Second, s.try(key, id))
 		out <- result{id, l, err}
 	}()
-	waitFor(t, fmt.Sprintf("caller %d queued (%d waiting)", id, want), func() bool { return s.q.Waiting(key) == want })
+	queuetest.WaitUntil(t, fmt.Sprintf("caller %d queued (%d waiting)", id, want), func() bool { return s.q.Waiting(key) == want })
 }
 
 // claimIdle claims key's head once it has made its first attempt and waits
 // between attempts.
 func claimIdle(t *testing.T, s *store, key string, id int) *localq.Ticket {
 	t.Helper()
-	waitFor(t, fmt.Sprintf("caller %d attempted", id), func() bool { return len(s.attempts(key)) > 0 })
+	queuetest.WaitUntil(t, fmt.Sprintf("caller %d attempted", id), func() bool { return len(s.attempts(key)) > 0 })
 	var tk *localq.Ticket
-	waitFor(t, "head claimable", func() bool {
+	queuetest.WaitUntil(t, "head claimable", func() bool {
 		tk = s.q.Claim(key, nil)
 		return tk != nil
 	})
@@ -448,7 +437,7 @@ func TestClaimDeliversFailure(t *testing.T) {
 	startOffer(t, context.Background(), s, key, 1, 1, never, out)
 	tk := claimIdle(t, s, key, 1)
 	tk.Deliver(nil, fmt.Errorf("test: %w", lockswap.ErrHeld))
-	waitFor(t, "claimable again", func() bool {
+	queuetest.WaitUntil(t, "claimable again", func() bool {
 		tk = s.q.Claim(key, nil)
 		return tk != nil
 	})
@@ -501,7 +490,7 @@ func TestClaimFallsBackToKick(t *testing.T) {
 	s.hold(key)
 	out := make(chan result, 1)
 	start(t, context.Background(), s, key, 1, 1, never, out) // no TTL: not claimable
-	waitFor(t, "first attempt", func() bool { return len(s.attempts(key)) == 1 })
+	queuetest.WaitUntil(t, "first attempt", func() bool { return len(s.attempts(key)) == 1 })
 	s.free(key)
 	if tk := s.q.Claim(key, nil); tk != nil {
 		t.Fatal("a waiter without a TTL was claimed")

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/internal/queuetest"
 	"github.com/lockswap/lockswap/internal/testserver"
 )
 
@@ -63,7 +64,7 @@ func CancelMidRequest(t *testing.T, srvs []string, newLocker func(t *testing.T, 
 		}
 		done <- err
 	}()
-	WaitUntil(t, "the request is held in a proxy", inFlight)
+	queuetest.WaitUntil(t, "the request is held in a proxy", inFlight)
 	cancel()
 	var got error
 	select {
@@ -74,7 +75,7 @@ func CancelMidRequest(t *testing.T, srvs []string, newLocker func(t *testing.T, 
 	if got != errAcquired && !errors.Is(got, context.Canceled) {
 		t.Errorf("TryAcquire cancelled mid-request: %v, want an error matching context.Canceled", got)
 	}
-	WaitUntil(t, "the proxies delivered (or dropped with its connection) every request", drained)
+	queuetest.WaitUntil(t, "the proxies delivered (or dropped with its connection) every request", drained)
 	// What was delivered runs on the server at once. A lock it took and
 	// nobody gave back would stay for its TTL (a minute); allow 3 s for a
 	// release still on its way.
@@ -95,15 +96,3 @@ func CancelMidRequest(t *testing.T, srvs []string, newLocker func(t *testing.T, 
 }
 
 var errAcquired = errors.New("acquired before the cancellation")
-
-// WaitUntil polls cond every millisecond, for at most 10 s.
-func WaitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after 10s: %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
