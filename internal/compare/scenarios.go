@@ -221,8 +221,8 @@ func acquireEventually(ctx context.Context, lk lockswap.Locker, key string, ttl,
 // loaded machine (the race detector, tests of other packages running
 // alongside) a redlock instance timeout of a few milliseconds can expire
 // before a healthy server answers; that is a transient outage, not the
-// behaviour the scenario measures, so an outage is retried for a bounded
-// time. Any other error is returned at once.
+// behaviour the scenario measures, so the attempt is retried for a bounded
+// time (the keys are fresh: nobody else holds them).
 func acquireFirst(ctx context.Context, lk lockswap.Locker, key string, ttl time.Duration) (lockswap.Lock, error) {
 	l, _, err := acquireFirstTimed(ctx, lk, key, ttl)
 	return l, err
@@ -233,20 +233,12 @@ func acquireFirst(ctx context.Context, lk lockswap.Locker, key string, ttl time.
 func acquireFirstTimed(ctx context.Context, lk lockswap.Locker, key string, ttl time.Duration) (lockswap.Lock, time.Time, error) {
 	ctx, cancel := bounded(ctx, 5*time.Second)
 	defer cancel()
-	var last error
-	for {
-		start := time.Now()
-		l, err := lk.TryAcquire(ctx, key, lockswap.WithTTL(ttl))
-		if err == nil || !errors.Is(err, lockswap.ErrUnavailable) {
-			return l, start, err
-		}
-		last = err
-		select {
-		case <-ctx.Done():
-			return nil, time.Time{}, last
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+	var start time.Time
+	l, err := lockswap.Retry(ctx, lockswap.ConstantRetry(20*time.Millisecond), func(ctx context.Context) (lockswap.Lock, error) {
+		start = time.Now()
+		return lk.TryAcquire(ctx, key, lockswap.WithTTL(ttl))
+	})
+	return l, start, err
 }
 
 func runPause(ctx context.Context, f *fixture, g lockswap.Guarantees, _ int) Cell {
