@@ -2,7 +2,6 @@ package redlock_test
 
 import (
 	"context"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -33,23 +32,6 @@ func TestLocalQueue(t *testing.T) {
 	}
 }
 
-// directCounter counts the requests a Locker sends through the go-redis
-// adapter (one per instance per round trip).
-type directCounter struct {
-	redisclient.Client
-	n atomic.Int64
-}
-
-func (c *directCounter) SetNXPX(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
-	c.n.Add(1)
-	return c.Client.SetNXPX(ctx, key, value, ttl)
-}
-
-func (c *directCounter) Run(ctx context.Context, s *redisclient.Script, keys []string, args ...any) (any, error) {
-	c.n.Add(1)
-	return c.Client.Run(ctx, s, keys, args...)
-}
-
 // TestReleaseHandsOverInOneRequest: releasing a lock while a goroutine of
 // the same Locker waits for the key releases it and takes it for the waiter
 // in one request per instance (the waiter sends nothing of its own), on
@@ -73,9 +55,9 @@ func TestReleaseHandsOverInOneRequest(t *testing.T) {
 	}
 	direct := func(t *testing.T) (*redlock.Locker, func() int64) {
 		cs := make([]redisclient.Client, len(addrs))
-		dcs := make([]*directCounter, len(addrs))
+		dcs := make([]*redistest.Counting, len(addrs))
 		for i, a := range addrs {
-			dcs[i] = &directCounter{Client: redistest.GoRedis(t, a)}
+			dcs[i] = &redistest.Counting{Client: redistest.GoRedis(t, a)}
 			cs[i] = dcs[i]
 		}
 		lk, err := redlock.New(cs, redlock.Options{InstanceTimeout: testTimeout})
@@ -85,7 +67,7 @@ func TestReleaseHandsOverInOneRequest(t *testing.T) {
 		t.Cleanup(func() { lk.Close() })
 		return lk, func() (n int64) {
 			for _, c := range dcs {
-				n += c.n.Load()
+				n += c.Requests()
 			}
 			return n
 		}

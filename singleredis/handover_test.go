@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strconv"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,31 +13,8 @@ import (
 	"github.com/lockswap/lockswap/internal/queuetest"
 	"github.com/lockswap/lockswap/internal/redistest"
 	"github.com/lockswap/lockswap/internal/testserver"
-	"github.com/lockswap/lockswap/redisclient"
 	"github.com/lockswap/lockswap/singleredis"
 )
-
-// countingClient counts the requests a Locker sends (Run counts one: the
-// NOSCRIPT fallback is the adapter's business).
-type countingClient struct {
-	redisclient.Client
-	n atomic.Int64
-}
-
-func (c *countingClient) SetNXPX(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
-	c.n.Add(1)
-	return c.Client.SetNXPX(ctx, key, value, ttl)
-}
-
-func (c *countingClient) Run(ctx context.Context, s *redisclient.Script, keys []string, args ...any) (any, error) {
-	c.n.Add(1)
-	return c.Client.Run(ctx, s, keys, args...)
-}
-
-func (c *countingClient) Do(ctx context.Context, args ...any) (any, error) {
-	c.n.Add(1)
-	return c.Client.Do(ctx, args...)
-}
 
 // TestReleaseHandsOverInOneRequest: releasing a lock while a goroutine of
 // the same Locker waits for the key releases it and takes it for the waiter
@@ -53,7 +29,7 @@ func TestReleaseHandsOverInOneRequest(t *testing.T) {
 		for _, c := range redistest.Clients {
 			t.Run(c.Name+"/fence="+strconv.FormatBool(fence), func(t *testing.T) {
 				ctx, key := context.Background(), "handover1rt:"+c.Name+strconv.FormatBool(fence)
-				cc := &countingClient{Client: c.New(t, srv.Addr())}
+				cc := &redistest.Counting{Client: c.New(t, srv.Addr())}
 				lk, err := singleredis.New(cc, singleredis.Options{Fence: fence})
 				if err != nil {
 					t.Fatal(err)
@@ -65,7 +41,7 @@ func TestReleaseHandsOverInOneRequest(t *testing.T) {
 				}
 				const ttl = 7 * time.Second
 				out := queuetest.QueueBehind(t, ctx, lk, key, ttl)
-				before := cc.n.Load()
+				before := cc.Requests()
 				start := time.Now()
 				if err := held.Release(ctx); err != nil {
 					t.Fatalf("release with a waiter: %v", err)
@@ -74,7 +50,7 @@ func TestReleaseHandsOverInOneRequest(t *testing.T) {
 				if r.Err != nil {
 					t.Fatalf("waiter: %v", r.Err)
 				}
-				if n := cc.n.Load() - before; n != 1 {
+				if n := cc.Requests() - before; n != 1 {
 					t.Errorf("%d requests for the release and the waiter's acquisition, want 1", n)
 				}
 				if v, _ := raw.Get(ctx, key).Result(); v != r.Lock.Token() {
