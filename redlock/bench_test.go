@@ -425,7 +425,6 @@ func contendedGoredisFloor(cs []*goredis.Client) cycleFunc {
 //
 //	go test -run '^$' -bench CyclePaired -benchtime=6000x ./redlock/
 func BenchmarkCyclePaired(b *testing.B) {
-	ctx := context.Background()
 	for _, n := range []int{1, 3, 5} {
 		addrs := benchServers(b, n)
 		grs := make([]*goredis.Client, n)
@@ -441,37 +440,7 @@ func BenchmarkCyclePaired(b *testing.B) {
 			{"goredis", func(*testing.B) cycleFunc { return goredisFloor(b, grs) }, benchLocker(b, addrs, redistest.GoRedis, redlock.Options{})},
 		} {
 			b.Run(fmt.Sprintf("%s/N=%d", c.name, n), func(b *testing.B) {
-				cycles := [2]cycleFunc{c.floor(b), lockswapCycle(c.locker)}
-				var spent [2]time.Duration
-				var count [2]int
-				ks := benchKeys(1024)
-				for i := range 64 { // warm both
-					if err := cycles[i&1](ctx, ks[i]); err != nil {
-						b.Fatal(err)
-					}
-				}
-				ks = benchKeys(1024)
-				b.ResetTimer()
-				for i := 0; i < b.N; {
-					for w := range cycles {
-						start := time.Now()
-						j := 0
-						for ; j < 16 && i < b.N; j, i = j+1, i+1 {
-							if err := cycles[w](ctx, ks[i&1023]); err != nil {
-								b.Fatal(err)
-							}
-						}
-						spent[w] += time.Since(start)
-						count[w] += j
-					}
-				}
-				if count[0] > 0 && count[1] > 0 {
-					f := float64(spent[0].Nanoseconds()) / float64(count[0])
-					l := float64(spent[1].Nanoseconds()) / float64(count[1])
-					b.ReportMetric(f, "floor-ns/cycle")
-					b.ReportMetric(l, "lockswap-ns/cycle")
-					b.ReportMetric(l/f, "ratio")
-				}
+				redistest.PairedCycles(b, benchKeys(1024), c.floor(b), lockswapCycle(c.locker))
 			})
 		}
 	}

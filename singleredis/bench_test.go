@@ -94,40 +94,9 @@ func BenchmarkCycle(b *testing.B) {
 //
 //	go test -run '^$' -bench CyclePaired -benchtime=6000x -count 5 ./singleredis/
 func BenchmarkCyclePaired(b *testing.B) {
-	ctx := context.Background()
 	for _, client := range benchClients(b) {
 		b.Run(client.name, func(b *testing.B) {
-			cycles := [2]cycleFunc{client.floor(), client.ours()}
-			var spent [2]time.Duration
-			var count [2]int
-			ks := keys(1024)
-			for i := range 64 { // warm both
-				if err := cycles[i&1](ctx, ks[i]); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := 0; i < b.N; {
-				for w := range cycles {
-					start := time.Now()
-					j := 0
-					for ; j < 16 && i < b.N; j, i = j+1, i+1 {
-						if err := cycles[w](ctx, ks[i&1023]); err != nil {
-							b.Fatal(err)
-						}
-					}
-					spent[w] += time.Since(start)
-					count[w] += j
-				}
-			}
-			if count[0] > 0 && count[1] > 0 {
-				f := float64(spent[0].Nanoseconds()) / float64(count[0])
-				l := float64(spent[1].Nanoseconds()) / float64(count[1])
-				b.ReportMetric(f, "floor-ns/cycle")
-				b.ReportMetric(l, "lockswap-ns/cycle")
-				b.ReportMetric(l/f, "ratio")
-			}
+			redistest.PairedCycles(b, keys(1024), client.floor(), client.ours())
 		})
 	}
 }
