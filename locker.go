@@ -25,12 +25,17 @@ import (
 type Locker interface {
 	// Acquire waits until the lock on key is held, ctx is done, or the retry
 	// policy gives up. A backend that can wait without polling (etcd) does;
-	// the others retry per [WithRetry]. When the wait ends without the lock
-	// the error matches [ErrHeld] or [ErrUnavailable] (the last cause), and
-	// also ctx.Err() when the context ended the wait. An Acquire whose
-	// context ended returns no lock and leaves none: the Redis backends let
-	// a request already on its way finish (for up to 250 ms) and give back
-	// a lock it took, since the server runs it whether or not anyone waits
+	// the others retry per [WithRetry]. A held key is waited for until ctx
+	// ends: give ctx a deadline. An outage ends the wait by itself after
+	// [DefaultMaxOutage] (see [WithMaxOutage]), and errors that retrying
+	// cannot fix (wrong password, missing permission, a value that is not a
+	// lock) end it at once with [ErrInvalid]. When the wait ends without the
+	// lock the error matches [ErrHeld] or [ErrUnavailable] (the last cause),
+	// and also ctx.Err() when the context ended the wait. Acquire returns
+	// within ctx's deadline plus [DeadlineGrace]. An Acquire whose context
+	// ended returns no lock and leaves none: a request already on its way
+	// gets [DeadlineGrace] to finish, and a lock it took is given back in
+	// the background, since the server runs it whether or not anyone waits
 	// for the reply.
 	Acquire(ctx context.Context, key string, opts ...Option) (Lock, error)
 	// TryAcquire makes one attempt. It returns an error matching [ErrHeld]
@@ -57,6 +62,19 @@ type Lock interface {
 	// of the key, and true, when the backend provides one. A protected
 	// resource that remembers the highest fence it has seen can reject a
 	// stale holder's writes.
+	//
+	// How far "strictly increases" reaches under faults is the backend's
+	// and is stated in its [Guarantees] Notes. etcdlease's fence is the
+	// key's create revision: it survives what etcd's data survives.
+	// singleredis's fence is max(counter + 1, the Redis server's clock in
+	// microseconds), always below 2^53 (9007199254740992) so that JSON,
+	// float64 and Lua carry it exactly. It keeps increasing across a
+	// restart that loses the counter unless the server's clock is set back
+	// across the restart by more than the downtime, and across a failover
+	// unless the promoted replica's clock is behind the old primary's by
+	// more than the failover took (a replica that lags in data only
+	// repeats no fence). Two primaries taking writes at once (split brain)
+	// can give interleaved or equal fences.
 	Fence() (uint64, bool)
 	// Deadline is the time until which mutual exclusion holds, measured on
 	// this process's monotonic clock from before the first request was sent:
@@ -74,8 +92,12 @@ type Lock interface {
 	// Release gives the lock up. It never removes another holder's lock. It
 	// returns nil when our lock was removed (or was already released by this
 	// handle) and an error matching [ErrLost] when the lock had already been
-	// lost. Release runs even if ctx is already cancelled, bounded by
-	// [CleanupTimeout].
+	// lost. Release runs even if ctx is already cancelled: it returns
+	// within ctx's deadline plus [DeadlineGrace] (the grace from now when
+	// ctx has already ended), and when the outcome is still unknown then it
+	// returns an error matching [ErrUnavailable] and goes on in the
+	// background, up to [CleanupTimeout] in all. After the Locker's Close it
+	// returns [ErrClosed] (the lock expires at its TTL).
 	Release(ctx context.Context) error
 }
 
@@ -100,8 +122,25 @@ var (
 )
 
 // CleanupTimeout bounds cleanup that must run even when the caller's context
-// is already cancelled: releasing after a failed attempt, and Release.
+// is already cancelled: releasing after a failed attempt, and Release. What
+// is left of it when the caller's deadline comes runs in the background
+// (on the Locker's time, ended by Close), not on the caller's time.
 const CleanupTimeout = 2 * time.Second
+
+// DeadlineGrace is how long any call of a Locker or Lock may run past the
+// end of its context: a request already on its way gets this long for its
+// reply (so that a lock it took can be given back, and a release can be
+// confirmed), and then the call returns. Every Acquire, TryAcquire,
+// Extend, Release and Close returns within the caller's deadline plus
+// DeadlineGrace (and the scheduling delays of a loaded machine), whatever
+// the servers do: answer, refuse, hang, or answer ten seconds late.
+const DeadlineGrace = 100 * time.Millisecond
+
+// RequestTimeout bounds one request of the Redis backends whatever the
+// caller's context: a server that accepts and never answers fails the
+// attempt as unavailable after RequestTimeout, so that a wait without a
+// deadline still ends (see [DefaultMaxOutage]).
+const RequestTimeout = 5 * time.Second
 
 // CleanupContext returns a context for cleanup work: it keeps ctx's values
 // but not its cancellation, and ends after [CleanupTimeout].

@@ -3,14 +3,23 @@ package lockswap
 import (
 	"fmt"
 	"time"
+
+	"github.com/lockswap/lockswap/internal/lockstate"
 )
 
 // DefaultTTL is the lock TTL used when no [WithTTL] option is given.
 const DefaultTTL = 10 * time.Second
 
-// MinTTL is the smallest TTL any backend accepts. Backends may require more
-// (etcd leases are whole seconds, see etcdlease).
-const MinTTL = time.Millisecond
+// MinTTL is the smallest TTL any backend accepts: below it the clock drift
+// allowance (2 ms plus 1% of the TTL by default) would leave a lock with
+// little or no validity. Backends may require more (etcd leases are whole
+// seconds, see etcdlease; Redlock with a larger drift allowance).
+const MinTTL = 10 * time.Millisecond
+
+// MaxTTL is the largest TTL any backend accepts: a lock that nobody renews
+// for a year is a mistake, and larger values overflow the timestamps of
+// the legacy lock and the millisecond arithmetic of the servers.
+const MaxTTL = 365 * 24 * time.Hour
 
 // Options are the per-call settings of Acquire, TryAcquire and [Do]. Build
 // them with [Option] functions; backends read them with [ApplyOptions].
@@ -24,6 +33,10 @@ type Options struct {
 	MaxHold time.Duration
 	// RenewEvery is how often [Do] extends the lock; zero means TTL/3.
 	RenewEvery time.Duration
+	// MaxOutage is how long Acquire keeps waiting while every attempt finds
+	// the backend unavailable (see [WithMaxOutage]); negative means until
+	// the context ends or the retry policy gives up.
+	MaxOutage time.Duration
 }
 
 // Option sets one field of [Options]. Options are values (not closures),
@@ -42,6 +55,7 @@ const (
 	optRetry
 	optMaxHold
 	optRenewEvery
+	optMaxOutage
 )
 
 func (opt Option) apply(o *Options) {
@@ -54,6 +68,8 @@ func (opt Option) apply(o *Options) {
 		o.MaxHold = opt.d
 	case optRenewEvery:
 		o.RenewEvery = opt.d
+	case optMaxOutage:
+		o.MaxOutage = opt.d
 	}
 }
 
@@ -71,10 +87,25 @@ func WithMaxHold(d time.Duration) Option { return Option{kind: optMaxHold, d: d}
 // WithRenewEvery sets how often [Do] extends the lock (default TTL/3).
 func WithRenewEvery(d time.Duration) Option { return Option{kind: optRenewEvery, d: d} }
 
+// DefaultMaxOutage is how long Acquire keeps waiting, by default, while
+// every attempt finds the backend unavailable (refused connections,
+// timeouts, no quorum): after that it returns the last error, which
+// matches [ErrUnavailable], even under a context that never ends.
+// Contention alone ([ErrHeld]) does not count: Acquire waits for a held key
+// until its context ends or the retry policy gives up.
+const DefaultMaxOutage = 15 * time.Second
+
+// WithMaxOutage sets how long Acquire keeps waiting through an outage (every
+// attempt unavailable) before it returns the error; negative waits until
+// the context ends or the retry policy gives up. The default is
+// [DefaultMaxOutage].
+func WithMaxOutage(d time.Duration) Option { return Option{kind: optMaxOutage, d: d} }
+
 // ApplyOptions applies opts over the defaults (TTL [DefaultTTL], retry
-// defaultRetry) and validates the result. The error matches [ErrInvalid].
+// defaultRetry, [DefaultMaxOutage]) and validates the result. The error
+// matches [ErrInvalid].
 func ApplyOptions(defaultRetry RetryStrategy, opts []Option) (Options, error) {
-	o := Options{TTL: DefaultTTL, Retry: defaultRetry}
+	o := Options{TTL: DefaultTTL, Retry: defaultRetry, MaxOutage: DefaultMaxOutage}
 	for _, opt := range opts {
 		opt.apply(&o)
 	}
@@ -93,14 +124,17 @@ func ApplyOptions(defaultRetry RetryStrategy, opts []Option) (Options, error) {
 	return o, nil
 }
 
-// ValidateTTL checks that ttl is at least [MinTTL]; the error matches
-// [ErrInvalid].
+// ValidateTTL checks that ttl is within [[MinTTL], [MaxTTL]]; the error
+// matches [ErrInvalid].
 func ValidateTTL(ttl time.Duration) error {
 	if ttl <= 0 {
 		return fmt.Errorf("ttl %v is not positive: %w", ttl, ErrInvalid)
 	}
 	if ttl < MinTTL {
 		return fmt.Errorf("ttl %v is below the minimum %v: %w", ttl, MinTTL, ErrInvalid)
+	}
+	if ttl > MaxTTL {
+		return fmt.Errorf("ttl %v is above the maximum %v: %w", ttl, MaxTTL, ErrInvalid)
 	}
 	return nil
 }
@@ -119,14 +153,14 @@ func ValidateKey(key string) error {
 // prefixed with the backend's name and name the key.
 func PrepareAcquire(backend string, closed bool, key string, defaultRetry RetryStrategy, opts []Option) (Options, error) {
 	if closed {
-		return Options{}, fmt.Errorf("%s: acquire %q: %w", backend, key, ErrClosed)
+		return Options{}, fmt.Errorf("%s: acquire %s: %w", backend, lockstate.QuoteKey(key), ErrClosed)
 	}
 	if err := ValidateKey(key); err != nil {
 		return Options{}, fmt.Errorf("%s: acquire: %w", backend, err)
 	}
 	o, err := ApplyOptions(defaultRetry, opts)
 	if err != nil {
-		return o, fmt.Errorf("%s: acquire %q: %w", backend, key, err)
+		return o, fmt.Errorf("%s: acquire %s: %w", backend, lockstate.QuoteKey(key), err)
 	}
 	return o, nil
 }

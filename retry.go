@@ -124,7 +124,7 @@ func Retry[T any](ctx context.Context, strategy RetryStrategy, try func(context.
 			}
 			return zero, &waitError{cause: cause, ctxErr: ctxErr}
 		}
-		if !errors.Is(err, ErrHeld) && !errors.Is(err, ErrUnavailable) {
+		if !Retryable(err) {
 			return zero, err
 		}
 		prev = err
@@ -144,6 +144,56 @@ func Retry[T any](ctx context.Context, strategy RetryStrategy, try func(context.
 		}
 	}
 }
+
+// Retryable reports whether Acquire should try again after an attempt
+// failed with err: contention ([ErrHeld]) and outages ([ErrUnavailable]),
+// unless [LimitOutage] has declared the outage too long.
+func Retryable(err error) bool {
+	var oe *outageError
+	if errors.As(err, &oe) {
+		return false
+	}
+	return errors.Is(err, ErrHeld) || errors.Is(err, ErrUnavailable)
+}
+
+// LimitOutage wraps one Acquire's attempt function so that, once its
+// attempts have found the backend unavailable for max without a break (no
+// attempt reached it), the next unavailable attempt ends the wait: its
+// error still matches [ErrUnavailable] but is not [Retryable]. max <= 0
+// returns try unchanged. For backend implementers: each Acquire wraps its
+// own attempts (the wrapper keeps the start of the outage).
+func LimitOutage(max time.Duration, try func(context.Context) (Lock, error)) func(context.Context) (Lock, error) {
+	if max <= 0 {
+		return try
+	}
+	var since time.Time
+	return func(ctx context.Context) (Lock, error) {
+		l, err := try(ctx)
+		if err == nil || !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrHeld) {
+			since = time.Time{}
+			return l, err
+		}
+		now := time.Now()
+		if since.IsZero() {
+			since = now
+		} else if d := now.Sub(since); d >= max {
+			return nil, &outageError{cause: err, d: d}
+		}
+		return nil, err
+	}
+}
+
+// outageError ends a wait that found the backend unavailable for too long.
+type outageError struct {
+	cause error
+	d     time.Duration
+}
+
+func (e *outageError) Error() string {
+	return fmt.Sprintf("%v (unavailable for %v, giving up; see lockswap.WithMaxOutage)", e.cause, e.d.Round(time.Millisecond))
+}
+
+func (e *outageError) Unwrap() error { return e.cause }
 
 // waitError is a wait that the context ended: it matches both the last
 // attempt's cause and the context's error.

@@ -83,3 +83,65 @@ func TestRetryLoop(t *testing.T) {
 		t.Fatalf("a wait the context ended must match both ctx.Err() and the cause; got %v", err)
 	}
 }
+
+// TestLimitOutage: a wait under a context that never ends stops once every
+// attempt has found the backend unavailable for the outage limit, with an
+// error that still matches ErrUnavailable; contention alone does not count,
+// and an attempt that reaches the backend starts the count again.
+func TestLimitOutage(t *testing.T) {
+	var attempts int
+	down := fmt.Errorf("connection refused: %w", lockswap.ErrUnavailable)
+	begin := time.Now()
+	_, err := lockswap.Retry(context.Background(), lockswap.ConstantRetry(time.Millisecond),
+		lockswap.LimitOutage(50*time.Millisecond, func(context.Context) (lockswap.Lock, error) {
+			attempts++
+			return nil, down
+		}))
+	if !errors.Is(err, lockswap.ErrUnavailable) || lockswap.Retryable(err) {
+		t.Fatalf("err = %v, want a final error matching ErrUnavailable", err)
+	}
+	if d := time.Since(begin); d < 50*time.Millisecond || attempts < 2 {
+		t.Fatalf("gave up after %v and %d attempts, want at least the 50ms limit", d, attempts)
+	}
+
+	// Held, then down: the outage counts from its own first attempt.
+	attempts = 0
+	var downSince time.Time
+	_, err = lockswap.Retry(context.Background(), lockswap.ConstantRetry(time.Millisecond),
+		lockswap.LimitOutage(30*time.Millisecond, func(context.Context) (lockswap.Lock, error) {
+			attempts++
+			if attempts <= 40 {
+				return nil, lockswap.ErrHeld
+			}
+			if downSince.IsZero() {
+				downSince = time.Now()
+			}
+			return nil, down
+		}))
+	if !errors.Is(err, lockswap.ErrUnavailable) {
+		t.Fatalf("err = %v, want ErrUnavailable", err)
+	}
+	if d := time.Since(downSince); d < 30*time.Millisecond {
+		t.Fatalf("gave up %v into the outage, want at least the 30ms limit counted from its start", d)
+	}
+
+	// Negative: no limit (the strategy ends the wait here).
+	_, err = lockswap.Retry(context.Background(), lockswap.LimitedRetry(time.Millisecond, 3),
+		lockswap.LimitOutage(-1, func(context.Context) (lockswap.Lock, error) { return nil, down }))
+	if !lockswap.Retryable(err) {
+		t.Fatalf("err = %v: with no outage limit the error should stay retryable", err)
+	}
+}
+
+// TestApplyOptionsMaxOutage: the default outage limit is DefaultMaxOutage,
+// and WithMaxOutage changes it.
+func TestApplyOptionsMaxOutage(t *testing.T) {
+	o, err := lockswap.ApplyOptions(nil, nil)
+	if err != nil || o.MaxOutage != lockswap.DefaultMaxOutage {
+		t.Fatalf("default MaxOutage = %v (%v), want %v", o.MaxOutage, err, lockswap.DefaultMaxOutage)
+	}
+	o, _ = lockswap.ApplyOptions(nil, []lockswap.Option{lockswap.WithMaxOutage(-1)})
+	if o.MaxOutage != -1 {
+		t.Fatalf("WithMaxOutage(-1) gave %v", o.MaxOutage)
+	}
+}

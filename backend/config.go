@@ -92,7 +92,9 @@ type Config struct {
 	// MaxTTL has passed since its restart.
 	RestartSafety bool     `json:"restart_safety,omitempty"`
 	MaxTTL        Duration `json:"max_ttl,omitempty"`
-	// Unit is legacysetnx's timestamp unit: s (default) or ms.
+	// Unit is legacysetnx's timestamp unit, required: s or ms (see
+	// legacysetnx.ParseUnit for the spellings and legacysetnx.UnitHelp for
+	// how to find out which the old clients write).
 	Unit string `json:"unit,omitempty"`
 	// ServerTime makes legacysetnx take time from the Redis server.
 	ServerTime bool `json:"server_time,omitempty"`
@@ -305,6 +307,9 @@ func (c Config) Validate() error {
 	if c.TTL < 0 || (c.TTL > 0 && time.Duration(c.TTL) < lockswap.MinTTL) {
 		return invalid("ttl %v: want at least %v", time.Duration(c.TTL), lockswap.MinTTL)
 	}
+	if time.Duration(c.TTL) > lockswap.MaxTTL {
+		return invalid("ttl %v: want at most %v", time.Duration(c.TTL), lockswap.MaxTTL)
+	}
 	for _, a := range c.Addrs {
 		if err := checkHostPort(a); err != nil {
 			return err
@@ -329,7 +334,7 @@ func (c Config) Validate() error {
 		if n := len(c.Addrs); n < 3 || n%2 == 0 {
 			return invalid("redlock needs an odd number of at least 3 independent masters, got %d hosts", n)
 		}
-		if c.Drift < 0 || c.Drift >= 0.5 {
+		if !(c.Drift >= 0 && c.Drift < 0.5) { // also NaN, which fails every comparison
 			return invalid("drift=%v: want a factor in [0, 0.5) such as 0.01", c.Drift)
 		}
 		if c.RestartSafety && c.MaxTTL <= 0 {
@@ -378,12 +383,9 @@ func (c Config) Validate() error {
 		if c.Unit != "" || c.ServerTime || c.RedisExpiry {
 			return invalid("unit, server_time and redis_expiry are legacysetnx parameters, not %s", c.Backend)
 		}
-	} else {
-		switch c.Unit {
-		case "", "s", "ms":
-		default:
-			return invalid("unit=%q: want s or ms", c.Unit)
-		}
+	}
+	if err := validateLegacySetNX(c); err != nil {
+		return err
 	}
 	if c.Fence && c.Backend != SingleRedis {
 		return invalid("fence is a singleredis parameter (etcd always fences), not %s", c.Backend)

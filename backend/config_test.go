@@ -44,6 +44,8 @@ func TestParseURLErrorsNameTheProblem(t *testing.T) {
 		"nosuch://h:1":                                "nosuch",
 		"singleredis://h:6379?ttl=soon":               "ttl",
 		"singleredis://h:6379?ttl=-1s":                "ttl",
+		"singleredis://h:6379?ttl=9000h":              "ttl",
+		"singleredis://h:6379?ttl=1ms":                "ttl",
 		"singleredis://h:6379?colour=red":             "colour",
 		"singleredis://?ttl=1s":                       "exactly one host",
 		"singleredis://h:6379,g:6379":                 "exactly one host",
@@ -54,6 +56,9 @@ func TestParseURLErrorsNameTheProblem(t *testing.T) {
 		"redlock://a:1,b:1,c:1,d:1":                   "odd number",
 		"redlock://a:1":                               "odd number",
 		"redlock://a:1,b:1,c:1?drift=lots":            "drift",
+		"redlock://a:1,b:1,c:1?drift=NaN":             "drift",
+		"redlock://a:1,b:1,c:1?drift=-Inf":            "drift",
+		"redlock://a:1,b:1,c:1?drift=0.5":             "drift",
 		"redlock://a:1,b:1,c:1?restart_safety=true":   "max_ttl",
 		"legacysetnx://h:1?unit=minutes":              "unit",
 		"singleredis://h:1?unit=s":                    "unit",
@@ -135,7 +140,7 @@ func TestConfigJSON(t *testing.T) {
 
 func TestMigrateURLValidated(t *testing.T) {
 	enc := url.QueryEscape
-	legacy, target := enc("legacysetnx://h:6379?prefix=lock."), enc("singleredis://h:6379?prefix=locks:")
+	legacy, target := enc("legacysetnx://h:6379?prefix=lock.&unit=s"), enc("singleredis://h:6379?prefix=locks:")
 	ok := "migrate://?phase=dual&legacy=" + legacy + "&target=" + target
 	if _, err := backend.ParseURL(ok); err != nil {
 		t.Fatalf("%s: %v", ok, err)
@@ -147,6 +152,8 @@ func TestMigrateURLValidated(t *testing.T) {
 		"migrate://?phase=dual&legacy=" + target + "&target=" + target:                          "legacysetnx",
 		"migrate://?phase=dual&legacy=" + legacy + "&target=" + enc("singleredis://h:1?ttl=1s"): "ttl",
 		"migrate://?phase=dual&legacy=" + legacy + "&target=" + enc("redlock://a:1,b:1"):        "odd number",
+		"migrate://?phase=dual&legacy=" + enc("legacysetnx://h:6379") + "&target=" + target:     "unit=ms",
+		"migrate://?phase=dual&ttl=500ms&legacy=" + legacy + "&target=" + target:                "1s",
 	} {
 		_, err := backend.ParseURL(raw)
 		if !errors.Is(err, lockswap.ErrInvalid) || !strings.Contains(err.Error(), mention) {

@@ -24,7 +24,7 @@ func FuzzParseURL(f *testing.F) {
 		"redlock://h1:6379,h2:6379,h3:6379?ttl=10s&drift=0.01&restart_safety=true&max_ttl=1m",
 		"legacysetnx://h:6379?prefix=lock.&unit=ms&server_time=true",
 		"etcds://u:p@h1:2379,h2:2379?prefix=/locks/&ttl=10s",
-		"migrate://?phase=dual&legacy=legacysetnx%3A%2F%2Fh%3A1&target=singleredis%3A%2F%2Fh%3A1",
+		"migrate://?phase=dual&legacy=legacysetnx%3A%2F%2Fh%3A1%3Funit%3Ds&target=singleredis%3A%2F%2Fh%3A1",
 	} {
 		f.Add(s)
 	}

@@ -64,6 +64,43 @@
 // Fence is the create revision of the holder's key: it strictly increases
 // across holders. [Lock.IsOwner] is a comparison for the caller's own etcd
 // transaction, so that a write succeeds only while the lock is still held.
+// # Outages, deadlines and Close
+//
+// Every call returns within its context's deadline plus a short grace (at
+// most 300 ms), even against an etcd that never answers: requests carry the
+// caller's context, and cleanup that must run after the caller gave up (the
+// deletion of a queue key whose put may still land, a Release whose delete
+// is on its way) continues on a background goroutine, bounded by
+// lockswap.CleanupTimeout, that Close waits for. If that cleanup cannot
+// confirm the deletion, the lease it used is retired: no new lock uses it,
+// and it is revoked (or left to expire) once its last lock ends, which
+// deletes whatever it still carries.
+//
+// Acquire waits for a held lock until its context ends, but not for an
+// outage: once etcd has answered none of its requests for the call's
+// lockswap.WithMaxOutage (lockswap.DefaultMaxOutage, 15 s, by default) it
+// returns an error matching lockswap.ErrUnavailable, even with
+// context.Background(); zero or negative waits through an outage until the
+// context ends or the retry policy gives up. A waiter whose watch stays
+// quiet checks every few seconds that etcd still answers. Errors that retrying cannot fix (authentication failed,
+// permission denied, a request the server refuses as invalid or too large)
+// fail at once with lockswap.ErrInvalid.
+//
+// Close ends waiting Acquires at once with lockswap.ErrClosed, revokes the
+// leases (giving up after 500 ms: unrevoked leases, no longer kept alive,
+// expire on the server after their TTL) and returns within a second even
+// when etcd hangs. Extend and Release after Close return lockswap.ErrClosed.
+//
+// # Limits
+//
+// The queue prefix of a key (Prefix + escape(key) + "/") may be at most
+// MaxQueuePrefixBytes (500 KiB): a request names it up to three times and
+// etcd refuses requests over its --max-request-bytes (1.5 MiB by default).
+// Longer keys are refused with lockswap.ErrInvalid before anything is sent.
+// Escaping makes "%" and "/" three bytes each. TTLs are accepted in
+// [Locker.TTLRange]; a TTL whose lock would have no validity left when
+// Acquire returns is refused with lockswap.ErrInvalid, never returned as a
+// lock whose Deadline has passed. Errors quote keys cut to 200 bytes.
 package etcdlease
 
 import (
@@ -100,6 +137,30 @@ const DefaultRequestTimeout = 5 * time.Second
 // etcd could not be reached (waiting for a held lock needs no retries: it is
 // woken by a watch).
 var DefaultRetry = lockswap.JitterRetry(50*time.Millisecond, 250*time.Millisecond)
+
+// MaxQueuePrefixBytes is the longest queue prefix (Prefix + escape(key) +
+// "/") a Locker accepts: 500 KiB. The put-and-read transaction of Acquire
+// (and the put-if-empty one of TryAcquire) carries the prefix three times
+// (the key, and a range's start and end), and etcd refuses requests over
+// its --max-request-bytes, 1.5 MiB by default (measured: keys above about
+// 524,000 bytes fail). A longer key is refused with lockswap.ErrInvalid
+// before anything is sent.
+const MaxQueuePrefixBytes = 500 << 10
+
+// closeRevokeTimeout bounds Close's revocation of the leases, so that Close
+// returns within a second even when etcd does not answer.
+const closeRevokeTimeout = 500 * time.Millisecond
+
+// awaitGrace is how long a call whose context ended still waits for its
+// cleanup request (a queue key's or a Release's delete) before returning
+// and leaving it to the background: the calls' promise is their deadline
+// plus at most 300 ms.
+const awaitGrace = 150 * time.Millisecond
+
+// probeEvery is how often a waiter whose watch stays quiet checks that
+// etcd still answers (at most; a third of the call's outage bound, see
+// lockswap.WithMaxOutage, when smaller).
+const probeEvery = 5 * time.Second
 
 // Options configure a Locker. The zero value is usable.
 type Options struct {
@@ -144,13 +205,20 @@ type Locker struct {
 	opts  Options
 	nodes int
 
-	ctx    context.Context // ends at Close: background work
+	ctx    context.Context // ends at Close: background work, calls in progress
 	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	// cleanupCtx ends when Close has revoked the leases (or given up): it
+	// bounds the background cleanup Close waits for.
+	cleanupCtx    context.Context
+	cleanupCancel context.CancelFunc
+	// wg counts the background goroutines. Add is called only under mu
+	// while closed is false, so never after Close's Wait began.
+	wg sync.WaitGroup
 
 	mu     sync.Mutex
 	closed bool
-	leases map[int64]*lease
+	leases map[int64]*lease    // the lease in use per whole seconds of TTL
+	all    map[*lease]struct{} // every lease granted or being granted and not lost, retired ones too
 	locks  map[*Lock]struct{}
 
 	id        string // random, names this Locker's contender keys
@@ -196,6 +264,10 @@ func Open(cfg Config) (*Locker, error) {
 	})
 	if err != nil {
 		sentinel := classify(err)
+		if sentinel == lockswap.ErrInvalid {
+			hint := (&Locker{opts: opts}).hint(err)
+			return nil, fmt.Errorf("%s: connect to %v: %w: %v (%s)", Backend, cfg.Endpoints, sentinel, redact(err, cfg.Password), hint)
+		}
 		return nil, fmt.Errorf("%s: connect to %v: %w: %v", Backend, cfg.Endpoints, sentinel, redact(err, cfg.Password))
 	}
 	if opts.ClusterSize == 0 {
@@ -227,6 +299,10 @@ func (o *Options) validate() error {
 	if o.RequestTimeout < 0 {
 		return fmt.Errorf("%s: request timeout %v is negative: %w", Backend, o.RequestTimeout, lockswap.ErrInvalid)
 	}
+	if len(o.Prefix) >= MaxQueuePrefixBytes {
+		return fmt.Errorf("%s: prefix of %d bytes leaves no room for keys (the queue prefix may have at most %d): %w",
+			Backend, len(o.Prefix), MaxQueuePrefixBytes, lockswap.ErrInvalid)
+	}
 	if o.ClusterSize < 0 {
 		return fmt.Errorf("%s: cluster size %d is negative: %w", Backend, o.ClusterSize, lockswap.ErrInvalid)
 	}
@@ -255,8 +331,35 @@ func newLocker(c *clientv3.Client, opts Options) (*Locker, error) {
 		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Locker{c: c, opts: opts, nodes: nodes, ctx: ctx, cancel: cancel, id: lockstate.NewToken()[:16],
-		leases: map[int64]*lease{}, locks: map[*Lock]struct{}{}}, nil
+	cctx, ccancel := context.WithCancel(context.Background())
+	return &Locker{c: c, opts: opts, nodes: nodes, ctx: ctx, cancel: cancel, cleanupCtx: cctx, cleanupCancel: ccancel,
+		id: lockstate.NewToken()[:16], leases: map[int64]*lease{}, all: map[*lease]struct{}{}, locks: map[*Lock]struct{}{}}, nil
+}
+
+// TTLRange returns the lock TTLs this Locker accepts: from
+// lockswap.MinTTL (10 ms) to lockswap.MaxTTL (365 days; etcd's own lease
+// limit is far above). A TTL below a second still runs on a lease of a
+// whole second or more (see the package doc), and a TTL so short that the
+// acquisition itself used it up is refused with lockswap.ErrInvalid when
+// Acquire returns.
+func (lk *Locker) TTLRange() (min, max time.Duration) {
+	min, max = lockswap.MinTTL, lockswap.MaxTTL
+	// A TTL must leave validity after the drift allowance.
+	for min-lockstate.Drift(min) <= 0 {
+		min *= 2
+	}
+	return min, max
+}
+
+// checkTTL refuses a TTL outside TTLRange with an error matching
+// lockswap.ErrInvalid.
+func (lk *Locker) checkTTL(op, key string, ttl time.Duration) error {
+	lo, hi := lk.TTLRange()
+	if ttl < lo || ttl > hi {
+		return fmt.Errorf("%s: %s %s: ttl %v is outside the accepted range [%v, %v]: %w",
+			Backend, op, lockstate.QuoteKey(key), ttl, lo, hi, lockswap.ErrInvalid)
+	}
+	return nil
 }
 
 // Client returns the etcd client the Locker uses (for the caller's own
@@ -303,9 +406,14 @@ func (lk *Locker) QueuePrefix(key string) string {
 
 var escaper = strings.NewReplacer("%", "%25", "/", "%2F")
 
-// Close stops the background keepalives, revokes the Locker's leases (which
-// deletes every key still attached: held locks are released and their Done
-// closes) and closes the client if Open made it.
+// Close ends every Acquire still waiting (with an error matching
+// lockswap.ErrClosed), stops the background keepalives and watches,
+// revokes the Locker's leases (which deletes every key still attached: held
+// locks are released and their Done closes) and closes the client if Open
+// made it. It returns within about a second even when etcd does not
+// answer: revocation gives up after 500 ms (the leases, no longer kept
+// alive, then expire on the server after their TTL, and the error says
+// so), and background cleanup is cut short.
 func (lk *Locker) Close() error {
 	lk.mu.Lock()
 	if lk.closed {
@@ -313,8 +421,8 @@ func (lk *Locker) Close() error {
 		return nil
 	}
 	lk.closed = true
-	leases := make([]*lease, 0, len(lk.leases))
-	for _, ls := range lk.leases {
+	leases := make([]*lease, 0, len(lk.all))
+	for ls := range lk.all {
 		leases = append(leases, ls)
 	}
 	locks := make([]*Lock, 0, len(lk.locks))
@@ -322,9 +430,18 @@ func (lk *Locker) Close() error {
 		locks = append(locks, l)
 	}
 	lk.mu.Unlock()
+	// Calls in progress, keepalives, watches and grants end now.
+	lk.cancel()
+	for _, l := range locks {
+		l.settle(stateLost)
+		l.End()
+		l.stopWatch()
+	}
 
-	var errs []error
-	for _, ls := range leases {
+	ctx, cancel := context.WithTimeout(lk.cleanupCtx, min(closeRevokeTimeout, lk.opts.RequestTimeout))
+	errs := make([]error, len(leases))
+	var wg sync.WaitGroup
+	for i, ls := range leases {
 		select {
 		case <-ls.ready:
 		default:
@@ -333,19 +450,19 @@ func (lk *Locker) Close() error {
 		if ls.err != nil {
 			continue
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), lk.opts.RequestTimeout)
-		_, err := lk.c.Revoke(ctx, ls.id)
-		cancel()
-		if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
-			errs = append(errs, fmt.Errorf("%s: close: revoke lease %x: %w: %w", Backend, int64(ls.id), classify(err), err))
-		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := lk.c.Revoke(ctx, ls.id)
+			if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+				errs[i] = fmt.Errorf("%s: close: revoke lease %x (it expires on the server after its %v TTL): %w: %w",
+					Backend, int64(ls.id), ls.ttl, classify(err), err)
+			}
+		}()
 	}
-	for _, l := range locks {
-		l.settle(stateLost)
-		l.End()
-		l.stopWatch()
-	}
-	lk.cancel()
+	wg.Wait()
+	cancel()
+	lk.cleanupCancel()
 	lk.wg.Wait()
 	if lk.own {
 		if err := lk.c.Close(); err != nil && !errors.Is(err, context.Canceled) {
@@ -355,24 +472,68 @@ func (lk *Locker) Close() error {
 	return errors.Join(errs...)
 }
 
-// classify returns the sentinel an etcd error maps to: ErrInvalid for
-// authentication and permission failures (configuration), ErrUnavailable
-// for everything else (no member reachable, no leader, timeouts).
+func (lk *Locker) isClosed() bool {
+	lk.mu.Lock()
+	defer lk.mu.Unlock()
+	return lk.closed
+}
+
+// callCtx returns ctx, also cancelled when the Locker closes.
+func (lk *Locker) callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	cctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(lk.ctx, cancel)
+	return cctx, func() { stop(); cancel() }
+}
+
+// closedErr is the error of a call that Close ended.
+func closedErr(op, key string) error {
+	return fmt.Errorf("%s: %s %s: %w", Backend, op, lockstate.QuoteKey(key), lockswap.ErrClosed)
+}
+
+// classify returns the sentinel an etcd error maps to: ErrInvalid for what
+// retrying cannot fix (authentication and permission failures, requests the
+// server refuses as invalid or too large), ErrUnavailable for everything
+// else (no member reachable, no leader, timeouts).
 func classify(err error) error {
 	switch {
 	case errors.Is(err, rpctypes.ErrAuthFailed), errors.Is(err, rpctypes.ErrPermissionDenied),
 		errors.Is(err, rpctypes.ErrInvalidAuthToken), errors.Is(err, rpctypes.ErrAuthNotEnabled),
 		errors.Is(err, rpctypes.ErrUserEmpty), errors.Is(err, rpctypes.ErrKeyNotFound),
+		errors.Is(err, rpctypes.ErrRoleNotGranted), errors.Is(err, rpctypes.ErrPermissionNotGranted),
+		errors.Is(err, rpctypes.ErrUserNotFound), errors.Is(err, rpctypes.ErrRequestTooLarge),
 		errors.Is(err, rpctypes.ErrGRPCAuthFailed), errors.Is(err, rpctypes.ErrGRPCPermissionDenied):
 		return lockswap.ErrInvalid
 	}
-	if s, ok := status.FromError(err); ok {
-		switch s.Code() {
-		case codes.PermissionDenied, codes.Unauthenticated, codes.InvalidArgument:
-			return lockswap.ErrInvalid
-		}
+	code := codes.OK
+	var ee rpctypes.EtcdError
+	if errors.As(err, &ee) {
+		code = ee.Code()
+	} else if s, ok := status.FromError(err); ok {
+		code = s.Code()
+	}
+	switch code {
+	case codes.PermissionDenied, codes.Unauthenticated, codes.InvalidArgument:
+		return lockswap.ErrInvalid
 	}
 	return lockswap.ErrUnavailable
+}
+
+// hint says what to fix for an error that retrying cannot fix.
+func (lk *Locker) hint(err error) string {
+	switch {
+	case errors.Is(err, rpctypes.ErrAuthFailed), errors.Is(err, rpctypes.ErrGRPCAuthFailed),
+		errors.Is(err, rpctypes.ErrUserEmpty), errors.Is(err, rpctypes.ErrUserNotFound):
+		return "check the username and password (Config.Username, Config.Password)"
+	case errors.Is(err, rpctypes.ErrInvalidAuthToken):
+		return "the server rejected the auth token: check the credentials and the server's --auth-token setting"
+	case errors.Is(err, rpctypes.ErrPermissionDenied), errors.Is(err, rpctypes.ErrGRPCPermissionDenied),
+		errors.Is(err, rpctypes.ErrRoleNotGranted), errors.Is(err, rpctypes.ErrPermissionNotGranted):
+		return fmt.Sprintf("grant the user's role readwrite permission on the prefix %s (etcdctl role grant-permission --prefix)",
+			lockstate.QuoteKey(lk.opts.Prefix))
+	case errors.Is(err, rpctypes.ErrRequestTooLarge):
+		return "the request exceeds the server's --max-request-bytes: use a shorter key or prefix"
+	}
+	return "fix the request or the configuration; retrying will not help"
 }
 
 // redact removes the password from an error's text.
@@ -384,19 +545,112 @@ func redact(err error, password string) string {
 	return s
 }
 
+// fail wraps an etcd error of op on key with its sentinel (once: err's own
+// text follows, without being wrapped again when it is a lockswap error).
 func (lk *Locker) fail(op, key string, err error) error {
-	return fmt.Errorf("%s: %s %q on %s: %w: %w", Backend, op, key, strings.Join(lk.c.Endpoints(), ","), classify(err), err)
+	sentinel := classify(err)
+	where := strings.Join(lk.c.Endpoints(), ",")
+	if sentinel == lockswap.ErrInvalid {
+		return fmt.Errorf("%s: %s %s on %s: %w: %v (%s)", Backend, op, lockstate.QuoteKey(key), where, sentinel, err, lk.hint(err))
+	}
+	return fmt.Errorf("%s: %s %s on %s: %w: %w", Backend, op, lockstate.QuoteKey(key), where, sentinel, err)
 }
 
-func (lk *Locker) reqCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, lk.opts.RequestTimeout)
+// reqCtx bounds one request by the request timeout and, for Acquire, by the
+// end of its outage allowance.
+func (lk *Locker) reqCtx(ctx context.Context, ob *outage) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, lk.reqTimeout(ob))
 }
 
+// reqTimeout is how long one request may take: the request timeout, and
+// for Acquire no longer than what is left of its outage bound.
+func (lk *Locker) reqTimeout(ob *outage) time.Duration {
+	d := lk.opts.RequestTimeout
+	if left, bounded := ob.left(); bounded {
+		d = min(d, max(left, time.Millisecond))
+	}
+	return d
+}
+
+// outage tracks, for one Acquire, when etcd last answered it: Acquire gives
+// up with ErrUnavailable once its outage bound (the call's
+// lockswap.Options.MaxOutage) has passed since. A bound of zero or less is
+// no bound (as in lockswap.LimitOutage): the outage never ends the wait. A
+// nil *outage (TryAcquire, Extend, Release) is no bound either.
+type outage struct {
+	limit  time.Duration // > 0, or no bound
+	mu     sync.Mutex
+	lastOK time.Time
+}
+
+func newOutage(limit time.Duration) *outage { return &outage{limit: limit, lastOK: time.Now()} }
+
+// bounded reports whether the outage ends the wait at all.
+func (o *outage) bounded() bool { return o != nil && o.limit > 0 }
+
+// ok records an answer from etcd.
+func (o *outage) ok() {
+	if o == nil {
+		return
+	}
+	o.mu.Lock()
+	o.lastOK = time.Now()
+	o.mu.Unlock()
+}
+
+// left returns how long the outage may still last before it ends the wait
+// (negative once it has), and false when there is no bound.
+func (o *outage) left() (time.Duration, bool) {
+	if !o.bounded() {
+		return 0, false
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return time.Until(o.lastOK.Add(o.limit)), true
+}
+
+// over reports whether the outage has lasted past its bound.
+func (o *outage) over() bool {
+	left, bounded := o.left()
+	return bounded && left <= 0
+}
+
+// probePeriod is how often a quiet waiter reads the key it waits for:
+// probeEvery, or a third of the bound when smaller (at least 10 ms), so
+// that an outage is noticed in time.
+func (o *outage) probePeriod() time.Duration {
+	if !o.bounded() {
+		return probeEvery
+	}
+	return min(probeEvery, max(o.limit/3, 10*time.Millisecond))
+}
+
+func (o *outage) err(op, key string, cause error) error {
+	return fmt.Errorf("%s: %s %s: etcd answered no request for %v (see lockswap.WithMaxOutage): %w", Backend, op,
+		lockstate.QuoteKey(key), o.limit, cause)
+}
+
+// prepare checks the Locker, the key (its size included) and the options;
+// errors match ErrClosed or ErrInvalid and quote the key cut short.
 func (lk *Locker) prepare(key string, opts []lockswap.Option) (lockswap.Options, error) {
-	lk.mu.Lock()
-	closed := lk.closed
-	lk.mu.Unlock()
-	return lockswap.PrepareAcquire(Backend, closed, key, lk.opts.Retry, opts)
+	if lk.isClosed() {
+		return lockswap.Options{}, closedErr("acquire", key)
+	}
+	if err := lockswap.ValidateKey(key); err != nil {
+		return lockswap.Options{}, fmt.Errorf("%s: acquire: %w", Backend, err)
+	}
+	if n := len(lk.QueuePrefix(key)); n > MaxQueuePrefixBytes {
+		return lockswap.Options{}, fmt.Errorf("%s: acquire %s: key too large: its queue prefix (prefix + escaped key, %q and %q counting 3 bytes) is %d bytes, the most is %d (MaxQueuePrefixBytes, from etcd's 1.5 MiB request limit): %w",
+			Backend, lockstate.QuoteKey(key), "%", "/", n, MaxQueuePrefixBytes, lockswap.ErrInvalid)
+	}
+	o, err := lockswap.ApplyOptions(lk.opts.Retry, opts)
+	if err != nil {
+		return o, fmt.Errorf("%s: acquire %s: %w", Backend, lockstate.QuoteKey(key), err)
+	}
+	if err := lk.checkTTL("acquire", key, o.TTL); err != nil {
+		return o, err
+	}
+	return o, nil
 }
 
 // TryAcquire makes one attempt: it takes the lock only when nobody holds or
@@ -407,13 +661,22 @@ func (lk *Locker) TryAcquire(ctx context.Context, key string, opts ...lockswap.O
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("%s: acquire %q not attempted: %w", Backend, key, err)
+		return nil, fmt.Errorf("%s: acquire %s not attempted: %w", Backend, lockstate.QuoteKey(key), err)
 	}
-	return lk.tryOnce(ctx, key, o.TTL)
+	cctx, stop := lk.callCtx(ctx)
+	defer stop()
+	l, err := lk.tryOnce(cctx, key, o.TTL)
+	if err != nil {
+		if lk.isClosed() && !errors.Is(err, lockswap.ErrClosed) {
+			return nil, fmt.Errorf("%s: %w (%v)", Backend, closedErr("acquire", key), err)
+		}
+		return nil, err
+	}
+	return l, nil
 }
 
 func (lk *Locker) tryOnce(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
-	ls, err := lk.lease(ctx, key, ttl)
+	ls, err := lk.lease(ctx, key, ttl, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -422,34 +685,97 @@ func (lk *Locker) tryOnce(ctx context.Context, key string, ttl time.Duration) (*
 	slot := lk.takeSlot()
 	myKey := lk.contenderKey(pfx, slot)
 	start := time.Now()
-	rctx, cancel := lk.reqCtx(ctx)
+	rctx, cancel := lk.reqCtx(ctx, nil)
 	resp, err := lk.c.Txn(rctx).
 		If(clientv3.Compare(clientv3.CreateRevision(pfx), "=", 0).WithPrefix()).
 		Then(clientv3.OpPut(myKey, token, clientv3.WithLease(ls.id))).
 		Commit()
 	cancel()
 	if err != nil {
-		lk.removeKey(ctx, myKey, slot)
+		lk.giveBack(ctx, myKey, slot, ls, err)
 		return nil, lk.fail("acquire", key, err)
 	}
 	if !resp.Succeeded {
 		lk.putSlot(slot) // nothing was written
-		return nil, fmt.Errorf("%s: acquire %q: %w", Backend, key, lockswap.ErrHeld)
+		ls.done()
+		return nil, fmt.Errorf("%s: acquire %s: %w", Backend, lockstate.QuoteKey(key), lockswap.ErrHeld)
 	}
-	return lk.held(key, token, myKey, slot, resp.Header.Revision, ls, start, ttl)
+	return lk.held(ctx, key, token, myKey, slot, resp.Header.Revision, ls, start, ttl)
 }
 
 // Acquire joins the lock's queue and waits, woken by a watch, until it is
-// first. The wait ends early when ctx ends (the queue key is then removed)
-// or when etcd cannot be reached and the retry policy gives up.
+// first. The wait ends early when ctx ends (the queue key is then removed),
+// when the Locker is closed (ErrClosed), when the retry policy gives up, and
+// when etcd has answered none of its requests for the call's
+// lockswap.WithMaxOutage (default lockswap.DefaultMaxOutage; ErrUnavailable). Errors that retrying cannot fix (ErrInvalid) end it at
+// once.
 func (lk *Locker) Acquire(ctx context.Context, key string, opts ...lockswap.Option) (lockswap.Lock, error) {
 	o, err := lk.prepare(key, opts)
 	if err != nil {
 		return nil, err
 	}
-	return lockswap.Retry(ctx, o.Retry, func(ctx context.Context) (lockswap.Lock, error) {
-		return lk.queue(ctx, key, o.TTL)
-	})
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("%s: acquire %s not attempted: %w", Backend, lockstate.QuoteKey(key), err)
+	}
+	cctx, stop := lk.callCtx(ctx)
+	defer stop()
+	ob := newOutage(o.MaxOutage)
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	var prev error
+	for attempt := 1; ; attempt++ {
+		l, err := lk.queue(cctx, key, o.TTL, ob)
+		if err == nil {
+			return l, nil
+		}
+		if lk.isClosed() {
+			if errors.Is(err, lockswap.ErrClosed) {
+				return nil, err
+			}
+			return nil, fmt.Errorf("%w (%v)", closedErr("acquire", key), err)
+		}
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			// The context ended the wait: the cause is what the wait was
+			// for (the holder, ErrHeld) or the attempt before, if this one
+			// failed because of the context.
+			cause := err
+			if !errors.Is(err, lockswap.ErrHeld) && prev != nil {
+				cause = prev
+			}
+			return nil, lockswap.WaitError(cause, ctxErr)
+		}
+		if !errors.Is(err, lockswap.ErrHeld) && !errors.Is(err, lockswap.ErrUnavailable) {
+			return nil, err
+		}
+		if errors.Is(err, lockswap.ErrUnavailable) && ob.over() {
+			return nil, ob.err("acquire", key, err)
+		}
+		prev = err
+		delay, ok := o.Retry.NextDelay(attempt)
+		if !ok {
+			return nil, err
+		}
+		if left, bounded := ob.left(); bounded {
+			delay = min(delay, max(left, 0))
+		}
+		if timer == nil {
+			timer = time.NewTimer(delay)
+		} else {
+			timer.Reset(delay)
+		}
+		select {
+		case <-cctx.Done():
+			if lk.isClosed() {
+				return nil, fmt.Errorf("%w (%v)", closedErr("acquire", key), err)
+			}
+			return nil, lockswap.WaitError(err, ctx.Err())
+		case <-timer.C:
+		}
+	}
 }
 
 // queueOpts read the newest two keys of the queue up to a create revision:
@@ -463,8 +789,10 @@ func queueOpts(maxRev int64) []clientv3.OpOption {
 	return o
 }
 
-func (lk *Locker) queue(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
-	ls, err := lk.lease(ctx, key, ttl)
+// queue makes one attempt of Acquire. Its errors are not wrapped with the
+// context's (Acquire does that once).
+func (lk *Locker) queue(ctx context.Context, key string, ttl time.Duration, ob *outage) (*Lock, error) {
+	ls, err := lk.lease(ctx, key, ttl, ob)
 	if err != nil {
 		return nil, err
 	}
@@ -475,47 +803,50 @@ func (lk *Locker) queue(ctx context.Context, key string, ttl time.Duration) (*Lo
 	slot := lk.takeSlot()
 	myKey := lk.contenderKey(pfx, slot)
 	start := time.Now()
-	rctx, cancel := lk.reqCtx(ctx)
+	rctx, cancel := lk.reqCtx(ctx, ob)
 	resp, err := lk.c.Txn(rctx).
 		Then(clientv3.OpPut(myKey, token, clientv3.WithLease(ls.id)), clientv3.OpGet(pfx, queueOpts(0)...)).
 		Commit()
 	cancel()
 	if err != nil {
-		lk.removeKey(ctx, myKey, slot)
-		if ctx.Err() != nil {
-			return nil, lockswap.WaitError(lk.fail("acquire", key, err), ctx.Err())
-		}
+		lk.giveBack(ctx, myKey, slot, ls, err)
 		return nil, lk.fail("acquire", key, err)
 	}
+	ob.ok()
 	myRev := resp.Header.Revision
 	kvs := resp.Responses[1].GetResponseRange().Kvs
 	header := resp.Header.Revision
 	for {
 		if len(kvs) == 0 || string(kvs[0].Key) != myKey {
 			// Our key is gone: the lease expired while we waited.
-			return nil, fmt.Errorf("%s: acquire %q: queue entry vanished while waiting (lease lost): %w", Backend, key, lockswap.ErrUnavailable)
+			lk.giveBack(ctx, myKey, slot, ls, nil)
+			return nil, fmt.Errorf("%s: acquire %s: queue entry vanished while waiting (lease lost): %w", Backend, lockstate.QuoteKey(key), lockswap.ErrUnavailable)
 		}
 		if len(kvs) == 1 {
-			return lk.held(key, token, myKey, slot, myRev, ls, start, ttl)
+			return lk.held(ctx, key, token, myKey, slot, myRev, ls, start, ttl)
 		}
-		if err := lk.waitDelete(ctx, string(kvs[1].Key), kvs[1].CreateRevision, header); err != nil {
-			lk.removeKey(ctx, myKey, slot)
+		if err := lk.waitDelete(ctx, string(kvs[1].Key), kvs[1].CreateRevision, header, ob); err != nil {
+			lk.giveBack(ctx, myKey, slot, ls, err)
+			if errors.Is(err, lockswap.ErrClosed) {
+				return nil, closedErr("acquire", key)
+			}
 			if ctx.Err() != nil {
-				return nil, lockswap.WaitError(fmt.Errorf("%s: acquire %q: %w", Backend, key, lockswap.ErrHeld), ctx.Err())
+				return nil, fmt.Errorf("%s: acquire %s: %w", Backend, lockstate.QuoteKey(key), lockswap.ErrHeld)
+			}
+			if errors.Is(err, lockswap.ErrUnavailable) {
+				return nil, fmt.Errorf("%s: acquire %s: %w", Backend, lockstate.QuoteKey(key), err)
 			}
 			return nil, lk.fail("acquire", key, err)
 		}
 		start = time.Now()
-		rctx, cancel := lk.reqCtx(ctx)
+		rctx, cancel := lk.reqCtx(ctx, ob)
 		g, err := lk.c.Get(rctx, pfx, queueOpts(myRev)...)
 		cancel()
 		if err != nil {
-			lk.removeKey(ctx, myKey, slot)
-			if ctx.Err() != nil {
-				return nil, lockswap.WaitError(fmt.Errorf("%s: acquire %q: %w", Backend, key, lockswap.ErrHeld), ctx.Err())
-			}
+			lk.giveBack(ctx, myKey, slot, ls, err)
 			return nil, lk.fail("acquire", key, err)
 		}
+		ob.ok()
 		kvs, header = g.Kvs, g.Header.Revision
 	}
 }
@@ -531,19 +862,69 @@ func (lk *Locker) queue(ctx context.Context, key string, ttl time.Duration) (*Lo
 // is registered, and a watch from a past revision waits for the server's
 // unsynced-watcher loop (every 100 ms). A deletion between rev and the
 // watch's creation is caught by reading k once the watch exists.
-func (lk *Locker) waitDelete(ctx context.Context, k string, created, rev int64) error {
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+//
+// While the watch stays quiet, k is read every probeEvery (or a third of
+// the outage bound when smaller): that tells a held lock from an etcd that
+// no longer answers, which ends the wait with ErrUnavailable once the
+// outage bound has passed (never, without a bound). Each watch's creation
+// is bounded like a request (see startWatch).
+func (lk *Locker) waitDelete(ctx context.Context, k string, created, rev int64, ob *outage) error {
+	stopWatch := func() {}
+	defer func() { stopWatch() }()
 	closing := lk.ctx.Done()
+	probe := time.NewTicker(ob.probePeriod())
+	defer probe.Stop()
+	// check reads k: done when it is gone or is another contender's.
+	check := func() (done bool, err error) {
+		rctx, rcancel := lk.reqCtx(ctx, ob)
+		g, err := lk.c.Get(rctx, k)
+		rcancel()
+		if err != nil {
+			return false, err
+		}
+		ob.ok()
+		if len(g.Kvs) == 0 || g.Kvs[0].CreateRevision != created {
+			return true, nil
+		}
+		rev = g.Header.Revision
+		return false, nil
+	}
 	for {
-		wch := lk.c.Watch(wctx, k, clientv3.WithFilterPut(), clientv3.WithCreatedNotify())
+		stopWatch() // the previous watch, if any, has ended
+		wch, cancel, err := lk.startWatch(ctx, k, ob)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return err
+		}
+		stopWatch = cancel
 		for {
 			var wr clientv3.WatchResponse
 			var ok bool
 			select {
 			case wr, ok = <-wch:
 			case <-closing:
-				return fmt.Errorf("waiting for %q: %w", k, lockswap.ErrClosed)
+				return fmt.Errorf("waiting for %s: %w", lockstate.QuoteKey(k), lockswap.ErrClosed)
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-probe.C:
+				done, err := check()
+				if done {
+					return nil
+				}
+				if err != nil {
+					if ctx.Err() != nil {
+						return ctx.Err()
+					}
+					if classify(err) == lockswap.ErrInvalid {
+						return err
+					}
+					if ob.over() {
+						return fmt.Errorf("waiting for %s: %w: %w", lockstate.QuoteKey(k), lockswap.ErrUnavailable, err)
+					}
+				}
+				continue
 			}
 			if !ok {
 				if err := ctx.Err(); err != nil {
@@ -554,20 +935,18 @@ func (lk *Locker) waitDelete(ctx context.Context, k string, created, rev int64) 
 			if err := wr.Err(); err != nil {
 				return nil // cancelled by the server: the caller re-reads the queue
 			}
+			ob.ok()
 			if wr.Created {
 				if wr.Header.Revision <= rev {
 					continue
 				}
-				rctx, rcancel := lk.reqCtx(ctx)
-				g, err := lk.c.Get(rctx, k)
-				rcancel()
+				done, err := check()
 				if err != nil {
 					return err
 				}
-				if len(g.Kvs) == 0 || g.Kvs[0].CreateRevision != created {
+				if done {
 					return nil
 				}
-				rev = g.Header.Revision
 				continue
 			}
 			for _, ev := range wr.Events {
@@ -580,27 +959,111 @@ func (lk *Locker) waitDelete(ctx context.Context, k string, created, rev int64) 
 			return err
 		}
 		// Re-read k before the next watch, as after any gap.
-		rctx, rcancel := lk.reqCtx(ctx)
-		g, err := lk.c.Get(rctx, k)
-		rcancel()
+		done, err := check()
 		if err != nil {
 			return err
 		}
-		if len(g.Kvs) == 0 || g.Kvs[0].CreateRevision != created {
+		if done {
 			return nil
 		}
-		rev = g.Header.Revision
 	}
 }
 
-// removeKey deletes our queue key after a failed or cancelled attempt; it
-// runs even when ctx is cancelled. The slot is reused only when the delete
-// is confirmed.
-func (lk *Locker) removeKey(ctx context.Context, myKey string, slot int) {
-	cctx, cancel := lockswap.CleanupContext(ctx)
-	defer cancel()
-	if _, err := lk.c.Delete(cctx, myKey); err == nil {
+// startWatch watches the deletion of k from now. clientv3's Watch blocks
+// until etcd confirms the watch (and, on a shared stream, until it has
+// confirmed the watches asked before), bounded only by its context: here
+// that wait is bounded like a request (see reqCtx). When etcd does not
+// confirm in time the watch is cancelled and the error matches
+// lockswap.ErrUnavailable and context.DeadlineExceeded. The watch ends with
+// ctx or when the returned cancel is called.
+func (lk *Locker) startWatch(ctx context.Context, k string, ob *outage) (clientv3.WatchChan, context.CancelFunc, error) {
+	wctx, cancel := context.WithCancel(ctx)
+	d := lk.reqTimeout(ob)
+	t := time.AfterFunc(d, cancel)
+	wch := lk.c.Watch(wctx, k, clientv3.WithFilterPut(), clientv3.WithCreatedNotify())
+	if !t.Stop() {
+		cancel()
+		return nil, nil, fmt.Errorf("watching %s: etcd did not confirm the watch within %v: %w: %w",
+			lockstate.QuoteKey(k), d, lockswap.ErrUnavailable, context.DeadlineExceeded)
+	}
+	return wch, cancel, nil
+}
+
+// giveBack deletes our queue key after a failed or cancelled attempt and
+// releases the attempt's hold on its lease. A request that failed may
+// still land on the server (its reply lost or late), so the delete always
+// runs, on a background goroutine bounded by lockswap.CleanupTimeout that
+// Close waits for; the caller waits for it for a short grace (awaitGrace). The slot is reused only when the delete is confirmed; when
+// it cannot be, the lease is retired, so that the key goes with it. After
+// Close nothing is sent: Close revoked the lease (or let it expire).
+func (lk *Locker) giveBack(ctx context.Context, myKey string, slot int, ls *lease, cause error) {
+	if cause != nil && classify(cause) == lockswap.ErrInvalid && !errors.Is(cause, context.DeadlineExceeded) {
+		// The server refused the request: nothing was written.
 		lk.putSlot(slot)
+		ls.done()
+		return
+	}
+	done, ok := lk.background(func(bctx context.Context) {
+		defer ls.done()
+		if _, err := lk.c.Delete(bctx, myKey); err == nil {
+			lk.putSlot(slot)
+			return
+		}
+		ls.retire()
+	})
+	if !ok {
+		ls.done()
+		return
+	}
+	// A healthy etcd deletes in milliseconds: wait that long, so that an
+	// attempt ended by its caller leaves nothing when Acquire returns, but
+	// no longer (the promise is the deadline plus 300 ms).
+	t := time.NewTimer(awaitGrace)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
+}
+
+// background runs fn on a goroutine that Close waits for, with a context
+// that ends after lockswap.CleanupTimeout or when Close has revoked the
+// leases. It returns a channel closed when fn returns, and false (running
+// nothing) when the Locker is closed.
+func (lk *Locker) background(fn func(ctx context.Context)) (<-chan struct{}, bool) {
+	lk.mu.Lock()
+	if lk.closed {
+		lk.mu.Unlock()
+		return nil, false
+	}
+	lk.wg.Add(1)
+	lk.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		defer lk.wg.Done()
+		defer close(done)
+		ctx, cancel := context.WithTimeout(lk.cleanupCtx, lockswap.CleanupTimeout)
+		defer cancel()
+		fn(ctx)
+	}()
+	return done, true
+}
+
+// await waits for done, or for ctx's end plus awaitGrace; it reports
+// whether done closed.
+func (lk *Locker) await(ctx context.Context, done <-chan struct{}) bool {
+	select {
+	case <-done:
+		return true
+	case <-ctx.Done():
+	}
+	t := time.NewTimer(awaitGrace)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
 	}
 }
 
@@ -635,24 +1098,39 @@ func (lk *Locker) putSlot(s int) {
 	lk.slotMu.Unlock()
 }
 
-// held makes the lock handle and starts watching its key.
-func (lk *Locker) held(key, token, myKey string, slot int, rev int64, ls *lease, start time.Time, ttl time.Duration) (*Lock, error) {
+// held makes the lock handle and starts watching its key. The attempt's
+// hold on ls passes to the lock (released by forget). A lock whose validity
+// the acquisition used up is given back: ErrInvalid when the TTL was
+// shorter than the acquisition took, ErrUnavailable when the lease's own
+// deadline passed.
+func (lk *Locker) held(ctx context.Context, key, token, myKey string, slot int, rev int64, ls *lease, start time.Time, ttl time.Duration) (*Lock, error) {
+	deadline := start.Add(ttl - lockstate.Drift(ttl))
+	if now := time.Now(); !now.Before(deadline) {
+		lk.giveBack(ctx, myKey, slot, ls, nil)
+		return nil, fmt.Errorf("%s: acquire %s: ttl %v is too short: the acquisition took %v, which left the lock no validity (nothing is held; use a longer TTL): %w",
+			Backend, lockstate.QuoteKey(key), ttl, now.Sub(start).Round(time.Microsecond), lockswap.ErrInvalid)
+	} else if !now.Before(ls.leaseDeadline()) {
+		lk.giveBack(ctx, myKey, slot, ls, nil)
+		return nil, fmt.Errorf("%s: acquire %s: the lease's keepalives went unanswered past its deadline: %w",
+			Backend, lockstate.QuoteKey(key), lockswap.ErrUnavailable)
+	}
 	l := &Lock{lk: lk, ls: ls, etcdKey: myKey, slot: slot, rev: rev,
-		State: lockstate.New(key, token, uint64(rev), true, start.Add(ttl-lockstate.Drift(ttl)))}
+		State: lockstate.New(key, token, uint64(rev), true, deadline)}
 	lk.mu.Lock()
 	if lk.closed {
 		lk.mu.Unlock()
+		ls.done()
 		l.settle(stateLost)
 		l.End()
-		lk.removeKey(context.Background(), myKey, slot) // the put is ours: leave nothing behind
-		return nil, fmt.Errorf("%s: acquire %q: %w", Backend, key, lockswap.ErrClosed)
+		// Close revoked the lease (or let it expire): the key goes with it.
+		return nil, closedErr("acquire", key)
 	}
 	if !ls.add(l) {
 		lk.mu.Unlock()
 		l.settle(stateLost)
 		l.End()
-		lk.removeKey(context.Background(), myKey, slot)
-		return nil, fmt.Errorf("%s: acquire %q: lease lost while acquiring: %w", Backend, key, lockswap.ErrUnavailable)
+		lk.giveBack(ctx, myKey, slot, ls, nil)
+		return nil, fmt.Errorf("%s: acquire %s: lease lost while acquiring: %w", Backend, lockstate.QuoteKey(key), lockswap.ErrUnavailable)
 	}
 	lk.locks[l] = struct{}{}
 	lk.wg.Add(1)
@@ -668,6 +1146,7 @@ func (lk *Locker) forget(l *Lock) {
 	delete(lk.locks, l)
 	lk.mu.Unlock()
 	l.ls.remove(l)
+	l.ls.done()
 	lk.wg.Done()
 }
 

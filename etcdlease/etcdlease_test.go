@@ -531,8 +531,11 @@ func TestReleaseAfterCloseIsLost(t *testing.T) {
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Release(ctx); !errors.Is(err, lockswap.ErrLost) || errors.Is(err, lockswap.ErrUnavailable) {
-		t.Fatalf("Release after Close: %v, want ErrLost (Close released the lock), not an outage", err)
+	if err := l.Release(ctx); !errors.Is(err, lockswap.ErrClosed) || !errors.Is(err, lockswap.ErrLost) || errors.Is(err, lockswap.ErrUnavailable) {
+		t.Fatalf("Release after Close: %v, want ErrClosed and ErrLost (Close released the lock), not an outage", err)
+	}
+	if err := l.Extend(ctx, time.Second); !errors.Is(err, lockswap.ErrClosed) {
+		t.Fatalf("Extend after Close: %v, want ErrClosed", err)
 	}
 	lb, err := b.TryAcquire(ctx, "k", lockswap.WithTTL(10*time.Second))
 	if err != nil {

@@ -27,10 +27,21 @@ type lease struct {
 
 	paused chan struct{} // closed by stopKeepalive (tests: a paused holder)
 
+	// ctx ends when the lease is lost or the Locker closes: it stops the
+	// keepalives.
+	ctx    context.Context
+	cancel context.CancelFunc
+
 	mu       sync.Mutex
 	deadline time.Time // last acknowledged keepalive's send time + ttl - drift
 	dead     bool
 	locks    map[*Lock]struct{}
+	// users counts the attempts in progress and the live locks that use
+	// the lease (see hold and done).
+	users int
+	// retired is set when a key on the lease could not be confirmed
+	// deleted: no new attempt uses it, and it is revoked once idle.
+	retired bool
 }
 
 // leaseSeconds is the lease TTL asked for a lock TTL: whole seconds, rounded
@@ -39,20 +50,31 @@ func leaseSeconds(ttl time.Duration) int64 {
 	return int64((ttl + time.Second - 1) / time.Second)
 }
 
-// lease returns the live lease for ttl, granting it on first use.
-func (lk *Locker) lease(ctx context.Context, key string, ttl time.Duration) (*lease, error) {
+// lease returns the live lease for ttl, granting it on first use, with a
+// hold on it for the caller's attempt (released by done, or passed on to
+// the lock). ob, when it has a bound (Acquire's, see outage), bounds the
+// wait for the grant by what is left of it.
+func (lk *Locker) lease(ctx context.Context, key string, ttl time.Duration, ob *outage) (*lease, error) {
 	secs := leaseSeconds(ttl)
+	var outageC <-chan time.Time
+	if left, bounded := ob.left(); bounded {
+		t := time.NewTimer(max(left, 0))
+		defer t.Stop()
+		outageC = t.C
+	}
 	for {
 		lk.mu.Lock()
 		if lk.closed {
 			lk.mu.Unlock()
-			return nil, fmt.Errorf("%s: acquire %q: %w", Backend, key, lockswap.ErrClosed)
+			return nil, closedErr("acquire", key)
 		}
 		ls := lk.leases[secs]
 		if ls == nil {
 			ls = &lease{lk: lk, secs: secs, ready: make(chan struct{}), paused: make(chan struct{}),
 				locks: map[*Lock]struct{}{}}
+			ls.ctx, ls.cancel = context.WithCancel(lk.ctx)
 			lk.leases[secs] = ls
+			lk.all[ls] = struct{}{}
 			lk.wg.Add(1)
 			lk.mu.Unlock()
 			go lk.grant(ls)
@@ -62,19 +84,75 @@ func (lk *Locker) lease(ctx context.Context, key string, ttl time.Duration) (*le
 		select {
 		case <-ls.ready:
 		case <-ctx.Done():
-			return nil, lockswap.WaitError(fmt.Errorf("%s: acquire %q: waiting for a lease: %w", Backend, key, lockswap.ErrUnavailable), ctx.Err())
+			return nil, fmt.Errorf("%s: acquire %s: waiting for a lease: %w: %w", Backend, lockstate.QuoteKey(key), lockswap.ErrUnavailable, ctx.Err())
+		case <-outageC:
+			return nil, fmt.Errorf("%s: acquire %s: the lease grant went unanswered: %w", Backend, lockstate.QuoteKey(key), lockswap.ErrUnavailable)
 		}
-		if ls.err == nil && !ls.isDead() {
+		if ls.err == nil && ls.hold() {
 			return ls, nil
 		}
 		lk.mu.Lock()
 		if lk.leases[secs] == ls {
 			delete(lk.leases, secs)
 		}
+		if ls.err != nil {
+			delete(lk.all, ls)
+		}
 		lk.mu.Unlock()
 		if ls.err != nil {
-			return nil, fmt.Errorf("%s: acquire %q: %w", Backend, key, ls.err)
+			return nil, fmt.Errorf("%s: acquire %s: %w", Backend, lockstate.QuoteKey(key), ls.err)
 		}
+	}
+}
+
+// hold takes a hold on a live lease that is not retired.
+func (ls *lease) hold() bool {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.dead || ls.retired {
+		return false
+	}
+	ls.users++
+	return true
+}
+
+// done releases a hold taken by lease.
+func (ls *lease) done() {
+	ls.mu.Lock()
+	ls.users--
+	idle := ls.users <= 0 && ls.retired
+	ls.mu.Unlock()
+	if idle {
+		ls.revokeRetired()
+	}
+}
+
+// revokeRetired gives up a retired lease that nothing uses any more: no
+// more keepalives, and a revoke (bounded by lockswap.CleanupTimeout) that
+// deletes whatever key it still carries; if the revoke fails, the lease
+// expires on the server after its TTL.
+func (ls *lease) revokeRetired() {
+	ls.lose()
+	ls.lk.background(func(ctx context.Context) { _, _ = ls.lk.c.Revoke(ctx, ls.id) })
+}
+
+// retire takes the lease out of use: a key on it could not be confirmed
+// deleted (a request whose outcome is unknown may have written it). New
+// attempts get a new lease; this one is revoked once its last attempt and
+// lock have ended, which deletes whatever key it still carries.
+func (ls *lease) retire() {
+	lk := ls.lk
+	lk.mu.Lock()
+	if lk.leases[ls.secs] == ls {
+		delete(lk.leases, ls.secs)
+	}
+	lk.mu.Unlock()
+	ls.mu.Lock()
+	ls.retired = true
+	idle := ls.users <= 0
+	ls.mu.Unlock()
+	if idle {
+		ls.revokeRetired()
 	}
 }
 
@@ -84,12 +162,16 @@ func (lk *Locker) lease(ctx context.Context, key string, ttl time.Duration) (*le
 func (lk *Locker) grant(ls *lease) {
 	defer lk.wg.Done()
 	defer close(ls.ready)
-	ctx, cancel := lk.reqCtx(lk.ctx)
+	ctx, cancel := lk.reqCtx(lk.ctx, nil)
 	sent := time.Now()
 	resp, err := lk.c.Grant(ctx, ls.secs)
 	cancel()
 	if err != nil {
-		ls.err = fmt.Errorf("grant a %d s lease on %v: %w: %w", ls.secs, lk.c.Endpoints(), classify(err), err)
+		if sentinel := classify(err); sentinel == lockswap.ErrInvalid {
+			ls.err = fmt.Errorf("grant a %d s lease on %v: %w: %v (%s)", ls.secs, lk.c.Endpoints(), sentinel, err, lk.hint(err))
+		} else {
+			ls.err = fmt.Errorf("grant a %d s lease on %v: %w: %w", ls.secs, lk.c.Endpoints(), sentinel, err)
+		}
 		return
 	}
 	ls.id = resp.ID
@@ -99,7 +181,7 @@ func (lk *Locker) grant(ls *lease) {
 	if lk.closed {
 		lk.mu.Unlock()
 		ls.err = fmt.Errorf("lease granted while closing: %w", lockswap.ErrClosed)
-		rctx, cancel := context.WithTimeout(context.Background(), lk.opts.RequestTimeout)
+		rctx, cancel := context.WithTimeout(lk.cleanupCtx, lk.opts.RequestTimeout)
 		_, _ = lk.c.Revoke(rctx, ls.id)
 		cancel()
 		return
@@ -158,6 +240,7 @@ func (ls *lease) lose() {
 		return
 	}
 	ls.dead = true
+	ls.cancel()
 	locks := make([]*Lock, 0, len(ls.locks))
 	for l := range ls.locks {
 		locks = append(locks, l)
@@ -167,6 +250,7 @@ func (ls *lease) lose() {
 	if ls.lk.leases[ls.secs] == ls {
 		delete(ls.lk.leases, ls.secs)
 	}
+	delete(ls.lk.all, ls)
 	ls.lk.mu.Unlock()
 	for _, l := range locks {
 		l.settle(stateLost)
@@ -203,11 +287,12 @@ func (ls *lease) run() {
 	paused := ls.paused
 	for {
 		select {
-		case <-lk.ctx.Done():
+		case <-ls.ctx.Done():
 			return
 		case <-paused:
 			next.Stop()
 			paused = nil
+
 		case <-watchdog.C:
 			if d := time.Until(ls.leaseDeadline()); d > 0 {
 				watchdog.Reset(d)
@@ -218,7 +303,7 @@ func (ls *lease) run() {
 			return
 		case <-next.C:
 			sent := time.Now()
-			ctx, cancel := context.WithDeadline(lk.ctx, minTime(sent.Add(interval), ls.leaseDeadline()))
+			ctx, cancel := context.WithDeadline(ls.ctx, minTime(sent.Add(interval), ls.leaseDeadline()))
 			resp, err := lk.c.KeepAliveOnce(ctx, ls.id)
 			cancel()
 			switch {
@@ -246,7 +331,7 @@ func (ls *lease) revokeUnlessPaused() {
 		return
 	default:
 	}
-	ctx, cancel := ls.lk.reqCtx(ls.lk.ctx)
+	ctx, cancel := ls.lk.reqCtx(ls.lk.ctx, nil)
 	_, _ = ls.lk.c.Revoke(ctx, ls.id)
 	cancel()
 }

@@ -36,8 +36,11 @@ type Lock struct {
 	// releasing is set while Release's delete is in flight, so that the
 	// watch does not take our own deletion for a loss.
 	releasing atomic.Bool
-	// mu orders Release's delete with the delete at the deadline.
-	mu sync.Mutex
+	// mu guards del: the one deletion in flight, by Release or at the
+	// deadline, so that a plain delete never follows the confirmed one
+	// (after which the slot may belong to another attempt).
+	mu  sync.Mutex
+	del *deletion
 	// watchTimer starts the watch (see WatchDelay).
 	watchTimer *time.Timer
 }
@@ -90,40 +93,146 @@ func (l *Lock) Deadline() time.Time {
 
 // Extend refreshes the lease, checks in one transaction that the key is
 // still ours, and moves the lock's deadline to now + ttl. It returns an
-// error matching lockswap.ErrLost when the lock is no longer held.
+// error matching lockswap.ErrLost when the lock is no longer held,
+// lockswap.ErrClosed after the Locker's Close, and lockswap.ErrInvalid for
+// a TTL outside [Locker.TTLRange] or one that ran out during the request
+// (the lock then keeps its previous deadline). It returns by ctx's
+// deadline.
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
-	if err := lockswap.ValidateTTL(ttl); err != nil {
-		return fmt.Errorf("%s: extend %q: %w", Backend, l.Key(), err)
+	lk := l.lk
+	if err := lk.checkTTL("extend", l.Key(), ttl); err != nil {
+		return err
+	}
+	if lk.isClosed() {
+		l.settle(stateLost)
+		l.End()
+		return fmt.Errorf("%s: extend %s: the Locker was closed, which released the lock: %w (%w)", Backend,
+			lockstate.QuoteKey(l.Key()), lockswap.ErrClosed, lockswap.ErrLost)
 	}
 	if l.Ended() || !time.Now().Before(l.Deadline()) {
 		l.settle(stateExpired)
 		l.End()
-		return fmt.Errorf("%s: extend %q: validity already over: %w", Backend, l.Key(), lockswap.ErrLost)
+		return fmt.Errorf("%s: extend %s: validity already over: %w", Backend, lockstate.QuoteKey(l.Key()), lockswap.ErrLost)
 	}
-	lk := l.lk
+	cctx, stop := lk.callCtx(ctx)
+	defer stop()
 	start := time.Now()
-	rctx, cancel := lk.reqCtx(ctx)
+	rctx, cancel := lk.reqCtx(cctx, nil)
 	defer cancel()
 	ka, err := lk.c.KeepAliveOnce(rctx, l.ls.id)
 	if err != nil {
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 			l.ls.lose()
-			return fmt.Errorf("%s: extend %q: lease %x expired: %w", Backend, l.Key(), int64(l.ls.id), lockswap.ErrLost)
+			return fmt.Errorf("%s: extend %s: lease %x expired: %w", Backend, lockstate.QuoteKey(l.Key()), int64(l.ls.id), lockswap.ErrLost)
 		}
-		return lk.fail("extend", l.Key(), err)
+		return l.failAfterClose("extend", err)
 	}
 	l.ls.refreshed(start, ka.TTL)
 	resp, err := lk.c.Txn(rctx).If(l.IsOwner()).Commit()
 	if err != nil {
-		return lk.fail("extend", l.Key(), err)
+		return l.failAfterClose("extend", err)
 	}
 	if !resp.Succeeded {
 		l.settle(stateLost)
 		l.End()
-		return fmt.Errorf("%s: extend %q: key %q no longer ours: %w", Backend, l.Key(), l.etcdKey, lockswap.ErrLost)
+		return fmt.Errorf("%s: extend %s: key %s no longer ours: %w", Backend, lockstate.QuoteKey(l.Key()), lockstate.QuoteKey(l.etcdKey), lockswap.ErrLost)
 	}
-	if !l.SetDeadline(start.Add(ttl - lockstate.Drift(ttl))) {
-		return fmt.Errorf("%s: extend %q: lock ended while extending: %w", Backend, l.Key(), lockswap.ErrLost)
+	nd := start.Add(ttl - lockstate.Drift(ttl))
+	if now := time.Now(); !now.Before(nd) {
+		return fmt.Errorf("%s: extend %s: ttl %v is too short: the request took %v, which left no validity (the lock keeps its previous deadline): %w",
+			Backend, lockstate.QuoteKey(l.Key()), ttl, now.Sub(start).Round(time.Microsecond), lockswap.ErrInvalid)
+	}
+	if !l.SetDeadline(nd) {
+		return fmt.Errorf("%s: extend %s: lock ended while extending: %w", Backend, lockstate.QuoteKey(l.Key()), lockswap.ErrLost)
+	}
+	return nil
+}
+
+// failAfterClose wraps a request's error, as ErrClosed when Close ended it.
+func (l *Lock) failAfterClose(op string, err error) error {
+	if l.lk.isClosed() {
+		return fmt.Errorf("%w (%v)", closedErr(op, l.Key()), err)
+	}
+	return l.lk.fail(op, l.Key(), err)
+}
+
+// deletion is the one request in flight that deletes a lock's key.
+type deletion struct {
+	done chan struct{}
+	err  error // set before done closes
+}
+
+func (d *deletion) failed() bool {
+	select {
+	case <-d.done:
+		return d.err != nil && errors.Is(d.err, lockswap.ErrUnavailable)
+	default:
+		return false
+	}
+}
+
+// startDelete starts the deletion of l's key unless one is in flight or
+// has succeeded, and returns it; nil when the Locker is closed. Called with
+// l.mu held. A live lock's key is deleted plainly (its name is used by no
+// other attempt while the slot is not freed), an ended one's only if its
+// create revision is still the fence. The request runs on a background
+// goroutine bounded by lockswap.CleanupTimeout; when it cannot confirm the
+// deletion of a key that nobody else will delete (the lock ended), the
+// lease is retired, so that the key goes with it.
+func (l *Lock) startDelete() *deletion {
+	if l.del != nil && !l.del.failed() {
+		return l.del
+	}
+	live := l.st.Load() == stateLive
+	d := &deletion{done: make(chan struct{})}
+	lk := l.lk
+	if live {
+		l.releasing.Store(true)
+	}
+	_, ok := lk.background(func(ctx context.Context) {
+		defer close(d.done)
+		d.err = l.deleteKey(ctx, live)
+	})
+	if !ok {
+		l.releasing.Store(false)
+		return nil
+	}
+	l.del = d
+	return d
+}
+
+// deleteKey sends the deletion of l's key and settles the lock by its
+// outcome.
+func (l *Lock) deleteKey(ctx context.Context, live bool) error {
+	lk, q := l.lk, lockstate.QuoteKey(l.Key())
+	if !live {
+		resp, err := lk.c.Txn(ctx).If(l.IsOwner()).Then(clientv3.OpDelete(l.etcdKey)).Commit()
+		if err != nil {
+			l.ls.retire()
+			return lk.fail("release", l.Key(), err)
+		}
+		what := "the lock had already ended"
+		if resp.Succeeded {
+			lk.putSlot(l.slot)
+			what += " (its key was still there and is now deleted)"
+		}
+		return fmt.Errorf("%s: release %s: %s: %w", Backend, q, what, lockswap.ErrLost)
+	}
+	defer l.releasing.Store(false)
+	resp, err := lk.c.Delete(ctx, l.etcdKey)
+	if err != nil {
+		return lk.fail("release", l.Key(), err)
+	}
+	if resp.Deleted == 0 {
+		l.settle(stateLost)
+		l.End()
+		return fmt.Errorf("%s: release %s: key %s was already gone: %w", Backend, q, lockstate.QuoteKey(l.etcdKey), lockswap.ErrLost)
+	}
+	settled := l.settle(stateReleased)
+	l.End()
+	l.stopWatch()
+	if settled {
+		lk.putSlot(l.slot)
 	}
 	return nil
 }
@@ -131,56 +240,45 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 // Release deletes the lock's key. It never deletes another holder's key:
 // while the lock is live its key name is used by no other attempt (see
 // contenderKey), so that delete is a plain one; once the lock has ended
-// (lost, expired, Locker closed) the delete is a transaction that compares
-// the key's create revision with Fence. It returns nil when our lock was
-// removed (or was already released by this handle), and an error matching
-// lockswap.ErrLost when it had already been lost or had passed its deadline.
+// (lost, expired) the delete is a transaction that compares the key's
+// create revision with Fence. It returns nil when our lock was removed (or
+// was already released by this handle), an error matching lockswap.ErrLost
+// when it had already been lost or had passed its deadline, and one
+// matching lockswap.ErrClosed (and ErrLost) after the Locker's Close, whose
+// revocation of the leases released it.
+//
+// The delete runs even if ctx is already cancelled, bounded by
+// lockswap.CleanupTimeout, but Release waits for it only until ctx ends
+// plus a short grace (at most 300 ms in all): it then returns an error
+// matching lockswap.ErrUnavailable and ctx's error while the delete goes on
+// in the background (a later Release waits for the same one).
 func (l *Lock) Release(ctx context.Context) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.st.Load() == stateReleased {
 		return nil
 	}
-	l.lk.mu.Lock()
-	closed := l.lk.closed
-	l.lk.mu.Unlock()
-	if closed {
+	lk, q := l.lk, lockstate.QuoteKey(l.Key())
+	if lk.isClosed() {
 		// Close revoked the Locker's leases, which deleted the key.
 		l.settle(stateLost)
 		l.End()
-		return fmt.Errorf("%s: release %q: the Locker was closed, which released the lock: %w", Backend, l.Key(), lockswap.ErrLost)
+		return fmt.Errorf("%s: release %s: the Locker was closed, which released the lock: %w (%w)", Backend, q, lockswap.ErrClosed, lockswap.ErrLost)
 	}
-	cctx, cancel := lockswap.CleanupContext(ctx)
-	defer cancel()
-	if l.st.Load() != stateLive {
-		resp, err := l.lk.c.Txn(cctx).If(l.IsOwner()).Then(clientv3.OpDelete(l.etcdKey)).Commit()
-		if err != nil {
-			return l.lk.fail("release", l.Key(), err)
-		}
-		what := "the lock had already ended"
-		if resp.Succeeded {
-			what += " (its key was still there and is now deleted)"
-		}
-		return fmt.Errorf("%s: release %q: %s: %w", Backend, l.Key(), what, lockswap.ErrLost)
-	}
-	l.releasing.Store(true)
-	defer l.releasing.Store(false)
-	resp, err := l.lk.c.Delete(cctx, l.etcdKey)
-	if err != nil {
-		return l.lk.fail("release", l.Key(), err)
-	}
-	if resp.Deleted == 0 {
+	l.mu.Lock()
+	d := l.startDelete()
+	l.mu.Unlock()
+	if d == nil {
 		l.settle(stateLost)
 		l.End()
-		return fmt.Errorf("%s: release %q: key %q was already gone: %w", Backend, l.Key(), l.etcdKey, lockswap.ErrLost)
+		return fmt.Errorf("%s: release %s: the Locker was closed, which released the lock: %w (%w)", Backend, q, lockswap.ErrClosed, lockswap.ErrLost)
 	}
-	settled := l.settle(stateReleased)
-	l.End()
-	l.stopWatch()
-	if settled {
-		l.lk.putSlot(l.slot)
+	if !lk.await(ctx, d.done) {
+		return fmt.Errorf("%s: release %s: etcd did not confirm the delete before the context ended (it goes on in the background, for up to %v): %w: %w",
+			Backend, q, lockswap.CleanupTimeout, lockswap.ErrUnavailable, ctx.Err())
 	}
-	return nil
+	if d.err != nil && lk.isClosed() && errors.Is(d.err, lockswap.ErrUnavailable) {
+		return fmt.Errorf("%s: release %s: the Locker was closed, which released the lock: %w (%w)", Backend, q, lockswap.ErrClosed, lockswap.ErrLost)
+	}
+	return d.err
 }
 
 // watch runs while the lock is held: it ends the lock when the key is
@@ -196,16 +294,26 @@ func (l *Lock) watch() {
 	for {
 		select {
 		case <-l.Done():
-			l.mu.Lock()
-			if l.settle(stateExpired) {
-				rctx, rcancel := lk.reqCtx(lk.ctx)
-				resp, err := lk.c.Txn(rctx).If(l.IsOwner()).Then(clientv3.OpDelete(l.etcdKey)).Commit()
-				rcancel()
-				if err == nil && resp.Succeeded {
-					lk.putSlot(l.slot)
+			// At the deadline the key is deleted (the lease would keep
+			// it), unless Release is already at it.
+			// A Release in flight is waited for first: if its delete
+			// fails, the key is deleted here.
+			for i := 0; i < 2; i++ {
+				l.mu.Lock()
+				d := l.del
+				if (d == nil || d.failed()) && l.settle(stateExpired) {
+					d = l.startDelete()
+				}
+				l.mu.Unlock()
+				if d == nil {
+					return
+				}
+				select {
+				case <-d.done:
+				case <-lk.cleanupCtx.Done():
+					return
 				}
 			}
-			l.mu.Unlock()
 			return
 		case wr, ok := <-wch:
 			if !ok || wr.Err() != nil {
@@ -217,7 +325,7 @@ func (l *Lock) watch() {
 				}
 				// The watch broke (compaction, member loss): check the key
 				// and watch again from the revision of that check.
-				rctx, rcancel := lk.reqCtx(ctx)
+				rctx, rcancel := lk.reqCtx(ctx, nil)
 				g, err := lk.c.Get(rctx, l.etcdKey)
 				rcancel()
 				if err != nil {

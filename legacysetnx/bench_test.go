@@ -130,7 +130,7 @@ func BenchmarkCycle(b *testing.B) {
 			c    func() cycleFunc
 		}{
 			{"floor", client.floor},
-			{"lockswap", ours(client.new, legacysetnx.Options{})},
+			{"lockswap", ours(client.new, legacysetnx.Options{Unit: legacysetnx.Seconds})},
 			{"lockswap-servertime", ours(client.new, legacysetnx.Options{ServerTime: true, Unit: legacysetnx.Milliseconds})},
 		}
 		for _, mode := range []struct {

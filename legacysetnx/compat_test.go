@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -101,8 +102,10 @@ func (o *oldClient) release(ctx context.Context, key string, exp int64) error {
 	return o.rdb.Del(ctx, o.prefix+key).Err()
 }
 
-// TestContendWithOldClients runs old clients and lockswap Lockers on the
-// same keys, from several goroutines, for a bounded time on redis-server.
+// TestContendWithOldClients runs old clients and lockswap Lockers of the
+// same unit (seconds, and milliseconds with the client clock and with
+// ServerTime) on the same keys, from several goroutines, for a bounded time
+// on redis-server.
 // Some holders of both kinds "crash" (never release) so that expired locks
 // are taken over by the GETSET rule and by lockswap's script. With clocks
 // that agree, the overlap detector must find no two holders at once.
@@ -116,7 +119,8 @@ func TestContendWithOldClients(t *testing.T) {
 		maxAbandons int64
 	}
 	variants := []variant{
-		{"seconds", legacysetnx.Options{Prefix: "lock."}, 1, time.Second, 5 * time.Second, 1}, // an abandoned lock blocks its key ~2s: leave time for both sides
+		{"seconds", legacysetnx.Options{Unit: legacysetnx.Seconds, Prefix: "lock."}, 1, time.Second, 5 * time.Second, 1}, // an abandoned lock blocks its key ~2s: leave time for both sides
+		{"millis", legacysetnx.Options{Prefix: "lock.", Unit: legacysetnx.Milliseconds}, 150, 150 * time.Millisecond, 2 * time.Second, 8},
 		{"millis-servertime", legacysetnx.Options{Prefix: "lock.", Unit: legacysetnx.Milliseconds, ServerTime: true}, 150, 150 * time.Millisecond, 2 * time.Second, 8},
 	}
 	for _, c := range redistest.Clients {
@@ -231,5 +235,112 @@ func TestContendWithOldClients(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestUnitMismatchRefused: an old client in one unit holds a live lock and
+// lockswap Lockers configured with the other unit try to take it from
+// several goroutines at once. Each Acquire fails at once with ErrInvalid
+// naming the unit the value is plainly written in; none enters the
+// critical section and the old client's value is left alone. The last part
+// shows why the unit has no default: lockswap cannot stop an old client in
+// milliseconds from reading a lock written in seconds as expired in 1970
+// and taking it over while it is held.
+func TestUnitMismatchRefused(t *testing.T) {
+	srv := testserver.RedisT(t, testserver.RedisOptions{})
+	for _, c := range redistest.Clients {
+		for _, oldMs := range []bool{false, true} {
+			oldUnit, ours := legacysetnx.Seconds, legacysetnx.Milliseconds
+			timeout := int64(30)
+			if oldMs {
+				oldUnit, ours, timeout = legacysetnx.Milliseconds, legacysetnx.Seconds, 30_000
+			}
+			t.Run(c.Name+"/old-"+oldUnit.String()+"/lockswap-"+ours.String(), func(t *testing.T) {
+				ctx := ctxT(t)
+				rdb := redistest.GoRedisClient(t, srv.Addr())
+				key := "mismatch-" + c.Name + "-" + oldUnit.String()
+				oc := &oldClient{rdb: rdb, prefix: "lock.", ms: oldMs, timeout: timeout}
+				exp, ok, err := oc.acquire(ctx, key)
+				if err != nil || !ok {
+					t.Fatalf("old client: %v, %v", ok, err)
+				}
+				var res fenced.Resource
+				res.Enter("old")
+				lk := newLocker(t, c.New, srv.Addr(), legacysetnx.Options{Prefix: "lock.", Unit: ours})
+				var wg sync.WaitGroup
+				errs := make(chan error, 8)
+				for g := 0; g < 8; g++ {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+						defer cancel()
+						l, err := lk.Acquire(actx, key, lockswap.WithTTL(5*time.Second), lockswap.WithRetry(lockswap.ConstantRetry(5*time.Millisecond)))
+						if err == nil {
+							res.Enter("lockswap")
+							res.Exit()
+							l.Release(ctx)
+						}
+						if actx.Err() != nil {
+							err = fmt.Errorf("Acquire waited until its context ended: %w", err)
+						}
+						errs <- err
+					}()
+				}
+				wg.Wait()
+				close(errs)
+				for err := range errs {
+					if !errors.Is(err, lockswap.ErrInvalid) || !strings.Contains(err.Error(), "plainly one in "+map[bool]string{false: "seconds", true: "milliseconds"}[oldMs]) {
+						t.Errorf("lockswap in %v against a live %v lock: %v, want ErrInvalid at once naming the other unit", ours, oldUnit, err)
+					}
+				}
+				if st := res.Stats(); st.Overlaps != 0 {
+					t.Errorf("%d overlaps: a lock in the other unit was taken over", st.Overlaps)
+				}
+				if v := rdb.Get(ctx, "lock."+key).Val(); v != strconv.FormatInt(exp, 10) {
+					t.Errorf("the old client's lock was changed to %q", v)
+				}
+				res.Exit()
+				if err := oc.release(ctx, key, exp); err != nil {
+					t.Fatal(err)
+				}
+				if n := rdb.Exists(ctx, "lock."+key).Val(); n != 0 {
+					t.Errorf("the old client's release left the key")
+				}
+			})
+		}
+		t.Run(c.Name+"/old-ms-misreads-seconds", func(t *testing.T) {
+			ctx := ctxT(t)
+			rdb := redistest.GoRedisClient(t, srv.Addr())
+			key := "misread-" + c.Name
+			lk := newLocker(t, c.New, srv.Addr(), legacysetnx.Options{Prefix: "lock.", Unit: legacysetnx.Seconds})
+			l, err := lk.TryAcquire(ctx, key, lockswap.WithTTL(30*time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var res fenced.Resource
+			res.Enter("lockswap-seconds")
+			oc := &oldClient{rdb: rdb, prefix: "lock.", ms: true, timeout: 30_000}
+			octx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			exp, ok, err := oc.acquire(octx, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !ok {
+				t.Fatal("the old millisecond client did not take the seconds lock: the hazard that makes the unit required did not show")
+			}
+			res.Enter("old-ms")
+			if st := res.Stats(); st.Overlaps != 1 {
+				t.Errorf("overlaps = %d, want the two holders counted at once", st.Overlaps)
+			}
+			t.Logf("an old client in milliseconds read lockswap's seconds timestamp %s as expired and took the lock (wrote %d): why unit= has no default", stamp(t, l).Value(), exp)
+			if err := l.Release(ctx); !errors.Is(err, lockswap.ErrLost) {
+				t.Errorf("Release after the takeover: %v, want ErrLost", err)
+			}
+			res.Exit()
+			res.Exit()
+			oc.release(ctx, key, exp)
+		})
 	}
 }

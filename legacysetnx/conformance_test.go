@@ -41,11 +41,11 @@ type config struct {
 // time, since miniredis's TIME is either real or frozen.
 func TestConformance(t *testing.T) {
 	mini := []config{
-		{"seconds", legacysetnx.Options{Prefix: "lock."}, 500 * time.Millisecond},
+		{"seconds", legacysetnx.Options{Unit: legacysetnx.Seconds, Prefix: "lock."}, time.Second},
 		{"millis-expiry", legacysetnx.Options{Prefix: "lock.", Unit: legacysetnx.Milliseconds, SetRedisExpiry: true}, 300 * time.Millisecond},
 	}
 	onServer := []config{
-		{"seconds", legacysetnx.Options{Prefix: "lock."}, 500 * time.Millisecond},
+		{"seconds", legacysetnx.Options{Unit: legacysetnx.Seconds, Prefix: "lock."}, time.Second},
 		{"millis-servertime-expiry", legacysetnx.Options{Unit: legacysetnx.Milliseconds, ServerTime: true, SetRedisExpiry: true}, 300 * time.Millisecond},
 	}
 	for _, c := range redistest.Clients {

@@ -25,7 +25,7 @@ func Example() {
 	defer rdb.Close()
 	ctx := context.Background()
 
-	locker, err := legacysetnx.New(redisclient.GoRedis(rdb), legacysetnx.Options{Prefix: "lock."})
+	locker, err := legacysetnx.New(redisclient.GoRedis(rdb), legacysetnx.Options{Prefix: "lock.", Unit: legacysetnx.Seconds})
 	if err != nil {
 		panic(err)
 	}
@@ -62,7 +62,7 @@ func ExampleLocker_TryAcquire_notATimestamp() {
 	defer mr.Close()
 	rdb := goredis.NewClient(&goredis.Options{Addr: mr.Addr()})
 	defer rdb.Close()
-	locker, _ := legacysetnx.New(redisclient.GoRedis(rdb), legacysetnx.Options{Prefix: "lock."})
+	locker, _ := legacysetnx.New(redisclient.GoRedis(rdb), legacysetnx.Options{Prefix: "lock.", Unit: legacysetnx.Seconds})
 	defer locker.Close()
 
 	mr.Set("lock.cache", "some application data")
@@ -73,6 +73,27 @@ func ExampleLocker_TryAcquire_notATimestamp() {
 	// Output:
 	// true
 	// some application data
+}
+
+// The unit has no default: it must be the one the old clients write.
+func ExampleNew_unitRequired() {
+	mr, _ := miniredis.Run()
+	defer mr.Close()
+	rdb := goredis.NewClient(&goredis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+	_, err := legacysetnx.New(redisclient.GoRedis(rdb), legacysetnx.Options{Prefix: "lock."})
+	fmt.Println(errors.Is(err, lockswap.ErrInvalid))
+
+	// npm redis-lock writes milliseconds under lock.<name>.
+	locker, err := legacysetnx.New(redisclient.GoRedis(rdb), legacysetnx.Options{Prefix: "lock.", Unit: legacysetnx.Milliseconds})
+	if err != nil {
+		panic(err)
+	}
+	defer locker.Close()
+	fmt.Println(locker.TTLRange())
+	// Output:
+	// true
+	// 10ms 8760h0m0s
 }
 
 // Guarantees are data: the clock assumption is why require=clock-independent

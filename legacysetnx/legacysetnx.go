@@ -4,7 +4,10 @@
 // rewritten in one go.
 //
 // The stored value is only the lock's expiry, a Unix timestamp in seconds
-// (the documented form) or milliseconds: "current time + TTL + 1". A key
+// (the documented form) or milliseconds: "current time + TTL + 1". The
+// unit must be the one the old clients write and has no default
+// (Options.Unit, UnitHelp): read in the wrong unit, a live lock looks
+// expired to them. A key
 // without a value is free; a key whose timestamp is in the future is held;
 // a key whose timestamp is in the past is expired and may be taken over.
 // Old clients do that in three steps (SETNX, GET, GETSET, keeping the lock
@@ -28,6 +31,7 @@ package legacysetnx
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -39,54 +43,168 @@ import (
 
 	"github.com/lockswap/lockswap"
 	"github.com/lockswap/lockswap/internal/attempt"
+	"github.com/lockswap/lockswap/internal/background"
 	"github.com/lockswap/lockswap/internal/localq"
 	"github.com/lockswap/lockswap/internal/lockstate"
 	"github.com/lockswap/lockswap/redisclient"
 )
 
-// Unit is the resolution of the stored timestamps.
+// Unit is the resolution of the stored timestamps. It has no default: the
+// zero Unit is not a unit, and New refuses it. It must be the unit the old
+// clients sharing the keys write, which only their configuration (or a look
+// at a live key, see [UnitHelp]) can tell: read in the wrong unit, a lock
+// written in seconds looks expired since 1970 to a client in milliseconds,
+// which then takes it over while it is held.
 type Unit int
 
 const (
 	// Seconds: Unix seconds, the form the Redis SETNX documentation uses
-	// and most old clients write. The default.
-	Seconds Unit = iota
-	// Milliseconds: Unix milliseconds, for old clients that write those.
+	// (a value of 10 digits today, such as 1700000000).
+	Seconds Unit = iota + 1
+	// Milliseconds: Unix milliseconds, the form of old clients such as npm
+	// redis-lock (13 digits today, such as 1700000000000).
 	Milliseconds
 )
 
-// String returns "s" or "ms", the spelling of the URL parameter unit=.
+// UnitHelp says how to choose the unit; the errors for a missing unit
+// include it.
+const UnitHelp = "unit=s if the old clients write Unix seconds (about 10 digits, such as 1700000000), " +
+	"unit=ms if they write Unix milliseconds (about 13 digits, such as 1700000000000); " +
+	"to find out, run `lockswap inspect --redis host:port --prefix lock.` (it reports the unit of the existing keys) " +
+	"or GET a live lock key written by an old client. There is no default: in the wrong unit, old clients misread " +
+	"lockswap's locks, as long expired (and take them over while they are held) or as held for millennia"
+
+// String returns "s" or "ms", the spelling of the URL parameter unit=, and
+// "unset" for the zero Unit.
 func (u Unit) String() string {
 	switch u {
 	case Seconds:
 		return "s"
 	case Milliseconds:
 		return "ms"
+	case 0:
+		return "unset"
 	}
 	return fmt.Sprintf("Unit(%d)", int(u))
 }
 
 // Duration returns the length of one unit (time.Second or
-// time.Millisecond).
+// time.Millisecond), or 0 for a Unit that is not Seconds or Milliseconds.
 func (u Unit) Duration() time.Duration {
-	if u == Milliseconds {
+	switch u {
+	case Seconds:
+		return time.Second
+	case Milliseconds:
 		return time.Millisecond
 	}
-	return time.Second
+	return 0
 }
 
 func (u Unit) valid() bool { return u == Seconds || u == Milliseconds }
 
-// ParseUnit parses "s" (also "", "sec", "seconds") or "ms" (also
-// "millis", "milliseconds"). The error matches lockswap.ErrInvalid.
+// name is the unit's name in messages.
+func (u Unit) name() string {
+	if u == Milliseconds {
+		return "milliseconds"
+	}
+	return "seconds"
+}
+
+// other is the other unit.
+func (u Unit) other() Unit {
+	if u == Milliseconds {
+		return Seconds
+	}
+	return Milliseconds
+}
+
+// bounds returns the range [lo, hi) of numbers accepted as timestamps in u.
+func (u Unit) bounds() (lo, hi float64) {
+	if u == Milliseconds {
+		return MinMillis, MaxMillis
+	}
+	return MinSeconds, MaxSeconds
+}
+
+// ParseUnit parses a unit=: "s" (also "sec", "second", "seconds") or "ms"
+// (also "milli", "millis", "millisecond", "milliseconds"), in any case. It
+// is the one place that decides which spellings are units; package backend
+// uses it to validate URLs and JSON configurations. An empty string is an
+// error: the unit has no default (see [UnitHelp]). Errors match
+// lockswap.ErrInvalid.
 func ParseUnit(s string) (Unit, error) {
 	switch strings.ToLower(strings.TrimSpace(s)) {
-	case "", "s", "sec", "second", "seconds":
+	case "s", "sec", "second", "seconds":
 		return Seconds, nil
 	case "ms", "milli", "millis", "millisecond", "milliseconds":
 		return Milliseconds, nil
+	case "":
+		return 0, fmt.Errorf("legacysetnx: the timestamp unit is required (unit=s or unit=ms): %s: %w", UnitHelp, lockswap.ErrInvalid)
 	}
-	return 0, fmt.Errorf("legacysetnx: unknown timestamp unit %q (want s or ms): %w", s, lockswap.ErrInvalid)
+	return 0, fmt.Errorf("legacysetnx: unknown timestamp unit %q: want s (seconds) or ms (milliseconds): %w", truncate(s), lockswap.ErrInvalid)
+}
+
+// TTLRange returns the TTLs a Locker in unit u accepts: from the larger of
+// lockswap.MinTTL and one unit, to lockswap.MaxTTL. The stored timestamp
+// cannot say less than one unit: in seconds, a TTL under a second would be
+// written as a whole second or two that the old clients honour, while the
+// holder's Deadline and renewals follow the shorter TTL, so it is refused
+// rather than rounded. Within the range the validity after the drift
+// allowance (lockstate.Drift) stays positive (988 ms for 1 s, 7.9 ms for
+// 10 ms) and the timestamps stay far inside the unit's range
+// (MaxSeconds, MaxMillis). A Unit that is not Seconds or Milliseconds
+// returns lockswap's own range.
+func (u Unit) TTLRange() (min, max time.Duration) {
+	min, max = lockswap.MinTTL, lockswap.MaxTTL
+	if d := u.Duration(); d > min {
+		min = d
+	}
+	return min, max
+}
+
+// ValidateTTL checks that ttl is within u.TTLRange(). The error matches
+// lockswap.ErrInvalid and says which range applies.
+func (u Unit) ValidateTTL(ttl time.Duration) error {
+	if err := u.checkTTL(ttl); err != nil {
+		return fmt.Errorf("legacysetnx: %w", err)
+	}
+	return nil
+}
+
+// checkTTL is ValidateTTL without the package prefix.
+func (u Unit) checkTTL(ttl time.Duration) error {
+	if !u.valid() {
+		return fmt.Errorf("the timestamp unit is required (Seconds or Milliseconds): %s: %w", UnitHelp, lockswap.ErrInvalid)
+	}
+	if err := lockswap.ValidateTTL(ttl); err != nil {
+		return err
+	}
+	if min, max := u.TTLRange(); ttl < min || ttl > max {
+		return fmt.Errorf("ttl %v is outside %v..%v, the range of unit=%s (a timestamp in %s cannot hold less than %v): %w",
+			ttl, min, max, u, u.name(), u.Duration(), lockswap.ErrInvalid)
+	}
+	return nil
+}
+
+// UnitOf reports the unit a stored legacy value is plainly written in: a
+// decimal number in the range of Seconds (MinSeconds..MaxSeconds) or of
+// Milliseconds (MinMillis..MaxMillis). ok is false for anything else (not a
+// number, negative, too small or too large for either unit). lockswap
+// inspect uses it to report the unit the old clients write.
+func UnitOf(value string) (u Unit, ok bool) {
+	if !isDecimal(value) {
+		return 0, false
+	}
+	n, err := strconv.ParseFloat(value, 64)
+	if err != nil {
+		return 0, false
+	}
+	for _, u := range []Unit{Seconds, Milliseconds} {
+		if lo, hi := u.bounds(); n >= lo && n < hi {
+			return u, true
+		}
+	}
+	return 0, false
 }
 
 // The ranges of numbers accepted as timestamps. A number outside the range
@@ -109,15 +227,16 @@ const (
 // this long after its timestamp has passed, never before.
 const RedisExpiryMargin = time.Second
 
-// Options configure a Locker. The zero value is usable: seconds, no prefix,
-// the local clock, no Redis expiry.
+// Options configure a Locker. Unit is required; the other fields default
+// to no prefix, the local clock, no Redis expiry.
 type Options struct {
 	// Prefix is prepended to every key in Redis. Old clients that follow
 	// the documentation use "lock." (lock "foo" is the key "lock.foo").
 	Prefix string
-	// Unit is the resolution of the stored timestamps: Seconds (default) or
-	// Milliseconds. It must match what the old clients sharing the keys
-	// write; a value that is clearly in the other unit is refused.
+	// Unit is the resolution of the stored timestamps: Seconds or
+	// Milliseconds, required (New refuses the zero Unit). It must match what
+	// the old clients sharing the keys write (see UnitHelp); a value that is
+	// clearly in the other unit is refused.
 	Unit Unit
 	// Clock is the wall clock used for timestamps and expiry checks; nil
 	// means time.Now. Tests inject a skewed clock here. Ignored for expiry
@@ -163,6 +282,7 @@ end
 local function ts(v)
   if not (string.match(v, "^%d+$") or string.match(v, "^%d+%.%d+$")) then return nil, -1 end
   local n = tonumber(v)
+  if not n then return nil, -2 end
   if unit == "ms" then
     if n < ` + "1e11 or n >= 1e14" + ` then return nil, -2 end
   elseif n < ` + "1e9 or n >= 1e11" + ` then return nil, -2 end
@@ -210,16 +330,21 @@ type Locker struct {
 	c      redisclient.Client
 	opts   Options
 	closed atomic.Bool
-	q      *localq.Queue // this Locker's waiters, per key, in arrival order
+	q      *localq.Queue    // this Locker's waiters, per key, in arrival order
+	bg     background.Group // releases that outlive their caller
 }
 
 var _ lockswap.Locker = (*Locker)(nil)
 
-// New returns a Locker over c. A nil client or an unknown Unit is rejected
+// New returns a Locker over c. A nil client, a missing Unit (the zero
+// value: there is no default, see UnitHelp) or an unknown one is rejected
 // with an error matching lockswap.ErrInvalid.
 func New(c redisclient.Client, opts Options) (*Locker, error) {
 	if redisclient.IsNil(c) {
 		return nil, fmt.Errorf("legacysetnx: nil redis client: %w", lockswap.ErrInvalid)
+	}
+	if opts.Unit == 0 {
+		return nil, fmt.Errorf("legacysetnx: Options.Unit is required (legacysetnx.Seconds or legacysetnx.Milliseconds): %s: %w", UnitHelp, lockswap.ErrInvalid)
 	}
 	if !opts.Unit.valid() {
 		return nil, fmt.Errorf("legacysetnx: unknown timestamp unit %v (want Seconds or Milliseconds): %w", opts.Unit, lockswap.ErrInvalid)
@@ -269,6 +394,7 @@ func (lk *Locker) Close() error {
 		return nil
 	}
 	lk.q.Close()
+	lk.bg.Close()
 	if lk.opts.Closer != nil {
 		return lk.opts.Closer.Close()
 	}
@@ -277,6 +403,17 @@ func (lk *Locker) Close() error {
 
 // String names the backend and client, without credentials.
 func (lk *Locker) String() string { return "legacysetnx(" + lk.c.String() + ")" }
+
+// Unit returns the timestamp unit of the Locker (Options.Unit).
+func (lk *Locker) Unit() Unit { return lk.opts.Unit }
+
+// TTLRange returns the TTLs this Locker accepts in Acquire, TryAcquire and
+// Extend (and in a URL's ttl=): from the larger of lockswap.MinTTL and one
+// unit of its Unit (1 s in seconds, 10 ms in milliseconds) to
+// lockswap.MaxTTL (365 days). A TTL outside it is refused with an error
+// matching lockswap.ErrInvalid before anything is sent to Redis. See
+// Unit.TTLRange for why.
+func (lk *Locker) TTLRange() (min, max time.Duration) { return lk.opts.Unit.TTLRange() }
 
 // Locate returns the Redis server and key under which the lock named key is
 // stored (see migrate.Locator).
@@ -298,9 +435,9 @@ func (lk *Locker) Acquire(ctx context.Context, key string, opts ...lockswap.Opti
 	if err != nil {
 		return nil, err
 	}
-	return lk.q.Acquire(ctx, key, o.Retry, func(ctx context.Context) (lockswap.Lock, error) {
+	return lk.q.Acquire(ctx, key, o.Retry, lockswap.LimitOutage(o.MaxOutage, func(ctx context.Context) (lockswap.Lock, error) {
 		return lk.try(ctx, key, o.TTL)
-	})
+	}))
 }
 
 // TryAcquire makes one attempt. It does not queue behind the Locker's
@@ -315,14 +452,17 @@ func (lk *Locker) TryAcquire(ctx context.Context, key string, opts ...lockswap.O
 
 func (lk *Locker) prepare(op, key string, opts []lockswap.Option) (lockswap.Options, error) {
 	if lk.closed.Load() {
-		return lockswap.Options{}, fmt.Errorf("legacysetnx: %s %q: %w", op, key, lockswap.ErrClosed)
+		return lockswap.Options{}, fmt.Errorf("legacysetnx: %s %s: %w", op, lockstate.QuoteKey(key), lockswap.ErrClosed)
 	}
 	if err := lockswap.ValidateKey(key); err != nil {
 		return lockswap.Options{}, fmt.Errorf("legacysetnx: %s: %w", op, err)
 	}
 	o, err := lockswap.ApplyOptions(lk.opts.Retry, opts)
 	if err != nil {
-		return o, fmt.Errorf("legacysetnx: %s %q: %w", op, key, err)
+		return o, fmt.Errorf("legacysetnx: %s %s: %w", op, lockstate.QuoteKey(key), err)
+	}
+	if err := lk.opts.Unit.checkTTL(o.TTL); err != nil {
+		return o, fmt.Errorf("legacysetnx: %s %s: %w", op, lockstate.QuoteKey(key), err)
 	}
 	return o, nil
 }
@@ -380,21 +520,48 @@ func parseReply(v any) (reply, error) {
 	return reply{status: st, now: now, value: val}, nil
 }
 
-// notTimestamp is the error for a value the lock cannot interpret.
-func (lk *Locker) notTimestamp(op, key, k, val string, status int64) error {
-	if status == -2 {
-		return fmt.Errorf("legacysetnx: %s %q: key %q holds %q, which is not a Unix timestamp in %s (unit=%s): check that the unit matches the other clients; the value was left untouched: %w",
-			op, key, k, val, unitName(lk.opts.Unit), lk.opts.Unit, lockswap.ErrInvalid)
+// notTimestamp is the error for a value under the key that the lock cannot
+// interpret (not a number, or a number outside the unit's range). It names
+// the key (cut, see lockstate.QuoteKey), says what the value looks like and
+// what to fix. Nothing was changed on the server.
+func (lk *Locker) notTimestamp(op, key, k, val string) error {
+	u := lk.opts.Unit
+	lo, hi := u.bounds()
+	var what, fix string
+	switch other, ok := UnitOf(val); {
+	case ok && other != u:
+		what = fmt.Sprintf("which is not a Unix timestamp in %s but plainly one in %s", u.name(), other.name())
+		fix = fmt.Sprintf("if the clients sharing this key write %s, configure unit=%s (Options.Unit = %s); never mix units on one key: a client reading the other unit takes over live locks",
+			other.name(), other, unitConst(other))
+	case isDecimal(val):
+		size := "too large or overflowing"
+		if n, err := strconv.ParseFloat(val, 64); err == nil && n < lo {
+			size = "too small"
+		}
+		what = fmt.Sprintf("which is not a Unix timestamp in %s (want %.0f <= n < %.0f): %s", u.name(), lo, hi, size)
+		fix = "a client wrote a broken timestamp: find which, and delete the key once no client relies on it"
+	case strings.HasPrefix(val, "-") && isDecimal(val[1:]):
+		what = fmt.Sprintf("which is not a lock timestamp: it is negative, not a Unix timestamp in %s", u.name())
+		fix = "a client wrote a broken timestamp: find which, and delete the key once no client relies on it"
+	default:
+		what = "which is not a lock timestamp (want the digits of a Unix time)"
+		fix = "the key holds other data: use another lock name or prefix, or delete the key if it is stale"
 	}
-	return fmt.Errorf("legacysetnx: %s %q: key %q holds %q, which is not a lock timestamp; the value was left untouched: %w",
-		op, key, k, truncate(val), lockswap.ErrInvalid)
+	return fmt.Errorf("legacysetnx: %s %s: key %s holds %q, %s (unit=%s); %s; the value was left untouched: %w",
+		op, lockstate.QuoteKey(key), lockstate.QuoteKey(k), truncate(val), what, u, fix, lockswap.ErrInvalid)
 }
 
-func unitName(u Unit) string {
+// wrongType is the error for a key that holds another Redis type.
+func wrongType(op, key, k string) error {
+	return fmt.Errorf("legacysetnx: %s %s: key %s holds a value of another Redis type (not a string), so it is not a legacy lock; use another lock name or prefix, or delete the key if it is stale; it was left untouched: %w",
+		op, lockstate.QuoteKey(key), lockstate.QuoteKey(k), lockswap.ErrInvalid)
+}
+
+func unitConst(u Unit) string {
 	if u == Milliseconds {
-		return "milliseconds"
+		return "legacysetnx.Milliseconds"
 	}
-	return "seconds"
+	return "legacysetnx.Seconds"
 }
 
 func truncate(s string) string {
@@ -407,7 +574,7 @@ func truncate(s string) string {
 // try makes one attempt; a caller that gives up while the request is on
 // its way gets no lock and leaves none (see internal/attempt).
 func (lk *Locker) try(ctx context.Context, key string, ttl time.Duration) (lockswap.Lock, error) {
-	return attempt.Run(ctx, func(ctx context.Context) (lockswap.Lock, error) { return lk.tryOnce(ctx, key, ttl) })
+	return attempt.Run(ctx, &lk.bg, func(ctx context.Context) (lockswap.Lock, error) { return lk.tryOnce(ctx, key, ttl) })
 }
 
 // tryOnce makes one attempt.
@@ -418,23 +585,27 @@ func (lk *Locker) tryOnce(ctx context.Context, key string, ttl time.Duration) (l
 	v, err := lk.c.Run(ctx, acquireScript, []string{k}, lk.nowArg(), ttlU, lk.opts.Unit.String(), lk.expiryFlag())
 	if err != nil {
 		if redisclient.IsWrongType(err) {
-			return nil, fmt.Errorf("legacysetnx: acquire %q: key %q holds a value of another Redis type, not a lock; it was left untouched: %w", key, k, lockswap.ErrInvalid)
+			return nil, wrongType("acquire", key, k)
+		}
+		if redisclient.IsPermanent(err) {
+			// Retrying cannot help (ACL, renamed command, failed script).
+			return nil, fmt.Errorf("legacysetnx: acquire %s on %s: %s: %w: %w", lockstate.QuoteKey(key), lk.c, redisclient.PermanentReason(err), lockswap.ErrInvalid, err)
 		}
 		// The script may have run before the error: if so, the timestamp
 		// it wrote expires like a crashed holder's. A compare-and-delete
 		// here could remove another holder's equal timestamp.
-		return nil, fmt.Errorf("legacysetnx: acquire %q on %s: %w: %w", key, lk.c, lockswap.ErrUnavailable, err)
+		return nil, fmt.Errorf("legacysetnx: acquire %s on %s: %w: %w", lockstate.QuoteKey(key), lk.c, lockswap.ErrUnavailable, err)
 	}
 	r, err := parseReply(v)
 	if err != nil {
-		return nil, fmt.Errorf("legacysetnx: acquire %q on %s: %w: %w", key, lk.c, lockswap.ErrUnavailable, err)
+		return nil, fmt.Errorf("legacysetnx: acquire %s on %s: %w: %w", lockstate.QuoteKey(key), lk.c, lockswap.ErrUnavailable, err)
 	}
 	switch r.status {
 	case 1:
 	case 0:
-		return nil, fmt.Errorf("legacysetnx: acquire %q: held until timestamp %s: %w", key, r.value, lockswap.ErrHeld)
+		return nil, fmt.Errorf("legacysetnx: acquire %s: held until timestamp %s: %w", lockstate.QuoteKey(key), r.value, lockswap.ErrHeld)
 	default:
-		return nil, lk.notTimestamp("acquire", key, k, r.value, r.status)
+		return nil, lk.notTimestamp("acquire", key, k, r.value)
 	}
 	exp, _ := strconv.ParseInt(r.value, 10, 64)
 	l := &lock{lk: lk, k: k, value: r.value}
@@ -460,6 +631,9 @@ func (lk *Locker) deadline(start time.Time, ttl time.Duration, left int64) time.
 // returns the zero time and false. A value that is not a timestamp in the
 // configured unit returns an error matching lockswap.ErrInvalid.
 func (lk *Locker) Peek(ctx context.Context, key string) (expiry time.Time, live bool, err error) {
+	if lk.closed.Load() {
+		return time.Time{}, false, fmt.Errorf("legacysetnx: peek %s: %w", lockstate.QuoteKey(key), lockswap.ErrClosed)
+	}
 	if err := lockswap.ValidateKey(key); err != nil {
 		return time.Time{}, false, fmt.Errorf("legacysetnx: peek: %w", err)
 	}
@@ -467,22 +641,22 @@ func (lk *Locker) Peek(ctx context.Context, key string) (expiry time.Time, live 
 	now := lk.opts.Clock()
 	if lk.opts.ServerTime {
 		if now, err = lk.c.Time(ctx); err != nil {
-			return time.Time{}, false, fmt.Errorf("legacysetnx: peek %q on %s: TIME: %w: %w", key, lk.c, lockswap.ErrUnavailable, err)
+			return time.Time{}, false, fmt.Errorf("legacysetnx: peek %s on %s: TIME: %w: %w", lockstate.QuoteKey(key), lk.c, lockswap.ErrUnavailable, err)
 		}
 	}
 	val, found, err := lk.c.Get(ctx, k)
 	if err != nil {
 		if redisclient.IsWrongType(err) {
-			return time.Time{}, false, fmt.Errorf("legacysetnx: peek %q: key %q holds a value of another Redis type, not a lock: %w", key, k, lockswap.ErrInvalid)
+			return time.Time{}, false, wrongType("peek", key, k)
 		}
-		return time.Time{}, false, fmt.Errorf("legacysetnx: peek %q on %s: %w: %w", key, lk.c, lockswap.ErrUnavailable, err)
+		return time.Time{}, false, fmt.Errorf("legacysetnx: peek %s on %s: %w: %w", lockstate.QuoteKey(key), lk.c, lockswap.ErrUnavailable, err)
 	}
 	if !found {
 		return time.Time{}, false, nil
 	}
-	n, status := lk.parseStamp(val)
-	if status != 0 {
-		return time.Time{}, false, lk.notTimestamp("peek", key, k, val, status)
+	n, ok := lk.parseStamp(val)
+	if !ok {
+		return time.Time{}, false, lk.notTimestamp("peek", key, k, val)
 	}
 	// Live while the timestamp is not less than the current time in whole
 	// units (the documented rule).
@@ -495,25 +669,14 @@ func (lk *Locker) Peek(ctx context.Context, key string) (expiry time.Time, live 
 }
 
 // parseStamp parses a stored value as the scripts do: digits with an
-// optional decimal fraction, within the configured unit's range. status is
-// 0 when it is a timestamp, -1 when it is not a number, -2 when it is out
-// of range for the unit.
-func (lk *Locker) parseStamp(val string) (float64, int64) {
-	if !isDecimal(val) {
-		return 0, -1
+// optional decimal fraction, within the configured unit's range. ok is
+// false for anything else.
+func (lk *Locker) parseStamp(val string) (n float64, ok bool) {
+	if u, ok := UnitOf(val); !ok || u != lk.opts.Unit {
+		return 0, false
 	}
 	n, err := strconv.ParseFloat(val, 64)
-	if err != nil {
-		return 0, -1
-	}
-	lo, hi := float64(MinSeconds), float64(MaxSeconds)
-	if lk.opts.Unit == Milliseconds {
-		lo, hi = MinMillis, MaxMillis
-	}
-	if n < lo || n >= hi {
-		return 0, -2
-	}
-	return n, 0
+	return n, err == nil
 }
 
 // isDecimal matches ^[0-9]+(\.[0-9]+)?$.
@@ -571,40 +734,45 @@ func (l *lock) Expiry() time.Time {
 }
 
 func (l *lock) Extend(ctx context.Context, ttl time.Duration) error {
-	if err := lockswap.ValidateTTL(ttl); err != nil {
-		return fmt.Errorf("legacysetnx: extend %q: %w", l.Key(), err)
+	if err := l.lk.opts.Unit.checkTTL(ttl); err != nil {
+		return fmt.Errorf("legacysetnx: extend %s: %w", lockstate.QuoteKey(l.Key()), err)
+	}
+	if l.lk.closed.Load() {
+		return fmt.Errorf("legacysetnx: extend %s: the Locker was closed; the lock stays until its timestamp passes: %w", lockstate.QuoteKey(l.Key()), lockswap.ErrClosed)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.Ended() || !time.Now().Before(l.Deadline()) {
 		l.End()
-		return fmt.Errorf("legacysetnx: extend %q: validity already over: %w", l.Key(), lockswap.ErrLost)
+		return fmt.Errorf("legacysetnx: extend %s: validity already over: %w", lockstate.QuoteKey(l.Key()), lockswap.ErrLost)
 	}
 	lk := l.lk
 	start := time.Now()
-	v, err := lk.c.Run(ctx, extendScript, []string{l.k}, lk.nowArg(), lk.ttlUnits(ttl), lk.opts.Unit.String(), lk.expiryFlag(), l.value)
+	rctx, stop := attempt.Context(ctx, attempt.Timeout)
+	v, err := lk.c.Run(rctx, extendScript, []string{l.k}, lk.nowArg(), lk.ttlUnits(ttl), lk.opts.Unit.String(), lk.expiryFlag(), l.value)
+	stop()
 	if err != nil {
 		if redisclient.IsWrongType(err) {
 			l.End()
-			return fmt.Errorf("legacysetnx: extend %q: key now holds another type: %w", l.Key(), lockswap.ErrLost)
+			return fmt.Errorf("legacysetnx: extend %s: key now holds another type: %w", lockstate.QuoteKey(l.Key()), lockswap.ErrLost)
 		}
-		return fmt.Errorf("legacysetnx: extend %q on %s: %w: %w", l.Key(), lk.c, lockswap.ErrUnavailable, err)
+		return fmt.Errorf("legacysetnx: extend %s on %s: %w: %w", lockstate.QuoteKey(l.Key()), lk.c, lockswap.ErrUnavailable, err)
 	}
 	r, err := parseReply(v)
 	if err != nil {
-		return fmt.Errorf("legacysetnx: extend %q on %s: %w: %w", l.Key(), lk.c, lockswap.ErrUnavailable, err)
+		return fmt.Errorf("legacysetnx: extend %s on %s: %w: %w", lockstate.QuoteKey(l.Key()), lk.c, lockswap.ErrUnavailable, err)
 	}
 	if r.status != 1 {
 		l.End()
 		if r.value == l.value {
-			return fmt.Errorf("legacysetnx: extend %q: timestamp %s already passed: %w", l.Key(), l.value, lockswap.ErrLost)
+			return fmt.Errorf("legacysetnx: extend %s: timestamp %s already passed: %w", lockstate.QuoteKey(l.Key()), l.value, lockswap.ErrLost)
 		}
-		return fmt.Errorf("legacysetnx: extend %q: key holds %q, not our timestamp %s: %w", l.Key(), truncate(r.value), l.value, lockswap.ErrLost)
+		return fmt.Errorf("legacysetnx: extend %s: key holds %q, not our timestamp %s: %w", lockstate.QuoteKey(l.Key()), truncate(r.value), l.value, lockswap.ErrLost)
 	}
 	l.value = r.value
 	exp, _ := strconv.ParseInt(r.value, 10, 64)
 	if !l.SetDeadline(lk.deadline(start, ttl, exp-r.now)) {
-		return fmt.Errorf("legacysetnx: extend %q: lock ended while extending: %w", l.Key(), lockswap.ErrLost)
+		return fmt.Errorf("legacysetnx: extend %s: lock ended while extending: %w", lockstate.QuoteKey(l.Key()), lockswap.ErrLost)
 	}
 	return nil
 }
@@ -615,17 +783,32 @@ func (l *lock) Release(ctx context.Context) error {
 	if l.released {
 		return nil
 	}
-	cctx, cancel := lockswap.CleanupContext(ctx)
-	defer cancel()
-	v, err := l.lk.c.Run(cctx, releaseScript, []string{l.k}, l.value)
+	if l.lk.closed.Load() {
+		return fmt.Errorf("legacysetnx: release %s: the Locker was closed; the lock stays until its timestamp passes: %w", lockstate.QuoteKey(l.Key()), lockswap.ErrClosed)
+	}
+	keys, value := []string{l.k}, l.value
+	v, err, pending := attempt.Release(ctx, &l.lk.bg, func(ctx context.Context) (any, error) {
+		return l.lk.c.Run(ctx, releaseScript, keys, value)
+	}, func(err error) bool { return !errors.Is(err, redisclient.ErrReply) }, func(v any, err error) {
+		if err == nil {
+			l.End()
+			l.lk.q.Released(l.Key(), l)
+		}
+	})
 	if err != nil && !redisclient.IsWrongType(err) {
-		return fmt.Errorf("legacysetnx: release %q on %s: %w: %w", l.Key(), l.lk.c, lockswap.ErrUnavailable, err)
+		if redisclient.IsPermanent(err) {
+			return fmt.Errorf("legacysetnx: release %s on %s: %s: %w: %w", lockstate.QuoteKey(l.Key()), l.lk.c, redisclient.PermanentReason(err), lockswap.ErrInvalid, err)
+		}
+		if pending {
+			return fmt.Errorf("legacysetnx: release %s on %s: outcome unknown at the deadline, still releasing in the background: %w: %w", lockstate.QuoteKey(l.Key()), l.lk.c, lockswap.ErrUnavailable, err)
+		}
+		return fmt.Errorf("legacysetnx: release %s on %s: %w: %w", lockstate.QuoteKey(l.Key()), l.lk.c, lockswap.ErrUnavailable, err)
 	}
 	l.End()
 	// Our key is free (or was lost): the next local waiter tries now.
 	l.lk.q.Released(l.Key(), l)
 	if n, _ := v.(int64); n != 1 {
-		return fmt.Errorf("legacysetnx: release %q: the key no longer holds our timestamp %s: %w", l.Key(), l.value, lockswap.ErrLost)
+		return fmt.Errorf("legacysetnx: release %s: the key no longer holds our timestamp %s: %w", lockstate.QuoteKey(l.Key()), l.value, lockswap.ErrLost)
 	}
 	l.released = true
 	return nil

@@ -110,7 +110,7 @@ func TestNaiveVersusGetSet(t *testing.T) {
 	for _, c := range redistest.Clients {
 		lockers := make([]*legacysetnx.Locker, 4)
 		for i := range lockers {
-			lockers[i] = newLocker(t, c.New, mr.Addr(), legacysetnx.Options{Prefix: "lock."})
+			lockers[i] = newLocker(t, c.New, mr.Addr(), legacysetnx.Options{Unit: legacysetnx.Seconds, Prefix: "lock."})
 		}
 		for round := 0; round < 20; round++ {
 			rdb.Set(ctx, "lock.foo", expired, 0)
@@ -152,7 +152,7 @@ func TestValueFormat(t *testing.T) {
 	for _, c := range redistest.Clients {
 		t.Run(c.Name, func(t *testing.T) {
 			mr.FlushAll()
-			s := newLocker(t, c.New, mr.Addr(), legacysetnx.Options{Prefix: "lock.", Clock: clock})
+			s := newLocker(t, c.New, mr.Addr(), legacysetnx.Options{Unit: legacysetnx.Seconds, Prefix: "lock.", Clock: clock})
 			l, err := s.TryAcquire(ctx, "foo", lockswap.WithTTL(10*time.Second))
 			if err != nil {
 				t.Fatal(err)
@@ -172,13 +172,17 @@ func TestValueFormat(t *testing.T) {
 			if len(l.Token()) != 32 {
 				t.Errorf("Token() = %q, want 128 random bits in hex", l.Token())
 			}
-			// A sub-second TTL rounds up to a whole unit.
-			l2, err := s.TryAcquire(ctx, "bar", lockswap.WithTTL(300*time.Millisecond))
+			// A TTL that is not a whole number of units rounds up.
+			l2, err := s.TryAcquire(ctx, "bar", lockswap.WithTTL(1500*time.Millisecond))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got, _ := mr.Get("lock.bar"); got != "1800000002" {
-				t.Errorf("seconds, ttl 300ms: lock.bar = %q, want 1800000002", got)
+			if got, _ := mr.Get("lock.bar"); got != "1800000003" {
+				t.Errorf("seconds, ttl 1.5s: lock.bar = %q, want 1800000003 (now + 2 + 1)", got)
+			}
+			// Less than one unit is refused, not rounded (TestTTLRange).
+			if _, err := s.TryAcquire(ctx, "baz", lockswap.WithTTL(300*time.Millisecond)); !errors.Is(err, lockswap.ErrInvalid) || mr.Exists("lock.baz") {
+				t.Errorf("seconds, ttl 300ms: err = %v, key written %v; want ErrInvalid and nothing written", err, mr.Exists("lock.baz"))
 			}
 			l.Release(ctx)
 			l2.Release(ctx)
@@ -213,7 +217,7 @@ func TestOldClientLockHonoured(t *testing.T) {
 	clock := &fakeClock{}
 	for _, c := range redistest.Clients {
 		t.Run(c.Name, func(t *testing.T) {
-			lk := newLocker(t, c.New, mr.Addr(), legacysetnx.Options{Prefix: "lock.", Clock: clock.Now, SetRedisExpiry: true})
+			lk := newLocker(t, c.New, mr.Addr(), legacysetnx.Options{Unit: legacysetnx.Seconds, Prefix: "lock.", Clock: clock.Now, SetRedisExpiry: true})
 			old := strconv.FormatInt(clock.Now().Unix()+5, 10)
 			mr.Set("lock.job", old)
 			_, err := lk.TryAcquire(ctx, "job", lockswap.WithTTL(time.Second))
@@ -255,7 +259,7 @@ func TestNotATimestamp(t *testing.T) {
 	ctx := ctxT(t)
 	for _, c := range redistest.Clients {
 		t.Run(c.Name, func(t *testing.T) {
-			s := newLocker(t, c.New, mr.Addr(), legacysetnx.Options{Prefix: "lock."})
+			s := newLocker(t, c.New, mr.Addr(), legacysetnx.Options{Unit: legacysetnx.Seconds, Prefix: "lock."})
 			ms := newLocker(t, c.New, mr.Addr(), legacysetnx.Options{Prefix: "lock.", Unit: legacysetnx.Milliseconds})
 			secNow := strconv.FormatInt(time.Now().Unix()+60, 10)
 			msNow := strconv.FormatInt(time.Now().UnixMilli()+60_000, 10)
@@ -318,9 +322,9 @@ func TestClockAheadStealsLiveLock(t *testing.T) {
 	clock := &fakeClock{}
 	for _, c := range redistest.Clients {
 		t.Run(c.Name, func(t *testing.T) {
-			a := newLocker(t, c.New, mr.Addr(), legacysetnx.Options{Clock: clock.Now})
-			ahead := newLocker(t, c.New, mr.Addr(), legacysetnx.Options{Clock: clock.skewed(time.Minute)})
-			other := newLocker(t, c.New, mr.Addr(), legacysetnx.Options{Clock: clock.Now})
+			a := newLocker(t, c.New, mr.Addr(), legacysetnx.Options{Unit: legacysetnx.Seconds, Clock: clock.Now})
+			ahead := newLocker(t, c.New, mr.Addr(), legacysetnx.Options{Unit: legacysetnx.Seconds, Clock: clock.skewed(time.Minute)})
+			other := newLocker(t, c.New, mr.Addr(), legacysetnx.Options{Unit: legacysetnx.Seconds, Clock: clock.Now})
 			var res fenced.Resource
 			la, err := a.TryAcquire(ctx, "k", lockswap.WithTTL(10*time.Second))
 			if err != nil {
@@ -425,8 +429,8 @@ func TestSameTimestampResidualRisk(t *testing.T) {
 	for _, c := range redistest.Clients {
 		t.Run(c.Name, func(t *testing.T) {
 			mr.FlushAll()
-			a := newLocker(t, c.New, mr.Addr(), legacysetnx.Options{Clock: func() time.Time { return base }})
-			b := newLocker(t, c.New, mr.Addr(), legacysetnx.Options{Clock: func() time.Time { return base.Add(700 * time.Millisecond) }})
+			a := newLocker(t, c.New, mr.Addr(), legacysetnx.Options{Unit: legacysetnx.Seconds, Clock: func() time.Time { return base }})
+			b := newLocker(t, c.New, mr.Addr(), legacysetnx.Options{Unit: legacysetnx.Seconds, Clock: func() time.Time { return base.Add(700 * time.Millisecond) }})
 			la, err := a.TryAcquire(ctx, "k", lockswap.WithTTL(5*time.Second))
 			if err != nil {
 				t.Fatal(err)
@@ -480,7 +484,7 @@ func TestGetSetLoserOverwrites(t *testing.T) {
 	ctx := ctxT(t)
 	for _, c := range redistest.Clients {
 		t.Run(c.Name, func(t *testing.T) {
-			lk := newLocker(t, c.New, mr.Addr(), legacysetnx.Options{Prefix: "lock."})
+			lk := newLocker(t, c.New, mr.Addr(), legacysetnx.Options{Unit: legacysetnx.Seconds, Prefix: "lock."})
 			now := time.Now().Unix()
 			mr.Set("lock.x", strconv.FormatInt(now-3, 10)) // expired
 			// The old client read the expired value (GET), then lockswap
@@ -522,8 +526,8 @@ func TestServerTime(t *testing.T) {
 		t.Run(c.Name, func(t *testing.T) {
 			mr.FlushAll()
 			mr.SetTime(serverNow)
-			behind := newLocker(t, c.New, mr.Addr(), legacysetnx.Options{ServerTime: true, Clock: func() time.Time { return time.Unix(1, 0) }})
-			ahead := newLocker(t, c.New, mr.Addr(), legacysetnx.Options{ServerTime: true, Clock: func() time.Time { return serverNow.Add(time.Hour) }})
+			behind := newLocker(t, c.New, mr.Addr(), legacysetnx.Options{Unit: legacysetnx.Seconds, ServerTime: true, Clock: func() time.Time { return time.Unix(1, 0) }})
+			ahead := newLocker(t, c.New, mr.Addr(), legacysetnx.Options{Unit: legacysetnx.Seconds, ServerTime: true, Clock: func() time.Time { return serverNow.Add(time.Hour) }})
 			l, err := behind.TryAcquire(ctx, "k", lockswap.WithTTL(10*time.Second))
 			if err != nil {
 				t.Fatal(err)
@@ -568,6 +572,9 @@ func TestDeadlineHonest(t *testing.T) {
 		clock.Advance(37 * time.Minute) // the wall clock differs from the monotonic one
 		lk := newLocker(t, redistest.GoRedis, mr.Addr(), legacysetnx.Options{Unit: unit, Clock: clock.Now})
 		for _, ttl := range []time.Duration{100 * time.Millisecond, 1500 * time.Millisecond, 10 * time.Second} {
+			if min, _ := lk.TTLRange(); ttl < min {
+				continue // refused (TestTTLRange)
+			}
 			start := time.Now()
 			l, err := lk.TryAcquire(ctx, "d", lockswap.WithTTL(ttl))
 			if err != nil {
@@ -603,17 +610,18 @@ func TestDeadlineHonest(t *testing.T) {
 
 func TestNewAndParseUnit(t *testing.T) {
 	mr := miniredis.RunT(t)
-	if _, err := legacysetnx.New(nil, legacysetnx.Options{}); !errors.Is(err, lockswap.ErrInvalid) {
+	if _, err := legacysetnx.New(nil, legacysetnx.Options{Unit: legacysetnx.Seconds}); !errors.Is(err, lockswap.ErrInvalid) {
 		t.Errorf("New(nil) = %v, want ErrInvalid", err)
 	}
 	var nilClient *goredis.Client
-	if _, err := legacysetnx.New(redisclient.GoRedis(nilClient), legacysetnx.Options{}); !errors.Is(err, lockswap.ErrInvalid) {
+	if _, err := legacysetnx.New(redisclient.GoRedis(nilClient), legacysetnx.Options{Unit: legacysetnx.Seconds}); !errors.Is(err, lockswap.ErrInvalid) {
 		t.Errorf("New(nil go-redis) = %v, want ErrInvalid", err)
 	}
 	if _, err := legacysetnx.New(redistest.GoRedis(t, mr.Addr()), legacysetnx.Options{Unit: 7}); !errors.Is(err, lockswap.ErrInvalid) || !strings.Contains(err.Error(), "unit") {
 		t.Errorf("New with Unit 7 = %v, want ErrInvalid naming the unit", err)
 	}
-	for in, want := range map[string]legacysetnx.Unit{"": legacysetnx.Seconds, "s": legacysetnx.Seconds, "seconds": legacysetnx.Seconds, "ms": legacysetnx.Milliseconds, "MS": legacysetnx.Milliseconds} {
+	for in, want := range map[string]legacysetnx.Unit{"s": legacysetnx.Seconds, "sec": legacysetnx.Seconds, "seconds": legacysetnx.Seconds, " Second ": legacysetnx.Seconds,
+		"ms": legacysetnx.Milliseconds, "MS": legacysetnx.Milliseconds, "millis": legacysetnx.Milliseconds, "milliseconds": legacysetnx.Milliseconds} {
 		if got, err := legacysetnx.ParseUnit(in); err != nil || got != want {
 			t.Errorf("ParseUnit(%q) = %v, %v; want %v", in, got, err, want)
 		}
@@ -624,7 +632,7 @@ func TestNewAndParseUnit(t *testing.T) {
 	if legacysetnx.Seconds.String() != "s" || legacysetnx.Milliseconds.String() != "ms" {
 		t.Error("Unit.String must give the URL spelling")
 	}
-	lk := newLocker(t, redistest.GoRedis, mr.Addr(), legacysetnx.Options{Prefix: "lock."})
+	lk := newLocker(t, redistest.GoRedis, mr.Addr(), legacysetnx.Options{Unit: legacysetnx.Seconds, Prefix: "lock."})
 	if store, key := lk.Locate("foo"); key != "lock.foo" || !strings.Contains(store, mr.Addr()) {
 		t.Errorf("Locate(foo) = %q, %q", store, key)
 	}
@@ -662,7 +670,7 @@ func TestCancelMidRequest(t *testing.T) {
 	for _, c := range redistest.Clients {
 		t.Run(c.Name, func(t *testing.T) {
 			redistest.CancelMidRequest(t, []string{srv.Addr()}, func(t *testing.T, addrs []string) lockswap.Locker {
-				return newLocker(t, c.New, addrs[0], legacysetnx.Options{Prefix: c.Name + ":"})
+				return newLocker(t, c.New, addrs[0], legacysetnx.Options{Unit: legacysetnx.Seconds, Prefix: c.Name + ":"})
 			})
 		})
 	}

@@ -18,7 +18,7 @@ func TestLocalQueue(t *testing.T) {
 	for _, c := range redistest.Clients {
 		s := queuetest.Subject{
 			NewLocker: func(t *testing.T) lockswap.Locker {
-				return newLocker(t, c.New, srv.Addr(), legacysetnx.Options{Prefix: "queue:"})
+				return newLocker(t, c.New, srv.Addr(), legacysetnx.Options{Unit: legacysetnx.Seconds, Prefix: "queue:"})
 			},
 			Waiting: func(lk lockswap.Locker, key string) int { return legacysetnx.Waiting(lk.(*legacysetnx.Locker), key) },
 		}

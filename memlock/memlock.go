@@ -50,8 +50,14 @@ func (lk *Locker) Guarantees() lockswap.Guarantees {
 		Notes: []string{"in-process only: excludes goroutines sharing one Store, not processes"}}
 }
 
-// Close marks the Locker closed.
+// Close marks the Locker closed: waiting Acquire calls end with
+// lockswap.ErrClosed at their next attempt (within the 5 ms retry delay),
+// and Extend and Release of its locks return ErrClosed.
 func (lk *Locker) Close() error { lk.closed.Store(true); return nil }
+
+// TTLRange returns the TTLs memlock accepts: [lockswap.MinTTL,
+// lockswap.MaxTTL].
+func (lk *Locker) TTLRange() (min, max time.Duration) { return lockswap.MinTTL, lockswap.MaxTTL }
 
 // Acquire waits for the lock per the retry policy until ctx ends.
 func (lk *Locker) Acquire(ctx context.Context, key string, opts ...lockswap.Option) (lockswap.Lock, error) {
@@ -59,7 +65,12 @@ func (lk *Locker) Acquire(ctx context.Context, key string, opts ...lockswap.Opti
 	if err != nil {
 		return nil, err
 	}
-	return lockswap.Retry(ctx, o.Retry, func(context.Context) (lockswap.Lock, error) { return lk.try(key, o.TTL) })
+	return lockswap.Retry(ctx, o.Retry, func(context.Context) (lockswap.Lock, error) {
+		if lk.closed.Load() {
+			return nil, fmt.Errorf("memlock: acquire %s: %w", lockstate.QuoteKey(key), lockswap.ErrClosed)
+		}
+		return lk.try(key, o.TTL)
+	})
 }
 
 // TryAcquire makes one attempt.
@@ -82,17 +93,18 @@ func (lk *Locker) try(key string, ttl time.Duration) (lockswap.Lock, error) {
 	defer s.mu.Unlock()
 	now := time.Now()
 	if e, ok := s.locks[key]; ok && now.Before(e.expires) {
-		return nil, fmt.Errorf("memlock: acquire %q: %w", key, lockswap.ErrHeld)
+		return nil, fmt.Errorf("memlock: acquire %s: %w", lockstate.QuoteKey(key), lockswap.ErrHeld)
 	}
 	token := lockstate.NewToken()
 	s.locks[key] = entry{token: token, expires: now.Add(ttl)}
 	s.fence[key]++
-	return &lock{s: s, State: lockstate.New(key, token, s.fence[key], true, start.Add(ttl-lockstate.Drift(ttl)))}, nil
+	return &lock{s: s, lk: lk, State: lockstate.New(key, token, s.fence[key], true, start.Add(ttl-lockstate.Drift(ttl)))}, nil
 }
 
 type lock struct {
 	*lockstate.State
 	s        *Store
+	lk       *Locker
 	released bool // guarded by s.mu
 }
 
@@ -104,13 +116,16 @@ func (l *lock) ownedLocked() bool {
 
 func (l *lock) Extend(_ context.Context, ttl time.Duration) error {
 	if err := lockswap.ValidateTTL(ttl); err != nil {
-		return fmt.Errorf("memlock: extend %q: %w", l.Key(), err)
+		return fmt.Errorf("memlock: extend %s: %w", lockstate.QuoteKey(l.Key()), err)
+	}
+	if l.lk.closed.Load() {
+		return fmt.Errorf("memlock: extend %s: %w", lockstate.QuoteKey(l.Key()), lockswap.ErrClosed)
 	}
 	l.s.mu.Lock()
 	defer l.s.mu.Unlock()
 	if l.Ended() || !l.ownedLocked() {
 		l.End()
-		return fmt.Errorf("memlock: extend %q: %w", l.Key(), lockswap.ErrLost)
+		return fmt.Errorf("memlock: extend %s: %w", lockstate.QuoteKey(l.Key()), lockswap.ErrLost)
 	}
 	start := time.Now()
 	l.s.locks[l.Key()] = entry{token: l.Token(), expires: time.Now().Add(ttl)}
@@ -121,18 +136,21 @@ func (l *lock) Extend(_ context.Context, ttl time.Duration) error {
 func (l *lock) Release(context.Context) error {
 	l.s.mu.Lock()
 	defer l.s.mu.Unlock()
+	if l.lk.closed.Load() && !l.released {
+		return fmt.Errorf("memlock: release %s: %w", lockstate.QuoteKey(l.Key()), lockswap.ErrClosed)
+	}
 	e, ok := l.s.locks[l.Key()]
 	l.End()
 	if l.released {
 		return nil
 	}
 	if !ok || e.token != l.Token() {
-		return fmt.Errorf("memlock: release %q: taken over: %w", l.Key(), lockswap.ErrLost)
+		return fmt.Errorf("memlock: release %s: taken over: %w", lockstate.QuoteKey(l.Key()), lockswap.ErrLost)
 	}
 	delete(l.s.locks, l.Key())
 	l.released = true
 	if !time.Now().Before(e.expires) {
-		return fmt.Errorf("memlock: release %q: expired before release: %w", l.Key(), lockswap.ErrLost)
+		return fmt.Errorf("memlock: release %s: expired before release: %w", lockstate.QuoteKey(l.Key()), lockswap.ErrLost)
 	}
 	return nil
 }

@@ -22,7 +22,7 @@ func Example() {
 	defer rdb.Close()
 	rc := redisclient.GoRedis(rdb)
 
-	legacy, _ := legacysetnx.New(rc, legacysetnx.Options{Prefix: "lock."})
+	legacy, _ := legacysetnx.New(rc, legacysetnx.Options{Prefix: "lock.", Unit: legacysetnx.Seconds})
 	target, _ := singleredis.New(rc, singleredis.Options{Prefix: "locks:"})
 	locker, err := migrate.New(migrate.Options{Phase: migrate.PhaseDual, Legacy: legacy, Target: target})
 	if err != nil {

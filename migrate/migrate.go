@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/internal/lockstate"
 )
 
 // Phase is a step of the migration.
@@ -194,6 +195,36 @@ func (lk *Locker) Guarantees() lockswap.Guarantees {
 	return g
 }
 
+// TTLRange returns the TTLs the phase's Lockers all accept: the
+// intersection of their ranges (see each backend's TTLRange).
+func (lk *Locker) TTLRange() (min, max time.Duration) {
+	min, max = lockswap.MinTTL, lockswap.MaxTTL
+	for _, x := range []lockswap.Locker{lk.o.Legacy, lk.o.Target} {
+		r, ok := x.(interface {
+			TTLRange() (time.Duration, time.Duration)
+		})
+		if !ok {
+			continue
+		}
+		lo, hi := r.TTLRange()
+		if lo > min {
+			min = lo
+		}
+		if hi < max {
+			max = hi
+		}
+	}
+	return min, max
+}
+
+// checkTTL refuses a TTL outside TTLRange with an error naming op and key.
+func (lk *Locker) checkTTL(op, key string, ttl time.Duration) error {
+	if min, max := lk.TTLRange(); ttl < min || ttl > max {
+		return fmt.Errorf("migrate: %s %s: ttl %v is outside [%v, %v], the TTLs both locks of the migration accept: %w", op, lockstate.QuoteKey(key), ttl, min, max, lockswap.ErrInvalid)
+	}
+	return nil
+}
+
 // Close closes both Lockers.
 func (lk *Locker) Close() error {
 	lk.closeOnce.Do(func() { close(lk.closing) })
@@ -214,10 +245,13 @@ func (lk *Locker) Close() error {
 func (lk *Locker) Acquire(ctx context.Context, key string, opts ...lockswap.Option) (lockswap.Lock, error) {
 	o, err := lockswap.ApplyOptions(lk.o.Retry, opts)
 	if err != nil {
-		return nil, fmt.Errorf("migrate: acquire %q: %w", key, err)
+		return nil, fmt.Errorf("migrate: acquire %s: %w", lockstate.QuoteKey(key), err)
 	}
 	if err := lockswap.ValidateKey(key); err != nil {
 		return nil, fmt.Errorf("migrate: %w", err)
+	}
+	if err := lk.checkTTL("acquire", key, o.TTL); err != nil {
+		return nil, err
 	}
 	switch {
 	case lk.o.Phase == PhaseLegacy:
@@ -233,9 +267,9 @@ func (lk *Locker) Acquire(ctx context.Context, key string, opts ...lockswap.Opti
 		}
 		return lk.newLock(key, l), nil
 	}
-	return lockswap.Retry(ctx, o.Retry, func(ctx context.Context) (lockswap.Lock, error) {
+	return lockswap.Retry(ctx, o.Retry, lockswap.LimitOutage(o.MaxOutage, func(ctx context.Context) (lockswap.Lock, error) {
 		return lk.TryAcquire(ctx, key, opts...)
-	})
+	}))
 }
 
 // TryAcquire makes one attempt at the lock(s) of the phase.
@@ -243,6 +277,13 @@ func (lk *Locker) TryAcquire(ctx context.Context, key string, opts ...lockswap.O
 	opts = append(opts[:len(opts):len(opts)], lockswap.WithRetry(lockswap.NoRetry()))
 	if err := lockswap.ValidateKey(key); err != nil {
 		return nil, fmt.Errorf("migrate: %w", err)
+	}
+	o, err := lockswap.ApplyOptions(nil, opts)
+	if err != nil {
+		return nil, fmt.Errorf("migrate: acquire %s: %w", lockstate.QuoteKey(key), err)
+	}
+	if err := lk.checkTTL("acquire", key, o.TTL); err != nil {
+		return nil, err
 	}
 	switch lk.o.Phase {
 	case PhaseLegacy:
@@ -296,6 +337,7 @@ func (lk *Locker) TryAcquire(ctx context.Context, key string, opts ...lockswap.O
 
 // lock is one or two held locks, in acquisition order.
 type lock struct {
+	lk      *Locker
 	key     string
 	locks   []lockswap.Lock
 	decider int // index of the lock whose token and fence the handle shows
@@ -308,7 +350,7 @@ type lock struct {
 // Done when either lock's Done closes, or when the Locker is closed; it ends
 // then (at Release, on loss, at the earlier deadline, or at Close).
 func (lk *Locker) newLock(key string, locks ...lockswap.Lock) *lock {
-	l := &lock{key: key, locks: locks, decider: len(locks) - 1}
+	l := &lock{lk: lk, key: key, locks: locks, decider: len(locks) - 1}
 	if len(locks) == 1 {
 		return l
 	}
@@ -357,6 +399,9 @@ func (l *lock) Done() <-chan struct{} {
 
 // Extend extends every held lock; it fails if any fails.
 func (l *lock) Extend(ctx context.Context, ttl time.Duration) error {
+	if err := l.lk.checkTTL("extend", l.key, ttl); err != nil {
+		return err
+	}
 	var errs []error
 	for _, x := range l.locks {
 		if err := x.Extend(ctx, ttl); err != nil {

@@ -129,7 +129,7 @@ func newRig(t *testing.T) rig {
 }
 
 func (r rig) legacy(t *testing.T) *legacysetnx.Locker {
-	lk, err := legacysetnx.New(redistest.GoRedis(t, r.addr), legacysetnx.Options{Prefix: "lock."})
+	lk, err := legacysetnx.New(redistest.GoRedis(t, r.addr), legacysetnx.Options{Prefix: "lock.", Unit: legacysetnx.Seconds})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +203,7 @@ func TestUnsafeJumpOverlaps(t *testing.T) {
 func TestSafetyNetKeepsOutageDistinct(t *testing.T) {
 	srv := testserver.RedisT(t, testserver.RedisOptions{})
 	legacySrv := testserver.RedisT(t, testserver.RedisOptions{})
-	legacy, _ := legacysetnx.New(redistest.GoRedis(t, legacySrv.Addr()), legacysetnx.Options{Prefix: "lock."})
+	legacy, _ := legacysetnx.New(redistest.GoRedis(t, legacySrv.Addr()), legacysetnx.Options{Prefix: "lock.", Unit: legacysetnx.Seconds})
 	target, _ := singleredis.New(redistest.GoRedis(t, srv.Addr()), singleredis.Options{})
 	lk := mustNew(t, migrate.Options{Phase: migrate.PhaseTarget, Legacy: legacy, Target: target, LegacyNet: true})
 	legacySrv.Kill()

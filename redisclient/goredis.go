@@ -13,6 +13,10 @@ import (
 type goRedis struct {
 	c    redis.Cmdable
 	name string
+	// guard: the client ignores contexts (ContextTimeoutEnabled is off, or
+	// unknown), so each command runs in a goroutine of its own and the
+	// adapter returns when the context ends.
+	guard bool
 }
 
 // GoRedis adapts a go-redis v9 client: *redis.Client, *redis.ClusterClient,
@@ -20,21 +24,50 @@ type goRedis struct {
 // a nil client, which the backends reject with lockswap.ErrInvalid.
 //
 // Set Options.ContextTimeoutEnabled on the client so that the context's
-// deadline bounds each command (Redlock's per-instance timeout relies on it).
+// deadline bounds each command on the socket. Without it go-redis ignores
+// contexts (a command to a server that hangs waits for ReadTimeout, 3 s by
+// default, per retry), and the adapter keeps the deadlines another way: it
+// runs each command in a goroutine of its own and returns when the context
+// ends, while the abandoned command finishes on the client's own timeouts.
+// That costs a goroutine per command.
 func GoRedis(c redis.Cmdable) Client {
 	if IsNil(c) {
 		return nil
 	}
-	name := "go-redis"
+	name, guard := "go-redis", true
 	switch cc := c.(type) {
 	case *redis.Client:
-		name = "go-redis " + cc.Options().Addr
+		name, guard = "go-redis "+cc.Options().Addr, !cc.Options().ContextTimeoutEnabled
 	case *redis.ClusterClient:
-		name = fmt.Sprintf("go-redis cluster %v", cc.Options().Addrs)
+		name, guard = fmt.Sprintf("go-redis cluster %v", cc.Options().Addrs), !cc.Options().ContextTimeoutEnabled
 	case *redis.Ring:
-		name = "go-redis ring"
+		name, guard = "go-redis ring", !cc.Options().ContextTimeoutEnabled
 	}
-	return &goRedis{c: c, name: name}
+	return &goRedis{c: c, name: name, guard: guard}
+}
+
+// bounded runs f under ctx; for a client that ignores contexts it returns
+// ctx's error as soon as ctx ends, leaving f to finish in the background.
+func bounded[T any](g *goRedis, ctx context.Context, f func(context.Context) (T, error)) (T, error) {
+	if !g.guard || ctx.Done() == nil {
+		return f(ctx)
+	}
+	type result struct {
+		v   T
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		v, err := f(ctx)
+		ch <- result{v, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.v, r.err
+	case <-ctx.Done():
+		var zero T
+		return zero, fmt.Errorf("go-redis command abandoned (the client ignores contexts: set ContextTimeoutEnabled): %w", ctx.Err())
+	}
 }
 
 func (g *goRedis) String() string { return g.name }
@@ -50,17 +83,31 @@ func goRedisErr(err error) error {
 	return err
 }
 
-func (g *goRedis) SetNXPX(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
+func (g *goRedis) setnxpxOnce(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
 	ok, err := g.c.SetNX(ctx, key, value, time.Duration(millis(ttl))*time.Millisecond).Result()
 	return ok, goRedisErr(err)
 }
 
-func (g *goRedis) SetNX(ctx context.Context, key, value string) (bool, error) {
+func (g *goRedis) SetNXPX(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
+	if !g.guard || ctx.Done() == nil {
+		return g.setnxpxOnce(ctx, key, value, ttl)
+	}
+	return bounded(g, ctx, func(ctx context.Context) (bool, error) { return g.setnxpxOnce(ctx, key, value, ttl) })
+}
+
+func (g *goRedis) setnxOnce(ctx context.Context, key, value string) (bool, error) {
 	ok, err := g.c.SetNX(ctx, key, value, 0).Result()
 	return ok, goRedisErr(err)
 }
 
-func (g *goRedis) Get(ctx context.Context, key string) (string, bool, error) {
+func (g *goRedis) SetNX(ctx context.Context, key, value string) (bool, error) {
+	if !g.guard || ctx.Done() == nil {
+		return g.setnxOnce(ctx, key, value)
+	}
+	return bounded(g, ctx, func(ctx context.Context) (bool, error) { return g.setnxOnce(ctx, key, value) })
+}
+
+func (g *goRedis) getOnce(ctx context.Context, key string) (string, bool, error) {
 	v, err := g.c.Get(ctx, key).Result()
 	if err == redis.Nil {
 		return "", false, nil
@@ -68,7 +115,22 @@ func (g *goRedis) Get(ctx context.Context, key string) (string, bool, error) {
 	return v, err == nil, goRedisErr(err)
 }
 
-func (g *goRedis) GetSet(ctx context.Context, key, value string) (string, bool, error) {
+func (g *goRedis) Get(ctx context.Context, key string) (string, bool, error) {
+	type found struct {
+		v  string
+		ok bool
+	}
+	if !g.guard || ctx.Done() == nil {
+		return g.getOnce(ctx, key)
+	}
+	r, err := bounded(g, ctx, func(ctx context.Context) (found, error) {
+		v, ok, err := g.getOnce(ctx, key)
+		return found{v, ok}, err
+	})
+	return r.v, r.ok, err
+}
+
+func (g *goRedis) getsetOnce(ctx context.Context, key, value string) (string, bool, error) {
 	v, err := g.c.GetSet(ctx, key, value).Result()
 	if err == redis.Nil {
 		return "", false, nil
@@ -76,17 +138,46 @@ func (g *goRedis) GetSet(ctx context.Context, key, value string) (string, bool, 
 	return v, err == nil, goRedisErr(err)
 }
 
-func (g *goRedis) Del(ctx context.Context, keys ...string) (int64, error) {
+func (g *goRedis) GetSet(ctx context.Context, key, value string) (string, bool, error) {
+	type found struct {
+		v  string
+		ok bool
+	}
+	if !g.guard || ctx.Done() == nil {
+		return g.getsetOnce(ctx, key, value)
+	}
+	r, err := bounded(g, ctx, func(ctx context.Context) (found, error) {
+		v, ok, err := g.getsetOnce(ctx, key, value)
+		return found{v, ok}, err
+	})
+	return r.v, r.ok, err
+}
+
+func (g *goRedis) delOnce(ctx context.Context, keys ...string) (int64, error) {
 	n, err := g.c.Del(ctx, keys...).Result()
 	return n, goRedisErr(err)
 }
 
-func (g *goRedis) Time(ctx context.Context) (time.Time, error) {
+func (g *goRedis) Del(ctx context.Context, keys ...string) (int64, error) {
+	if !g.guard || ctx.Done() == nil {
+		return g.delOnce(ctx, keys...)
+	}
+	return bounded(g, ctx, func(ctx context.Context) (int64, error) { return g.delOnce(ctx, keys...) })
+}
+
+func (g *goRedis) timeOnce(ctx context.Context) (time.Time, error) {
 	t, err := g.c.Time(ctx).Result()
 	return t, goRedisErr(err)
 }
 
-func (g *goRedis) Run(ctx context.Context, s *Script, keys []string, args ...any) (any, error) {
+func (g *goRedis) Time(ctx context.Context) (time.Time, error) {
+	if !g.guard || ctx.Done() == nil {
+		return g.timeOnce(ctx)
+	}
+	return bounded(g, ctx, func(ctx context.Context) (time.Time, error) { return g.timeOnce(ctx) })
+}
+
+func (g *goRedis) runOnce(ctx context.Context, s *Script, keys []string, args ...any) (any, error) {
 	v, err := g.c.EvalSha(ctx, s.sha, keys, args...).Result()
 	if err != nil && isNoScript(goRedisErr(err)) {
 		v, err = g.c.Eval(ctx, s.src, keys, args...).Result()
@@ -97,13 +188,20 @@ func (g *goRedis) Run(ctx context.Context, s *Script, keys []string, args ...any
 	return v, goRedisErr(err)
 }
 
+func (g *goRedis) Run(ctx context.Context, s *Script, keys []string, args ...any) (any, error) {
+	if !g.guard || ctx.Done() == nil {
+		return g.runOnce(ctx, s, keys, args...)
+	}
+	return bounded(g, ctx, func(ctx context.Context) (any, error) { return g.runOnce(ctx, s, keys, args...) })
+}
+
 // doer is the part of go-redis clients that runs arbitrary commands; every
 // client type has it, but redis.Cmdable does not declare it.
 type doer interface {
 	Do(ctx context.Context, args ...any) *redis.Cmd
 }
 
-func (g *goRedis) Do(ctx context.Context, args ...any) (any, error) {
+func (g *goRedis) doOnce(ctx context.Context, args ...any) (any, error) {
 	d, ok := g.c.(doer)
 	if !ok {
 		return nil, fmt.Errorf("redisclient: %T cannot run arbitrary commands", g.c)
@@ -113,4 +211,11 @@ func (g *goRedis) Do(ctx context.Context, args ...any) (any, error) {
 		return nil, nil
 	}
 	return v, goRedisErr(err)
+}
+
+func (g *goRedis) Do(ctx context.Context, args ...any) (any, error) {
+	if !g.guard || ctx.Done() == nil {
+		return g.doOnce(ctx, args...)
+	}
+	return bounded(g, ctx, func(ctx context.Context) (any, error) { return g.doOnce(ctx, args...) })
 }

@@ -2,6 +2,7 @@ package redisclient
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -39,6 +40,11 @@ func redigoErr(err error) error {
 	if re, ok := err.(redis.Error); ok {
 		return &ReplyError{Msg: string(re)}
 	}
+	var re redis.Error
+	if errors.As(err, &re) {
+		// An error reply wrapped by the dial (AUTH, SELECT): keep the text.
+		return fmt.Errorf("%v: %w", err, &ReplyError{Msg: string(re)})
+	}
 	return err
 }
 
@@ -59,7 +65,7 @@ func normalize(v any) any {
 func (r *redigo) do(ctx context.Context, cmd string, args ...any) (any, error) {
 	conn, err := r.pool.GetContext(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("redigo: get connection: %w", err)
+		return nil, fmt.Errorf("redigo: get connection: %w", redigoErr(err))
 	}
 	v, err := redis.DoContext(conn, ctx, cmd, args...)
 	conn.Close()
@@ -118,7 +124,7 @@ func (r *redigo) Time(ctx context.Context) (time.Time, error) {
 func (r *redigo) Run(ctx context.Context, s *Script, keys []string, args ...any) (any, error) {
 	conn, err := r.pool.GetContext(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("redigo: get connection: %w", err)
+		return nil, fmt.Errorf("redigo: get connection: %w", redigoErr(err))
 	}
 	defer conn.Close()
 	cmdArgs := make([]any, 0, 2+len(keys)+len(args))
@@ -158,7 +164,7 @@ func (r *redigo) Do(ctx context.Context, args ...any) (any, error) {
 func (r *redigo) Split(ctx context.Context) (SplitConn, error) {
 	c, err := r.pool.GetContext(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("redigo: get connection: %w", err)
+		return nil, fmt.Errorf("redigo: get connection: %w", redigoErr(err))
 	}
 	return redigoSplit{c: c}, nil
 }

@@ -72,6 +72,55 @@ func IsWrongType(err error) bool {
 	return errors.As(err, &re) && strings.Contains(re.Msg, "WRONGTYPE")
 }
 
+// IsPermanent reports whether err is a Redis error reply that retrying
+// cannot fix: authentication or permission (NOAUTH, WRONGPASS, NOPERM), a
+// wrong type under a key (WRONGTYPE), an unknown or disabled command, or a
+// script that failed while running. A backend fails such an attempt at once
+// with lockswap.ErrInvalid instead of waiting for the server to "come back".
+// Transport errors, LOADING, BUSY, MASTERDOWN, READONLY, CLUSTERDOWN,
+// TRYAGAIN, MOVED/ASK and OOM are not permanent.
+func IsPermanent(err error) bool {
+	var re *ReplyError
+	if !errors.As(err, &re) {
+		return false
+	}
+	return permanentReason(re.Msg) != ""
+}
+
+// PermanentReason returns, for an error that [IsPermanent] accepts, a short
+// hint that tells the user what to fix; "" otherwise.
+func PermanentReason(err error) string {
+	var re *ReplyError
+	if !errors.As(err, &re) {
+		return ""
+	}
+	return permanentReason(re.Msg)
+}
+
+func permanentReason(msg string) string {
+	code, _, _ := strings.Cut(msg, " ")
+	switch code {
+	case "NOAUTH", "WRONGPASS":
+		return "authentication failed: check the password (and user) in the connection settings"
+	case "NOPERM":
+		return "the Redis user lacks a permission the lock needs (ACL): grant the commands and keys listed in the docs"
+	case "WRONGTYPE":
+		return "a key the lock uses holds another Redis type: it is not a lock"
+	}
+	switch {
+	case strings.Contains(msg, "WRONGTYPE"):
+		// Inside a script the code is wrapped in the script error.
+		return "a key the lock uses holds another Redis type: it is not a lock"
+	case strings.Contains(msg, "NOPERM") || strings.Contains(msg, "No permissions"):
+		return "the Redis user lacks a permission the lock needs (ACL): grant the commands and keys listed in the docs"
+	case code == "ERR" && strings.Contains(msg, "unknown command"):
+		return "the server does not know a command the lock needs (renamed or disabled, or not Redis)"
+	case strings.HasPrefix(msg, "ERR Error running script") || strings.Contains(msg, "user_script"):
+		return "a lock script failed on the server"
+	}
+	return ""
+}
+
 func isNoScript(err error) bool {
 	var re *ReplyError
 	return errors.As(err, &re) && strings.HasPrefix(re.Msg, "NOSCRIPT")

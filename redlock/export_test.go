@@ -5,3 +5,10 @@ func Waiting(lk *Locker, key string) int { return lk.q.Waiting(key) }
 
 // QueuedKeys returns how many keys have waiting Acquire calls in lk (tests).
 func QueuedKeys(lk *Locker) int { return lk.q.Keys() }
+
+// BackgroundReleases returns how many releases of lk go on in the
+// background now, and how many ended (or could not start) with
+// instances whose outcome was still unknown (tests).
+func BackgroundReleases(lk *Locker) (running, gaveUp int64) {
+	return lk.bgRunning.Load(), lk.bgGaveUp.Load()
+}

@@ -20,6 +20,7 @@ const (
 	opRelease                // compare-and-delete
 	opExtend                 // compare-and-pexpire
 	opHandOver               // compare-and-delete, then SET NX PX for a local waiter
+	opType                   // TYPE: is what holds the key a lock?
 )
 
 // result is one instance's answer to a call.
@@ -47,7 +48,7 @@ type call struct {
 	conns  []redisclient.SplitConn // pipelined path: connections awaiting a reply
 	sargs  []any                   // pipelined path: scratch command arguments
 	epochs []*epochState           // RestartSafety: the epoch each request sent as known
-	cctx   callCtx                 // c.ctx: the call's deadline
+	cctx   *callCtx                // c.ctx: the call's deadline (see freshCtx)
 }
 
 // task is one instance's part of a call, handed to a worker.
@@ -194,8 +195,8 @@ func (f *fanout) run(ctx context.Context, c *call, deadline time.Time) {
 		f.runSplit(ctx, c, deadline)
 		return
 	}
-	c.cctx.init(ctx, deadline)
-	c.ctx = &c.cctx
+	c.freshCtx().init(ctx, deadline)
+	c.ctx = c.cctx
 	first := -1
 	for i := range c.res {
 		if c.mask&(1<<i) == 0 {
@@ -257,10 +258,11 @@ func (f *fanout) runSplit(ctx context.Context, c *call, deadline time.Time) {
 	// One context for the whole call: it bounds taking a connection from
 	// each pool (a dial, or a wait for a free connection) and the suspect
 	// instances' requests. It arms its timer only if someone waits on it.
-	c.cctx.init(ctx, deadline)
-	defer c.cctx.end()
-	deadline, _ = c.cctx.Deadline()
-	ictx := context.Context(&c.cctx)
+	cc := c.freshCtx()
+	cc.init(ctx, deadline)
+	defer cc.end()
+	deadline, _ = cc.Deadline()
+	ictx := context.Context(cc)
 	c.ctx = ictx
 	var direct uint64
 	for i := range c.res {
@@ -316,10 +318,16 @@ func (f *fanout) runSplit(ctx context.Context, c *call, deadline time.Time) {
 	}
 }
 
-// timeLeft is the read timeout for a reply due by deadline; at least 1 ns,
-// since a zero timeout means none.
+// lateRead is the read timeout of a reply whose deadline has passed while
+// the replies of instances read before it were awaited: a reply that has
+// already arrived is read (a read with a past deadline fails without
+// looking), a missing one costs this much.
+const lateRead = time.Millisecond
+
+// timeLeft is the read timeout for a reply due by deadline; at least
+// lateRead (and never zero, which would mean none).
 func timeLeft(deadline time.Time) time.Duration {
-	return max(time.Until(deadline), time.Nanosecond)
+	return max(time.Until(deadline), lateRead)
 }
 
 // Boxed arguments that do not change, so that sending them allocates
@@ -338,7 +346,7 @@ var (
 
 // isScript reports whether c's request is a script (EVALSHA).
 func (c *call) isScript() bool {
-	return c.op != opAcquire || c.lk.opts.RestartSafety
+	return (c.op != opAcquire && c.op != opType) || c.lk.opts.RestartSafety
 }
 
 // send buffers c's request on sc: the script by its source when eval, else
@@ -359,6 +367,9 @@ func (c *call) send(sc redisclient.SplitConn, i int, eval bool) error {
 		script, src = argExtendSHA, argExtendSrc
 	case opHandOver:
 		script, src = argHandSHA, argHandSrc
+	case opType:
+		a = append(a, c.key)
+		return sc.Send("TYPE", a...)
 	}
 	cmd := "EVALSHA"
 	if eval {
@@ -395,6 +406,8 @@ func (c *call) do(i int) {
 		if ok {
 			v = "OK"
 		}
+	case opType:
+		v, err = in.c.Do(c.ctx, "TYPE", c.keys[0])
 	case opRelease, opExtend, opHandOver:
 		s := releaseScript
 		switch c.op {
@@ -428,6 +441,15 @@ func (c *call) record(i int, v any, err error) {
 	case c.op == opAcquire:
 		if v != nil {
 			r.n = 1
+		}
+	case c.op == opType:
+		switch typ, _ := v.(string); typ {
+		case "string", "none", "":
+		default:
+			r.err = &notLockError{
+				msg:    fmt.Sprintf("the key holds a %s, not a lock", typ),
+				reason: "a key the lock uses holds another Redis type: it is not a lock; use another key or prefix, or delete the value",
+			}
 		}
 	case c.op == opHandOver:
 		a, _ := v.([]any)
@@ -471,6 +493,9 @@ func (c *call) safeReply(i int, v any) {
 		set, epoch, age, err := parseEpochReply(x)
 		if err != nil {
 			r.err = err
+			if set { // undone like any SET of a failed attempt
+				r.n = 1
+			}
 			return
 		}
 		if set {
@@ -505,6 +530,26 @@ type callCtx struct {
 	err        error
 	timer      *time.Timer
 	stopParent func() bool
+}
+
+// freshCtx returns the call's context for a new use: the pooled one, or a
+// new one when the last use closed a Done channel that it had handed out.
+// Whoever still watches that channel (the goroutine of a context derived
+// from it, woken as the call ends) may call Err after it fired, and must
+// get that use's error, not nil from a later use (the context package
+// panics on a closed Done with a nil Err).
+func (c *call) freshCtx() *callCtx {
+	if c.cctx == nil || c.cctx.retired() {
+		c.cctx = new(callCtx)
+	}
+	return c.cctx
+}
+
+// retired reports whether c's Done channel was handed out and closed.
+func (c *callCtx) retired() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.done != nil && c.err != nil
 }
 
 // init starts a use of c, ending at deadline (at the latest).

@@ -27,7 +27,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"math/bits"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -36,6 +39,7 @@ import (
 
 	"github.com/lockswap/lockswap"
 	"github.com/lockswap/lockswap/internal/attempt"
+	"github.com/lockswap/lockswap/internal/background"
 	"github.com/lockswap/lockswap/internal/localq"
 	"github.com/lockswap/lockswap/internal/lockstate"
 	"github.com/lockswap/lockswap/redisclient"
@@ -147,6 +151,14 @@ type Locker struct {
 	closed atomic.Bool
 	fan    *fanout
 	q      *localq.Queue // this Locker's waiters, per key, in arrival order
+
+	minTTL, maxTTL time.Duration // TTLRange
+
+	// bg runs the releases that go on after their caller returned (see
+	// goRelease); Close ends them.
+	bg        background.Group
+	bgRunning atomic.Int64 // background releases running (tests)
+	bgGaveUp  atomic.Int64 // background releases that ended with instances still unknown (tests)
 }
 
 var _ lockswap.Locker = (*Locker)(nil)
@@ -174,10 +186,15 @@ func New(clients []redisclient.Client, opts Options) (*Locker, error) {
 		}
 	}
 	switch {
-	case opts.DriftFactor < 0 || opts.DriftFactor >= 0.5:
+	case math.IsNaN(opts.DriftFactor) || !(opts.DriftFactor >= 0 && opts.DriftFactor < 0.5):
+		// Written so that NaN (which fails every comparison) and ±Inf fail.
 		return nil, fmt.Errorf("redlock: drift factor %v: want a factor in [0, 0.5) such as 0.01: %w", opts.DriftFactor, lockswap.ErrInvalid)
+	case opts.DriftFixed > lockswap.MaxTTL:
+		return nil, fmt.Errorf("redlock: fixed drift %v is above the maximum TTL %v: %w", opts.DriftFixed, lockswap.MaxTTL, lockswap.ErrInvalid)
 	case opts.InstanceTimeout < 0:
 		return nil, fmt.Errorf("redlock: instance timeout %v is negative: %w", opts.InstanceTimeout, lockswap.ErrInvalid)
+	case opts.InstanceTimeout > lockswap.MaxTTL:
+		return nil, fmt.Errorf("redlock: instance timeout %v is above the maximum TTL %v: %w", opts.InstanceTimeout, lockswap.MaxTTL, lockswap.ErrInvalid)
 	case opts.MaxHold < 0:
 		return nil, fmt.Errorf("redlock: max hold %v is negative: %w", opts.MaxHold, lockswap.ErrInvalid)
 	case opts.MaxTTL < 0:
@@ -201,6 +218,9 @@ func New(clients []redisclient.Client, opts Options) (*Locker, error) {
 	}
 	opts.Closers = append([]io.Closer(nil), opts.Closers...)
 	lk := &Locker{inst: make([]instance, len(clients)), quorum: len(clients)/2 + 1, opts: opts, q: localq.New("redlock")}
+	if err := lk.setTTLRange(); err != nil {
+		return nil, err
+	}
 	split := make([]redisclient.Splitter, 0, len(clients))
 	for i, c := range clients {
 		lk.inst[i].c = c
@@ -266,12 +286,16 @@ func Guarantees(n int, restartSafety bool) lockswap.Guarantees {
 }
 
 // Close stops the Locker's workers and closes Options.Closers. Held locks
-// are not released; they expire after their TTL.
+// are not released; they expire after their TTL. Releases still going on
+// in the background (see lock.Release) get up to background.CloseWait
+// (half a second) to finish, then are stopped; Close waits for them, so
+// that no goroutine of the Locker outlives it.
 func (lk *Locker) Close() error {
 	if lk.closed.Swap(true) {
 		return nil
 	}
 	lk.q.Close()
+	lk.bg.Close()
 	lk.fan.close()
 	var errs []error
 	for _, c := range lk.opts.Closers {
@@ -310,6 +334,240 @@ func (lk *Locker) drift(ttl time.Duration) time.Duration {
 	return time.Duration(float64(ttl)*lk.opts.DriftFactor) + lk.opts.DriftFixed
 }
 
+// usable reports whether a lock of ttl keeps a meaningful validity in the
+// worst case the acquire accepts: an answer that comes at the end of the
+// per-instance timeout, minus the drift allowance, must leave at least a
+// quarter of the TTL.
+func (lk *Locker) usable(ttl time.Duration) bool {
+	return ttl-lk.instanceTimeout(ttl)-lk.drift(ttl) >= ttl/4
+}
+
+// setTTLRange computes TTLRange, and fails when no TTL is usable.
+func (lk *Locker) setTTLRange() error {
+	lk.maxTTL = lockswap.MaxTTL
+	if m := lk.opts.MaxTTL; m > 0 && m < lk.maxTTL {
+		lk.maxTTL = m
+	}
+	// The smallest usable TTL in whole milliseconds (the unit of PX):
+	// usable is monotonic (the validity grows faster than the timeout and
+	// the drift, since DriftFactor < 0.5 and the default timeout is TTL/100).
+	lo, hi := int64(lockswap.MinTTL/time.Millisecond), int64(lockswap.MaxTTL/time.Millisecond)
+	if !lk.usable(time.Duration(hi) * time.Millisecond) {
+		lo = hi + 1
+	}
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		if lk.usable(time.Duration(mid) * time.Millisecond) {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	lk.minTTL = time.Duration(lo) * time.Millisecond
+	if lk.minTTL > lk.maxTTL {
+		return fmt.Errorf("redlock: no TTL is usable: with a drift of %v×TTL + %v and an instance timeout of %v, a lock needs a TTL of at least %v, and the maximum is %v: %w",
+			lk.opts.DriftFactor, lk.opts.DriftFixed, lk.instanceTimeout(lk.minTTL), lk.minTTL, lk.maxTTL, lockswap.ErrInvalid)
+	}
+	return nil
+}
+
+// TTLRange returns the TTLs this Locker accepts. The minimum is the
+// smallest TTL (at least lockswap.MinTTL) for which a lock keeps at least a
+// quarter of its TTL as validity in the worst case an acquire accepts: its
+// answers at the end of the per-instance timeout and the drift allowance
+// (TTL × DriftFactor + DriftFixed) taken off. The maximum is
+// lockswap.MaxTTL, or Options.MaxTTL when smaller. Acquire, TryAcquire and
+// Extend refuse a TTL outside the range with an error matching
+// lockswap.ErrInvalid, instead of failing for want of validity forever.
+func (lk *Locker) TTLRange() (min, max time.Duration) { return lk.minTTL, lk.maxTTL }
+
+// checkTTL refuses, for op on key, a TTL outside TTLRange.
+func (lk *Locker) checkTTL(op, key string, ttl time.Duration) error {
+	if err := lockswap.ValidateTTL(ttl); err != nil {
+		return fmt.Errorf("redlock: %s %s: %w", op, lockstate.QuoteKey(key), err)
+	}
+	switch {
+	case ttl < lk.minTTL:
+		return fmt.Errorf("redlock: %s %s: ttl %v is below %v, the smallest this Locker accepts: with a drift of %v×TTL + %v and an instance timeout of %v a shorter lock has little or no validity: %w",
+			op, lockstate.QuoteKey(key), ttl, lk.minTTL, lk.opts.DriftFactor, lk.opts.DriftFixed, lk.instanceTimeout(ttl), lockswap.ErrInvalid)
+	case ttl > lk.maxTTL && lk.opts.MaxTTL > 0 && lk.maxTTL == lk.opts.MaxTTL:
+		return fmt.Errorf("redlock: %s %s: ttl %v exceeds MaxTTL %v: %w", op, lockstate.QuoteKey(key), ttl, lk.opts.MaxTTL, lockswap.ErrInvalid)
+	case ttl > lk.maxTTL:
+		return fmt.Errorf("redlock: %s %s: ttl %v is above the maximum %v: %w", op, lockstate.QuoteKey(key), ttl, lk.maxTTL, lockswap.ErrInvalid)
+	}
+	return nil
+}
+
+// MinCleanupRound is the least time a release, an undo or an extension
+// gives the instances to answer before it asks those that have not
+// answered again; the per-instance timeout, when longer, is used instead.
+// It is not the acquire's per-instance timeout: nothing is lost by waiting
+// for these answers, and an answer read too late under load costs a
+// request more.
+const MinCleanupRound = 250 * time.Millisecond
+
+// cleanupRound bounds one round of a release, an undo or an extension.
+func (lk *Locker) cleanupRound(ttl time.Duration) time.Duration {
+	return max(MinCleanupRound, lk.instanceTimeout(ttl))
+}
+
+// Retry delays between rounds of a release or an extension, doubling.
+const (
+	roundBackoffMin = 5 * time.Millisecond
+	roundBackoffMax = 100 * time.Millisecond
+)
+
+// goRelease goes on, on a goroutine of the Locker's background group,
+// with the compare-and-delete of token under key on the instances in
+// pending, until each has answered, until passes, or Close stops it. It
+// reports false, doing nothing, when the Locker is closed.
+func (lk *Locker) goRelease(keys [1]string, key, token any, pending uint64, until time.Time, ttl time.Duration) bool {
+	lk.bgRunning.Add(1)
+	started := lk.bg.Go(context.Background(), func(ctx context.Context) {
+		defer lk.bgRunning.Add(-1)
+		// A request whose answer was not read may still be waiting on the
+		// server, on its discarded connection: give it a moment to run
+		// first, so that this one, on another connection, comes after it.
+		sleepUntil(ctx, time.Now().Add(roundBackoffMin))
+		t := tally{pending: pending}
+		args := [1]any{token}
+		lk.rounds(ctx, opRelease, keys[:], key, args[:], &t, until, ttl, nil)
+		if t.pending != 0 {
+			lk.bgGaveUp.Add(1)
+		}
+	})
+	if !started {
+		lk.bgRunning.Add(-1)
+		lk.bgGaveUp.Add(1)
+	}
+	return started
+}
+
+// earliest returns the earlier of a and b.
+func earliest(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// sleepUntil waits until t or until ctx ends.
+func sleepUntil(ctx context.Context, t time.Time) {
+	d := time.Until(t)
+	if d <= 0 {
+		return
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+}
+
+// rounds asks again, round after round, the instances in t.pending (whose
+// last outcome is unknown) until none is left, decided(t) reports that
+// the outcome is settled, ctx ends or until passes. The first round gives
+// the instances cleanupRound(ttl), each next one twice as long. A retried compare-and-delete that finds no
+// key of ours counts as a removal: the request whose answer was lost may
+// have removed it.
+//
+// Without decided (a background release), an instance is done only when
+// it answered that it deleted our key, or answered twice, one request
+// after the other: a SET whose answer was lost may still be waiting on
+// the server, on its discarded connection, and run after a request sent
+// later on another connection. The server reads every connection with
+// data before it answers the first request, so the second request runs
+// after the lost one.
+func (lk *Locker) rounds(ctx context.Context, op opKind, keys []string, key any, args []any, t *tally, until time.Time, ttl time.Duration, decided func(*tally) bool) {
+	backoff, round := roundBackoffMin, lk.cleanupRound(ttl)
+	for t.pending != 0 && (decided == nil || !decided(t)) {
+		end := until
+		now := time.Now()
+		if !now.Before(end) || ctx.Err() != nil {
+			return
+		}
+		c := lk.fan.get()
+		c.op, c.keys, c.key, c.args, c.mask = op, keys, key, args, t.pending
+		if op == opExtend {
+			c.ttl = ttl
+		}
+		lk.fan.run(ctx, c, earliest(now.Add(round), end))
+		// An instance slower than a round would never answer in time: its
+		// request goes with the connection a late answer discards.
+		round *= 2
+		asked := c.mask
+		t.add(c, true)
+		lk.fan.put(c)
+		if decided == nil {
+			// Answered once without deleting anything: ask once more.
+			again := asked &^ t.pending &^ t.perm &^ t.del &^ t.once
+			t.once |= again
+			t.pending |= again
+		}
+		if t.pending == 0 || (decided != nil && decided(t)) {
+			return
+		}
+		sleepUntil(ctx, earliest(time.Now().Add(backoff), end))
+		backoff = min(2*backoff, roundBackoffMax)
+	}
+}
+
+// tally is what a release or an extension learned from each instance, as
+// masks of instances.
+type tally struct {
+	yes     uint64  // removed (extended)
+	no      uint64  // answered that our token was not there
+	perm    uint64  // failed with an error retrying cannot fix
+	pending uint64  // outcome unknown (an error or no answer in time)
+	del     uint64  // answered that it deleted our key (or extended it)
+	once    uint64  // background: answered once, without deleting anything
+	errs    []error // per instance, the last error of a pending or failed one (nil until there is one)
+}
+
+// add records the answers of c's instances. retried: c asked again
+// instances whose earlier outcome is unknown.
+func (t *tally) add(c *call, retried bool) {
+	for i := range c.res {
+		b := uint64(1) << i
+		if c.mask&b == 0 {
+			continue
+		}
+		r := &c.res[i]
+		t.pending &^= b
+		switch {
+		case r.err != nil:
+			if isPermanent(r.err) {
+				t.perm |= b
+			} else {
+				t.pending |= b
+			}
+			if t.errs == nil {
+				t.errs = make([]error, len(c.res))
+			}
+			t.errs[i] = r.err
+		case c.op == opHandOver && r.released, c.op != opHandOver && r.n == 1:
+			t.yes |= b
+			t.del |= b
+		case c.op == opRelease && retried:
+			t.yes |= b
+		default:
+			t.no |= b
+		}
+	}
+}
+
+// decided reports whether the outcome of a release or an extension over n
+// instances with quorum q no longer depends on the pending instances: a
+// quorum said yes, more than n−q said our token is not there, or with the
+// failed ones no quorum of yes is possible.
+func (t *tally) decided(n, q int) bool {
+	yes, no, pending := ones(t.yes), ones(t.no), ones(t.pending)
+	return yes >= q || no > n-q || yes+pending < q
+}
+
+func ones(m uint64) int { return bits.OnesCount64(m) }
+
 // Acquire waits for the lock per the retry policy (Options.Retry or
 // lockswap.WithRetry) until ctx ends. Goroutines of this Locker that wait
 // for the same key wait in arrival order and only the first of them polls
@@ -319,6 +577,12 @@ func (lk *Locker) drift(ttl time.Duration) time.Duration {
 // the line. A retry policy that never retries (lockswap.NoRetry) makes one
 // attempt without queueing. The order is local to this Locker: other
 // processes and Lockers still poll and may take the key first.
+//
+// An attempt that fails because of something retrying cannot fix (a value
+// of another Redis type under the key, an epoch key that is not one, an
+// error reply such as NOAUTH, NOPERM or an unknown command) on so many
+// instances that no majority is possible ends Acquire at once with an
+// error matching lockswap.ErrInvalid that says what to fix.
 func (lk *Locker) Acquire(ctx context.Context, key string, opts ...lockswap.Option) (lockswap.Lock, error) {
 	o, err := lk.prepare(key, opts)
 	if err != nil {
@@ -330,8 +594,11 @@ func (lk *Locker) Acquire(ctx context.Context, key string, opts ...lockswap.Opti
 		// lock.Release); the restart-safe acquire has no such form.
 		handOverTTL = o.TTL
 	}
+	first := true
 	return lk.q.AcquireOffer(ctx, key, o.Retry, handOverTTL, func(ctx context.Context) (lockswap.Lock, error) {
-		return lk.try(ctx, key, o.TTL)
+		check := first
+		first = false
+		return lk.try(ctx, key, o.TTL, check)
 	})
 }
 
@@ -342,34 +609,39 @@ func (lk *Locker) TryAcquire(ctx context.Context, key string, opts ...lockswap.O
 	if err != nil {
 		return nil, err
 	}
-	return lk.try(ctx, key, o.TTL)
+	return lk.try(ctx, key, o.TTL, true)
 }
 
 func (lk *Locker) prepare(key string, opts []lockswap.Option) (lockswap.Options, error) {
 	if lk.closed.Load() {
-		return lockswap.Options{}, fmt.Errorf("redlock: acquire %q: %w", key, lockswap.ErrClosed)
+		return lockswap.Options{}, fmt.Errorf("redlock: acquire %s: %w", lockstate.QuoteKey(key), lockswap.ErrClosed)
 	}
 	if err := lockswap.ValidateKey(key); err != nil {
 		return lockswap.Options{}, fmt.Errorf("redlock: acquire: %w", err)
 	}
 	o, err := lockswap.ApplyOptions(lk.opts.Retry, opts)
 	if err != nil {
-		return o, fmt.Errorf("redlock: acquire %q: %w", key, err)
+		return o, fmt.Errorf("redlock: acquire %s: %w", lockstate.QuoteKey(key), err)
 	}
-	if lk.opts.MaxTTL > 0 && o.TTL > lk.opts.MaxTTL {
-		return o, fmt.Errorf("redlock: acquire %q: ttl %v exceeds MaxTTL %v: %w", key, o.TTL, lk.opts.MaxTTL, lockswap.ErrInvalid)
+	if err := lk.checkTTL("acquire", key, o.TTL); err != nil {
+		return o, err
 	}
+	// The instances keep whole milliseconds (PX): count the validity from
+	// what they keep.
+	o.TTL = o.TTL.Truncate(time.Millisecond)
 	return o, nil
 }
 
 // try makes one attempt; a caller that gives up while the requests are on
-// their way gets no lock and leaves none (see internal/attempt).
-func (lk *Locker) try(ctx context.Context, key string, ttl time.Duration) (lockswap.Lock, error) {
-	return attempt.Run(ctx, func(ctx context.Context) (lockswap.Lock, error) { return lk.tryOnce(ctx, key, ttl) })
+// their way gets no lock and leaves none (see internal/attempt). check:
+// when the key is found held, find out whether what holds it is a lock
+// (the first attempt of an Acquire, and TryAcquire).
+func (lk *Locker) try(ctx context.Context, key string, ttl time.Duration, check bool) (lockswap.Lock, error) {
+	return attempt.Run(ctx, &lk.bg, func(ctx context.Context) (lockswap.Lock, error) { return lk.tryOnce(ctx, key, ttl, check) })
 }
 
 // tryOnce makes one attempt.
-func (lk *Locker) tryOnce(ctx context.Context, key string, ttl time.Duration) (lockswap.Lock, error) {
+func (lk *Locker) tryOnce(ctx context.Context, key string, ttl time.Duration, check bool) (lockswap.Lock, error) {
 	l := &lock{lk: lk}
 	l.keys[0] = lk.opts.Prefix + key
 	l.key = l.keys[0]
@@ -381,73 +653,177 @@ func (lk *Locker) tryOnce(ctx context.Context, key string, ttl time.Duration) (l
 	c.op, c.keys, c.key, c.args, c.ttl = opAcquire, l.keys[:], l.key, l.args[:], ttl
 	start := time.Now()
 	lk.fan.run(ctx, c, start.Add(lk.instanceTimeout(ttl)))
-	return lk.settle(ctx, key, l, c, start, ttl)
+	return lk.settle(ctx, key, l, c, start, ttl, check)
 }
 
 // settle decides an acquisition from its call's answers: the lock l when
 // a majority set the key and validity remains, otherwise the error, after
 // undoing the SET on every instance where it succeeded or may have.
-func (lk *Locker) settle(ctx context.Context, key string, l *lock, c *call, start time.Time, ttl time.Duration) (lockswap.Lock, error) {
+//
+// An instance that failed with an error retrying cannot fix (or, with
+// check, holds a value of another type under the key) counts as failing:
+// the attempt fails with ErrInvalid only when such instances leave no
+// possible majority. Otherwise it is ErrHeld when the instances that hold
+// the key for another owner (with the failing ones) leave no majority, and
+// ErrUnavailable when the answers missing decide it.
+func (lk *Locker) settle(ctx context.Context, key string, l *lock, c *call, start time.Time, ttl time.Duration, check bool) (lockswap.Lock, error) {
 	elapsed := time.Since(start)
 	token := l.args[0].(string)
-	var votes, held, quarantined, answered int
+	n := len(lk.inst)
+	var votes, held, quarantined, perm int
+	var ok, unknown, heldMask uint64
 	for i := range c.res {
-		r := &c.res[i]
+		r, b := &c.res[i], uint64(1)<<i
 		switch {
+		case r.err != nil && isPermanent(r.err):
+			perm++
+			if r.n == 1 { // a bad epoch: the SET was done
+				ok |= b
+			}
 		case r.err != nil:
+			unknown |= b
 		case r.quarantined:
-			answered++
 			quarantined++
+			if r.n == 1 {
+				ok |= b
+			}
 		case r.n == 1:
-			answered++
 			votes++
+			ok |= b
 		default:
-			answered++
 			held++
+			heldMask |= b
 		}
 	}
 	validity := ttl - elapsed - lk.drift(ttl)
 	if votes >= lk.quorum && validity > 0 {
 		l.Init(key, token, 0, false, start.Add(validity))
-		l.acquired = start
+		l.acquired, l.unknown = start, unknown
 		return l, nil
 	}
-	// Undo: every instance where the SET succeeded or may have.
-	var undo uint64
-	for i := range c.res {
-		if r := &c.res[i]; r.err != nil || r.n == 1 {
-			undo |= 1 << i
+	// What holds the key where it is held: a lock (a string) or not.
+	var typeErrs []error
+	if check && held > 0 && votes < lk.quorum && held+perm > n-lk.quorum {
+		if typeErrs = lk.checkTypes(ctx, l, heldMask, ttl); typeErrs != nil {
+			for i, err := range typeErrs {
+				if err != nil {
+					held--
+					perm++
+					heldMask &^= 1 << i
+				}
+			}
 		}
 	}
-	if undo != 0 {
-		// The undo runs even if ctx ended, bounded by the instance timeout.
-		rc := lk.fan.get()
-		rc.op, rc.keys, rc.key, rc.args, rc.mask = opRelease, l.keys[:], l.key, l.args[:1], undo
-		lk.fan.run(context.WithoutCancel(ctx), rc, time.Now().Add(lk.instanceTimeout(ttl)))
-		lk.fan.put(rc)
-	}
+	lk.undo(ctx, l, ok, unknown, ttl)
 	switch {
 	case votes >= lk.quorum:
-		return nil, fmt.Errorf("redlock: acquire %q: a majority said OK but it took %v, leaving no validity of the %v TTL (drift %v): %w",
-			key, elapsed.Round(time.Microsecond), ttl, lk.drift(ttl), lockswap.ErrUnavailable)
-	case answered-quarantined >= lk.quorum:
-		return nil, fmt.Errorf("redlock: acquire %q: %d of %d instances hold it for another owner, %d said OK (need %d): %w",
-			key, held, len(lk.inst), votes, lk.quorum, lockswap.ErrHeld)
+		return nil, fmt.Errorf("redlock: acquire %s: a majority said OK but it took %v, leaving no validity of the %v TTL (drift %v): %w",
+			lockstate.QuoteKey(key), elapsed.Round(time.Microsecond), ttl, lk.drift(ttl), lockswap.ErrUnavailable)
+	case perm > n-lk.quorum:
+		return nil, lk.invalid("acquire", key, perm, func(i int) error {
+			if typeErrs != nil && typeErrs[i] != nil {
+				return typeErrs[i]
+			}
+			if err := c.res[i].err; err != nil && isPermanent(err) {
+				return err
+			}
+			return nil
+		})
+	case held+perm > n-lk.quorum:
+		var b strings.Builder
+		fmt.Fprintf(&b, "redlock: acquire %s: %d of %d instances hold it for another owner, %d said OK (need %d)", lockstate.QuoteKey(key), held, n, votes, lk.quorum)
+		if perm > 0 {
+			fmt.Fprintf(&b, "; %d failed with an error retrying cannot fix", perm)
+			sep := ": "
+			for i := range c.res {
+				err := c.res[i].err
+				if typeErrs != nil && typeErrs[i] != nil {
+					err = typeErrs[i]
+				}
+				if err != nil && isPermanent(err) {
+					fmt.Fprintf(&b, "%s%s: %v", sep, lk.inst[i].c, err)
+					sep = "; "
+				}
+			}
+		}
+		return nil, fmt.Errorf("%s: %w", b.String(), lockswap.ErrHeld)
 	default:
-		return nil, lk.outage("acquire", key, c, answered-quarantined)
+		return nil, lk.outage(key, c, votes, held, perm)
 	}
 }
 
-// outage builds the error for an operation that no majority answered.
-func (lk *Locker) outage(op, key string, c *call, answered int) error {
+// checkTypes asks the instances in mask, which did not set the key because
+// it exists, for the key's type. It returns nil when each holds a string
+// (a lock, whoever's) or did not say; otherwise, per instance, the error
+// that describes a value that is not a lock.
+func (lk *Locker) checkTypes(ctx context.Context, l *lock, mask uint64, ttl time.Duration) []error {
+	c := lk.fan.get()
+	defer lk.fan.put(c)
+	c.op, c.keys, c.key, c.mask = opType, l.keys[:], l.key, mask
+	lk.fan.run(context.WithoutCancel(ctx), c, time.Now().Add(lk.cleanupRound(ttl)))
+	var errs []error
+	for i := range c.res {
+		var nl *notLockError
+		if c.mask&(1<<i) != 0 && errors.As(c.res[i].err, &nl) {
+			if errs == nil {
+				errs = make([]error, len(c.res))
+			}
+			errs[i] = c.res[i].err
+		}
+	}
+	return errs
+}
+
+// undo gives back a failed acquisition of l: the compare-and-delete on the
+// instances in ok (which said OK, or may have set it despite an error)
+// now, for a round of cleanupRound, and on those in unknown (no answer in
+// time, an error) and those that did not answer that round in the
+// background, until lockswap.CleanupTimeout. It runs even if ctx ended.
+// The acquire's short per-instance timeout bounds none of it.
+func (lk *Locker) undo(ctx context.Context, l *lock, ok, unknown uint64, ttl time.Duration) {
+	if ok|unknown == 0 {
+		return
+	}
+	start := time.Now()
+	pending := unknown
+	if ok != 0 {
+		c := lk.fan.get()
+		c.op, c.keys, c.key, c.args, c.mask = opRelease, l.keys[:], l.key, l.args[:1], ok
+		// The round waits no longer than the caller may: its deadline plus
+		// the grace (the grace from now when ctx has ended); what is left
+		// goes on in the background.
+		round := start.Add(lk.cleanupRound(ttl))
+		if g := start.Add(attempt.Grace); ctx.Err() != nil && g.Before(round) {
+			round = g
+		} else if d, ok := ctx.Deadline(); ok && d.Add(attempt.Grace).Before(round) {
+			round = d.Add(attempt.Grace)
+		}
+		lk.fan.run(context.WithoutCancel(ctx), c, round)
+		t := tally{pending: ok}
+		t.add(c, false)
+		lk.fan.put(c)
+		pending |= t.pending
+	}
+	if pending != 0 {
+		lk.goRelease(l.keys, l.key, l.args[0], pending, start.Add(lockswap.CleanupTimeout), ttl)
+	}
+}
+
+// outage builds the error of an acquisition that the answers missing
+// leave undecided: ErrUnavailable.
+func (lk *Locker) outage(key string, c *call, votes, held, perm int) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "redlock: %s %q: %d of %d instances answered (need %d)", op, key, answered, len(lk.inst), lk.quorum)
+	n := len(lk.inst)
+	answered := votes + held + perm
+	if answered < lk.quorum {
+		fmt.Fprintf(&b, "redlock: acquire %s: %d of %d instances answered (need %d)", lockstate.QuoteKey(key), answered, n, lk.quorum)
+	} else {
+		fmt.Fprintf(&b, "redlock: acquire %s: %d of %d instances said OK, %d hold it for another owner, %d did not answer or do not count (need %d OKs, or %d held, to decide)",
+			lockstate.QuoteKey(key), votes, n, held, n-answered, lk.quorum, n-lk.quorum+1)
+	}
 	sep := ": "
 	for i := range c.res {
 		r := &c.res[i]
-		if c.mask&(1<<i) == 0 {
-			continue
-		}
 		switch {
 		case r.err != nil:
 			fmt.Fprintf(&b, "%s%s: %v", sep, lk.inst[i].c, r.err)
@@ -459,6 +835,78 @@ func (lk *Locker) outage(op, key string, c *call, answered int) error {
 		sep = "; "
 	}
 	return &outageError{msg: b.String()}
+}
+
+// undecided builds the error of a release or an extension that the
+// answers missing leave undecided: ErrUnavailable. yesWhat says what a
+// yes is ("removed our key").
+func (lk *Locker) undecided(op, key, yesWhat string, t *tally) error {
+	var b strings.Builder
+	n := len(lk.inst)
+	fmt.Fprintf(&b, "redlock: %s %s: outcome unknown: %d of %d instances %s, %d no longer held our token, %d did not answer (need %d to agree)",
+		op, lockstate.QuoteKey(key), ones(t.yes), n, yesWhat, ones(t.no), ones(t.pending|t.perm), lk.quorum)
+	sep := ": "
+	for i, err := range t.errs {
+		if err != nil && (t.pending|t.perm)&(1<<i) != 0 {
+			fmt.Fprintf(&b, "%s%s: %v", sep, lk.inst[i].c, err)
+			sep = "; "
+		}
+	}
+	return &outageError{msg: b.String()}
+}
+
+// invalid builds the ErrInvalid error of an operation that instances
+// failing with errors retrying cannot fix leave without a possible
+// majority; errAt gives instance i's error (nil if it did not fail so).
+func (lk *Locker) invalid(op, key string, failed int, errAt func(i int) error) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "redlock: %s %s: %d of %d instances failed with an error retrying cannot fix, which leaves no possible majority (need %d)",
+		op, lockstate.QuoteKey(key), failed, len(lk.inst), lk.quorum)
+	sep := ": "
+	var reasons []string
+	for i := range lk.inst {
+		err := errAt(i)
+		if err == nil {
+			continue
+		}
+		fmt.Fprintf(&b, "%s%s: %v", sep, lk.inst[i].c, err)
+		sep = "; "
+		if r := permanentReason(err); r != "" && !slices.Contains(reasons, r) {
+			reasons = append(reasons, r)
+		}
+	}
+	for _, r := range reasons {
+		b.WriteString(" (")
+		b.WriteString(r)
+		b.WriteString(")")
+	}
+	return fmt.Errorf("%s: %w", b.String(), lockswap.ErrInvalid)
+}
+
+// notLockError is an instance's answer that shows a value that is not a
+// lockswap one where the lock needs one: a value of another Redis type
+// under the key, or an epoch key that does not hold an epoch. Retrying
+// cannot fix it.
+type notLockError struct {
+	msg, reason string
+}
+
+func (e *notLockError) Error() string { return e.msg }
+
+// isPermanent reports whether err is an instance's failure that retrying
+// cannot fix.
+func isPermanent(err error) bool {
+	var nl *notLockError
+	return errors.As(err, &nl) || redisclient.IsPermanent(err)
+}
+
+// permanentReason says what to fix for an error isPermanent accepts.
+func permanentReason(err error) string {
+	var nl *notLockError
+	if errors.As(err, &nl) {
+		return nl.reason
+	}
+	return redisclient.PermanentReason(err)
 }
 
 // outageError is the error of an operation that no majority of instances
@@ -476,90 +924,137 @@ type lock struct {
 	key        any    // keys[0], boxed once
 	args       [2]any // token, ttl in ms (the scripts' ARGV)
 	acquired   time.Time
+	unknown    uint64 // instances whose SET of the acquisition had an unknown outcome
 	extensions atomic.Int64
 	released   atomic.Bool
 	mu         sync.Mutex // one Extend or Release at a time
 }
 
+// Extend asks for ttl more validity, from now. It sends the
+// compare-and-pexpire to every instance and asks again those whose outcome
+// is unknown (an error, no answer in time), round after round, until a
+// majority extended it or no majority can, within ctx's deadline, the
+// lock's current deadline and lockswap.CleanupTimeout; the acquire's
+// per-instance timeout does not bound it. The new deadline counts from
+// before the first request. Errors: ErrLost when more than N − quorum
+// instances no longer hold our token (or a majority answered too late),
+// ErrInvalid for a TTL outside TTLRange or when errors retrying cannot
+// fix leave no possible majority, ErrUnavailable when the answers missing
+// leave it undecided, ErrClosed after Locker.Close.
 func (l *lock) Extend(ctx context.Context, ttl time.Duration) error {
 	key := l.Key()
-	if err := lockswap.ValidateTTL(ttl); err != nil {
-		return fmt.Errorf("redlock: extend %q: %w", key, err)
+	lk := l.lk
+	if lk.closed.Load() {
+		return fmt.Errorf("redlock: extend %s: %w", lockstate.QuoteKey(key), lockswap.ErrClosed)
 	}
-	if max := l.lk.opts.MaxTTL; max > 0 && ttl > max {
-		return fmt.Errorf("redlock: extend %q: ttl %v exceeds MaxTTL %v: %w", key, ttl, max, lockswap.ErrInvalid)
+	if err := lk.checkTTL("extend", key, ttl); err != nil {
+		return err
 	}
+	ttl = ttl.Truncate(time.Millisecond)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.Ended() {
 		l.End()
-		return fmt.Errorf("redlock: extend %q: validity already over: %w", key, lockswap.ErrLost)
+		return fmt.Errorf("redlock: extend %s: validity already over: %w", lockstate.QuoteKey(key), lockswap.ErrLost)
 	}
-	if m := l.lk.opts.MaxExtensions; m > 0 && l.extensions.Load() >= int64(m) {
-		return fmt.Errorf("redlock: extend %q: extended %d times already, the limit (the lock ends at its deadline): %w", key, m, lockswap.ErrLost)
+	if m := lk.opts.MaxExtensions; m > 0 && l.extensions.Load() >= int64(m) {
+		return fmt.Errorf("redlock: extend %s: extended %d times already, the limit (the lock ends at its deadline): %w", lockstate.QuoteKey(key), m, lockswap.ErrLost)
 	}
-	if m := l.lk.opts.MaxHold; m > 0 && time.Now().Add(ttl).After(l.acquired.Add(m)) {
-		return fmt.Errorf("redlock: extend %q: %v more would pass the maximum hold time %v (the lock ends at its deadline): %w", key, ttl, m, lockswap.ErrLost)
+	if m := lk.opts.MaxHold; m > 0 && time.Now().Add(ttl).After(l.acquired.Add(m)) {
+		return fmt.Errorf("redlock: extend %s: %v more would pass the maximum hold time %v (the lock ends at its deadline): %w", lockstate.QuoteKey(key), ttl, m, lockswap.ErrLost)
 	}
-	lk := l.lk
 	deadline := l.Deadline()
-	c := lk.fan.get()
-	defer lk.fan.put(c)
-	args := [2]any{l.args[0], ttl.Milliseconds()}
-	c.op, c.keys, c.key, c.args = opExtend, l.keys[:], l.key, args[:]
 	start := time.Now()
-	d := start.Add(lk.instanceTimeout(ttl))
-	if deadline.Before(d) {
-		d = deadline
+	// An extension answered after the current deadline is no use.
+	until := earliest(deadline, start.Add(lockswap.CleanupTimeout))
+	if d, ok := ctx.Deadline(); ok && d.Before(until) {
+		until = d
 	}
-	lk.fan.run(ctx, c, d)
-	var votes, answered int
-	for i := range c.res {
-		if r := &c.res[i]; r.err == nil {
-			answered++
-			if r.n == 1 {
-				votes++
-			}
-		}
-	}
-	now := time.Now()
+	args := [2]any{l.args[0], ttl.Milliseconds()}
+	c := lk.fan.get()
+	c.op, c.keys, c.key, c.args, c.ttl = opExtend, l.keys[:], l.key, args[:], ttl
+	lk.fan.run(ctx, c, earliest(start.Add(lk.cleanupRound(ttl)), until))
+	var t tally
+	t.add(c, false)
+	lk.fan.put(c)
+	n, q := len(lk.inst), lk.quorum
+	decided := func(t *tally) bool { return t.decided(n, q) }
+	lk.rounds(ctx, opExtend, l.keys[:], l.key, args[:], &t, until, ttl, decided)
+	yes, no, perm := ones(t.yes), ones(t.no), ones(t.perm)
 	switch {
-	case votes >= lk.quorum && now.Before(deadline):
+	case yes >= q && time.Now().Before(deadline):
 		if !l.SetDeadline(start.Add(ttl - lk.drift(ttl))) {
-			return fmt.Errorf("redlock: extend %q: lock ended while extending: %w", key, lockswap.ErrLost)
+			return fmt.Errorf("redlock: extend %s: lock ended while extending: %w", lockstate.QuoteKey(key), lockswap.ErrLost)
 		}
 		l.extensions.Add(1)
 		return nil
-	case votes >= lk.quorum:
+	case yes >= q:
 		l.End()
-		return fmt.Errorf("redlock: extend %q: a majority extended it but only after the validity ended: %w", key, lockswap.ErrLost)
-	case answered-votes > len(lk.inst)-lk.quorum:
+		return fmt.Errorf("redlock: extend %s: a majority extended it but only after the validity ended: %w", lockstate.QuoteKey(key), lockswap.ErrLost)
+	case no > n-q:
 		// So many instances no longer hold our token that no majority can.
 		l.End()
-		return fmt.Errorf("redlock: extend %q: %d of %d instances no longer hold our token: %w", key, answered-votes, len(lk.inst), lockswap.ErrLost)
+		return fmt.Errorf("redlock: extend %s: %d of %d instances no longer hold our token: %w", lockstate.QuoteKey(key), no, n, lockswap.ErrLost)
+	case yes+ones(t.pending) < q:
+		return lk.invalid("extend", key, perm, t.permErr)
 	default:
-		return lk.outage("extend", key, c, answered)
+		return lk.undecided("extend", key, "extended it", &t)
 	}
 }
 
+// permErr returns instance i's error if it failed with one retrying
+// cannot fix.
+func (t *tally) permErr(i int) error {
+	if t.perm&(1<<i) == 0 || t.errs == nil {
+		return nil
+	}
+	return t.errs[i]
+}
+
+// Release removes the lock: the compare-and-delete on every instance (with
+// a local waiter: the hand-over, see Acquire). It asks again the instances
+// whose outcome is unknown (an error, no answer in time), round after
+// round, until the outcome is decided, within ctx's deadline and never
+// past lockswap.CleanupTimeout; the acquire's per-instance timeout does not
+// bound it. It runs even if ctx has already ended (then for up to
+// CleanupTimeout). Whatever is still unknown when it returns goes on in
+// the background, until CleanupTimeout from the start (Locker.Close waits
+// for it, up to CloseGrace), so that the key is removed from every
+// instance that answers in that time.
+//
+// It returns nil when a majority removed our key, an error matching
+// ErrLost when more than N − quorum instances no longer held our token,
+// ErrInvalid when errors retrying cannot fix leave no possible majority,
+// ErrUnavailable when ctx's deadline came with the outcome undecided (the
+// release goes on in the background), and ErrClosed after Locker.Close
+// (nothing is sent: the lock expires at its TTL). Once it has returned,
+// with or without an error, calling it again does nothing and returns nil.
 func (l *lock) Release(ctx context.Context) error {
 	if l.released.Load() {
 		return nil
+	}
+	lk, key := l.lk, l.Key()
+	if lk.closed.Load() {
+		return fmt.Errorf("redlock: release %s: %w", lockstate.QuoteKey(key), lockswap.ErrClosed)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.released.Load() {
 		return nil
 	}
-	lk, key := l.lk, l.Key()
-	rctx, cancel := ctx, context.CancelFunc(nil)
+	start := time.Now()
+	end := start.Add(lockswap.CleanupTimeout)
+	until := end
+	rctx := ctx
 	if ctx.Err() != nil {
-		// Release runs even when the caller gave up.
-		rctx, cancel = lockswap.CleanupContext(ctx)
-		defer cancel()
+		// Release runs even when the caller gave up: for DeadlineGrace on
+		// the caller's time, then in the background.
+		rctx = context.WithoutCancel(ctx)
+		until = start.Add(lockswap.DeadlineGrace)
+	} else if d, ok := ctx.Deadline(); ok && d.Before(until) {
+		until = d
 	}
 	c := lk.fan.get()
-	defer lk.fan.put(c)
 	c.op, c.keys, c.key, c.args = opRelease, l.keys[:], l.key, l.args[:1]
 	ttl := time.Duration(l.args[1].(int64)) * time.Millisecond
 	// When a goroutine of this Locker waits for the key between attempts,
@@ -570,42 +1065,51 @@ func (l *lock) Release(ctx context.Context) error {
 		next  *lock
 		nextT time.Duration
 	)
+	first := earliest(start.Add(lk.cleanupRound(ttl)), until)
 	t := lk.q.Claim(key, l)
 	if t != nil {
 		nextT = t.TTL()
 		next = &lock{lk: lk, keys: l.keys, key: l.key}
 		next.args[0], next.args[1] = lockstate.NewToken(), nextT.Milliseconds()
 		c.op, c.args = opHandOver, []any{l.args[0], next.args[0], next.args[1]}
-		ttl = max(ttl, nextT)
+		// The round is also the waiter's acquisition: the acquire's bound
+		// protects its validity. What it leaves unknown of our release is
+		// asked again below.
+		first = earliest(start.Add(lk.instanceTimeout(nextT)), until)
 	}
-	start := time.Now()
-	lk.fan.run(rctx, c, start.Add(lk.instanceTimeout(ttl)))
+	lk.fan.run(rctx, c, first)
 	l.End()
 	if t != nil {
-		t.Deliver(lk.settle(rctx, key, next, c, start, nextT))
+		t.Deliver(lk.settle(rctx, key, next, c, start, nextT, false))
 	} else {
 		// The key is free on the instances that answered (or was lost):
 		// the next local waiter tries now.
 		lk.q.Released(key, l)
 	}
-	var removed, answered int
-	for i := range c.res {
-		if r := &c.res[i]; r.err == nil {
-			answered++
-			if (c.op == opRelease && r.n == 1) || (c.op == opHandOver && r.released) {
-				removed++
-			}
-		}
+	var tl tally
+	tl.add(c, false)
+	lk.fan.put(c)
+	n, q := len(lk.inst), lk.quorum
+	decided := func(t *tally) bool { return t.decided(n, q) }
+	lk.rounds(rctx, opRelease, l.keys[:], l.key, l.args[:1], &tl, until, ttl, decided)
+	l.released.Store(true)
+	// Go on with what is unknown, and make sure of the instances where
+	// the acquisition's SET had an unknown outcome and nothing was
+	// deleted: it may still come (see rounds).
+	if bg := tl.pending | (l.unknown &^ tl.del &^ tl.perm); bg != 0 && time.Now().Before(end) {
+		lk.goRelease(l.keys, l.key, l.args[0], bg, end, ttl)
 	}
+	yes, no := ones(tl.yes), ones(tl.no)
 	switch {
-	case removed >= lk.quorum:
-		l.released.Store(true)
+	case yes >= q:
 		return nil
-	case answered-removed > len(lk.inst)-lk.quorum:
-		l.released.Store(true)
-		return fmt.Errorf("redlock: release %q: %d of %d instances no longer held our token: %w", key, answered-removed, len(lk.inst), lockswap.ErrLost)
+	case no > n-q:
+		return fmt.Errorf("redlock: release %s: %d of %d instances no longer held our token: %w", lockstate.QuoteKey(key), no, n, lockswap.ErrLost)
+	case yes+ones(tl.pending) < q:
+		return lk.invalid("release", key, ones(tl.perm), tl.permErr)
 	default:
-		return lk.outage("release", key, c, answered)
+		err := lk.undecided("release", key, "removed our key", &tl)
+		return fmt.Errorf("%w (the release goes on in the background, for up to %v from its start)", err, lockswap.CleanupTimeout)
 	}
 }
 
@@ -620,14 +1124,20 @@ func parseEpochReply(v []any) (set bool, epoch string, age time.Duration, err er
 	epoch, _ = v[1].(string)
 	sec, err1 := strconv.ParseInt(fmt.Sprint(v[2]), 10, 64)
 	usec, err2 := strconv.ParseInt(fmt.Sprint(v[3]), 10, 64)
-	parts := strings.SplitN(epoch, ".", 3)
-	if err1 != nil || err2 != nil || len(parts) != 3 {
+	if err1 != nil || err2 != nil {
 		return false, "", 0, fmt.Errorf("unexpected acquire reply %v", v)
 	}
-	csec, err1 := strconv.ParseInt(parts[0], 10, 64)
-	cusec, err2 := strconv.ParseInt(parts[1], 10, 64)
-	if err1 != nil || err2 != nil {
-		return false, "", 0, fmt.Errorf("epoch %q under %s is not ours", epoch, EpochKey)
+	parts := strings.SplitN(epoch, ".", 3)
+	var csec, cusec int64
+	if len(parts) == 3 {
+		csec, err1 = strconv.ParseInt(parts[0], 10, 64)
+		cusec, err2 = strconv.ParseInt(parts[1], 10, 64)
+	}
+	if len(parts) != 3 || err1 != nil || err2 != nil {
+		return n == 1, "", 0, &notLockError{
+			msg:    fmt.Sprintf("epoch %s under %s is not a lockswap epoch", lockstate.QuoteKey(epoch), EpochKey),
+			reason: "delete the key " + EpochKey + " on that instance (its votes then wait MaxTTL, as after a restart)",
+		}
 	}
 	age = time.Duration((sec-csec)*1e6+(usec-cusec)) * time.Microsecond
 	return n == 1, epoch, age, nil

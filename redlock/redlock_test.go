@@ -13,6 +13,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/internal/queuetest"
 	"github.com/lockswap/lockswap/internal/redistest"
 	"github.com/lockswap/lockswap/internal/testserver"
 	"github.com/lockswap/lockswap/redisclient"
@@ -356,17 +357,30 @@ func TestSlowInstance(t *testing.T) {
 	}
 	l.Release(ctx)
 
-	// A majority slower than the TTL: granted nothing.
+	// A TTL that the instance timeout (1 s) would leave without validity
+	// is refused, not tried.
+	short := 200 * time.Millisecond
+	if _, err = lk.TryAcquire(ctx, "slow", lockswap.WithTTL(short)); !errors.Is(err, lockswap.ErrInvalid) {
+		t.Fatalf("TTL %v with a 1 s instance timeout: err = %v, want ErrInvalid", short, err)
+	}
+	// A majority slower than the instance timeout: granted nothing, and
+	// what the late SETs wrote is undone.
+	fast := newLocker(t, addrs, redistest.GoRedis, redlock.Options{InstanceTimeout: 150 * time.Millisecond})
 	for _, p := range proxies {
 		p.SetDelay(150 * time.Millisecond)
 	}
-	short := 200 * time.Millisecond
-	_, err = lk.TryAcquire(ctx, "slow", lockswap.WithTTL(short))
-	if !errors.Is(err, lockswap.ErrUnavailable) || !strings.Contains(err.Error(), "no validity") {
-		t.Fatalf("acquisition slower than the TTL: err = %v, want ErrUnavailable saying no validity was left", err)
+	_, err = fast.TryAcquire(ctx, "slow", lockswap.WithTTL(time.Second))
+	if !errors.Is(err, lockswap.ErrUnavailable) || errors.Is(err, lockswap.ErrHeld) {
+		t.Fatalf("a majority slower than the instance timeout: err = %v, want ErrUnavailable only", err)
 	}
 	for _, p := range proxies {
 		p.SetDelay(0)
+	}
+	for i, a := range addrs {
+		rc := redistest.GoRedisClient(t, a)
+		queuetest.WaitUntil(t, fmt.Sprintf("instance %d no longer holds the failed attempt's key", i), func() bool {
+			return rc.Exists(ctx, "slow").Val() == 0
+		})
 	}
 }
 
@@ -469,10 +483,10 @@ func TestRestart(t *testing.T) {
 			a := newLocker(t, addrs, redistest.GoRedis, opts)
 			if safe {
 				// Fresh instances are in quarantine for MaxTTL after first use.
-				if _, err := a.TryAcquire(ctx, "warm", lockswap.WithTTL(time.Millisecond*10)); !errors.Is(err, lockswap.ErrUnavailable) || !strings.Contains(err.Error(), "restarted") {
+				if _, err := a.TryAcquire(ctx, "warm", lockswap.WithTTL(200*time.Millisecond)); !errors.Is(err, lockswap.ErrUnavailable) || !strings.Contains(err.Error(), "restarted") {
 					t.Fatalf("first use of fresh instances with RestartSafety: %v, want ErrUnavailable naming the quarantine", err)
 				}
-				l, err := a.Acquire(ctx, "warm", lockswap.WithTTL(10*time.Millisecond),
+				l, err := a.Acquire(ctx, "warm", lockswap.WithTTL(200*time.Millisecond),
 					lockswap.WithRetry(lockswap.ConstantRetry(20*time.Millisecond)))
 				if err != nil {
 					t.Fatal(err)

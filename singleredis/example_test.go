@@ -17,6 +17,7 @@ import (
 func Example() {
 	mr, _ := miniredis.Run() // stands in for your Redis
 	defer mr.Close()
+	mr.SetTime(time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)) // the server clock, which the first fence reads
 	rdb := goredis.NewClient(&goredis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
 	defer rdb.Close()
 
@@ -37,7 +38,7 @@ func Example() {
 
 	fmt.Println("release:", l.Release(ctx))
 	// Output:
-	// held, fence 1
+	// held, fence 1795435200000000
 	// second attempt held by another owner: true
 	// release: <nil>
 }

@@ -33,7 +33,7 @@ func usage(w io.Writer) {
 commands:
   compare   run fault scenarios against every backend; print measured vs declared guarantees
   bench     acquire/release latency and throughput per backend
-  inspect   list lock keys under a prefix in a Redis
+  inspect   list lock keys under a prefix in a Redis, with the unit (s or ms) of legacy timestamps
 
 run "lockswap <command> -h" for a command's flags`)
 }

@@ -62,6 +62,17 @@ func TestInspectCommand(t *testing.T) {
 		!strings.Contains(out, "lock.b") || !strings.Contains(out, "token") || strings.Contains(out, "other") {
 		t.Errorf("inspect output:\n%s", out)
 	}
+	for _, want := range []string{"UNIT", "seconds", "legacy timestamps: 1 in seconds", "needs unit=s"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("inspect output lacks the unit (%q):\n%s", want, out)
+		}
+	}
+	// Milliseconds, as npm redis-lock writes them.
+	mr.Set("lock.a", strconv.FormatInt(time.Now().UnixMilli()+100_000, 10))
+	code, out, errOut = runCLI("inspect", "--redis", mr.Addr(), "--prefix", "lock.")
+	if code != 0 || !strings.Contains(out, "milliseconds") || !strings.Contains(out, "needs unit=ms") {
+		t.Errorf("milliseconds: exit %d, stderr %s, output:\n%s", code, errOut, out)
+	}
 }
 
 func TestBenchCommand(t *testing.T) {

@@ -1,14 +1,20 @@
-// Package attempt runs one acquisition attempt of a remote lock so that a
-// caller who gives up while the request is on its way leaves no lock
-// behind.
+// Package attempt bounds the requests of a remote lock by the caller's
+// deadline and leaves no lock behind when the caller gives up.
 //
 // A request already written to the server runs there whether or not the
 // client still waits for its reply. If the client returned at the
 // cancellation (redigo's DoContext does, and its write may even happen
 // after it returned), a request that then takes the lock leaves it held
 // until its TTL, as a crashed holder would. [Run] instead lets the attempt
-// finish, for a short [Grace] after the caller's context ended, and gives
-// back a lock that the caller no longer wants.
+// finish, for a short grace (lockswap.DeadlineGrace) after the caller's
+// context ended, and gives back a lock that the caller no longer wants, in
+// the background. [Release] runs an idempotent release request within the
+// caller's deadline and goes on in the background when its outcome is
+// still unknown then.
+//
+// Every request context made here carries a deadline (clients such as
+// go-redis obey deadlines, not cancellation): the caller's deadline plus
+// the grace, and never more than [Timeout] from now.
 package attempt
 
 import (
@@ -18,39 +24,44 @@ import (
 	"time"
 
 	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/internal/background"
 )
 
 // Grace is how long an attempt may still run after its caller's context
 // ended: enough for a reply on its way, not enough to hold up a cancelled
-// caller noticeably. A reply later than that is abandoned as before.
-const Grace = 250 * time.Millisecond
+// caller noticeably.
+const Grace = lockswap.DeadlineGrace
 
-// Run calls try with a context that keeps ctx's values and ends Grace after
-// ctx does. When try took the lock but ctx had ended by then, the lock is
-// released (under lockswap.CleanupContext) and Run returns an error that
-// matches ctx.Err(). A context that cannot end costs nothing extra.
-func Run(ctx context.Context, try func(context.Context) (lockswap.Lock, error)) (lockswap.Lock, error) {
+// Timeout bounds one request whatever the caller's context: a server that
+// accepts and never answers fails the attempt (as an outage) after Timeout,
+// so that a wait with context.Background() still ends (see
+// lockswap.DefaultMaxOutage).
+const Timeout = lockswap.RequestTimeout
+
+// Context returns the context for one request made for ctx: it keeps ctx's
+// values, ends Grace after ctx ends (Grace from now if ctx has already
+// ended) and at the latest max from now, and carries that bound as its
+// deadline. The returned function releases its resources.
+func Context(ctx context.Context, max time.Duration) (context.Context, func()) {
+	now := time.Now()
+	limit := now.Add(max)
+	if ctx.Err() != nil {
+		if g := now.Add(Grace); g.Before(limit) {
+			limit = g
+		}
+		return context.WithDeadline(context.WithoutCancel(ctx), limit)
+	}
+	if d, ok := ctx.Deadline(); ok {
+		if g := d.Add(Grace); g.Before(limit) {
+			limit = g
+		}
+	}
+	rctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), limit)
 	if ctx.Done() == nil {
-		return try(ctx)
+		return rctx, cancel
 	}
-	actx, stop := graceContext(ctx)
-	l, err := try(actx)
-	stop()
-	if err != nil || ctx.Err() == nil {
-		return l, err
-	}
-	rctx, cancel := lockswap.CleanupContext(ctx)
-	defer cancel()
-	if rerr := l.Release(rctx); rerr != nil {
-		return nil, fmt.Errorf("acquired %q as the wait was given up; releasing it failed (it expires at its TTL): %v: %w", l.Key(), rerr, ctx.Err())
-	}
-	return nil, fmt.Errorf("acquired %q as the wait was given up; released it: %w", l.Key(), ctx.Err())
-}
-
-// graceContext returns a context with ctx's values that ends Grace after
-// ctx ends, and a function that releases its resources.
-func graceContext(ctx context.Context) (context.Context, func()) {
-	gctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	// A cancellation (as opposed to the deadline) ends the request Grace
+	// later.
 	var (
 		mu      sync.Mutex
 		stopped bool
@@ -63,7 +74,7 @@ func graceContext(ctx context.Context) (context.Context, func()) {
 			timer = time.AfterFunc(Grace, cancel)
 		}
 	})
-	return gctx, func() {
+	return rctx, func() {
 		stopAfter()
 		mu.Lock()
 		stopped = true
@@ -73,4 +84,82 @@ func graceContext(ctx context.Context) (context.Context, func()) {
 		mu.Unlock()
 		cancel()
 	}
+}
+
+// Run calls try with a request context (see [Context], bounded by
+// [Timeout]). When try took the lock but ctx had ended by then, the lock is
+// released in the background (in g; inline when g is closed) and Run
+// returns an error that matches ctx.Err().
+func Run(ctx context.Context, g *background.Group, try func(context.Context) (lockswap.Lock, error)) (lockswap.Lock, error) {
+	actx, stop := Context(ctx, Timeout)
+	l, err := try(actx)
+	stop()
+	if err != nil || ctx.Err() == nil {
+		return l, err
+	}
+	giveBack(ctx, g, l)
+	return nil, fmt.Errorf("acquired %q as the wait was given up; giving it back: %w", l.Key(), ctx.Err())
+}
+
+// giveBack releases l in the background.
+func giveBack(ctx context.Context, g *background.Group, l lockswap.Lock) {
+	release := func(ctx context.Context) { _ = l.Release(ctx) }
+	if g == nil || !g.Go(ctx, release) {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), Grace)
+		defer cancel()
+		release(rctx)
+	}
+}
+
+// Release runs op, an idempotent release request, until it gives an
+// answer that retrying cannot change (retry reports false for its error):
+// under request contexts within ctx's deadline plus Grace (Grace from now
+// when ctx has already ended) and never past lockswap.CleanupTimeout. When
+// the outcome is still unknown then, it goes on in the background in g for
+// the rest of CleanupTimeout, calling then(v, err) with its final answer,
+// and Release returns op's last error with pending true. Otherwise it
+// returns op's answer and pending false (then is not called).
+func Release[T any](ctx context.Context, g *background.Group, op func(context.Context) (T, error), retry func(error) bool, then func(T, error)) (v T, err error, pending bool) {
+	start := time.Now()
+	rctx, stop := Context(ctx, lockswap.CleanupTimeout)
+	pause := 5 * time.Millisecond
+	for {
+		v, err = op(rctx)
+		if err == nil || !retry(err) || rctx.Err() != nil {
+			break
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-rctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+		if pause < 100*time.Millisecond {
+			pause *= 2
+		}
+	}
+	stop()
+	if err == nil || !retry(err) {
+		return v, err, false
+	}
+	left := lockswap.CleanupTimeout - time.Since(start)
+	if left <= 0 || g == nil {
+		return v, err, false
+	}
+	started := g.Go(ctx, func(bctx context.Context) {
+		bctx, cancel := context.WithTimeout(bctx, left)
+		defer cancel()
+		var (
+			bv   T
+			berr error
+		)
+		background.Retry(bctx, func(sctx context.Context) bool {
+			bv, berr = op(sctx)
+			return berr == nil || !retry(berr)
+		})
+		if then != nil {
+			then(bv, berr)
+		}
+	})
+	return v, err, started
 }

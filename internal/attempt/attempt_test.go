@@ -3,11 +3,13 @@ package attempt_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/lockswap/lockswap"
 	"github.com/lockswap/lockswap/internal/attempt"
+	"github.com/lockswap/lockswap/internal/background"
 	"github.com/lockswap/lockswap/memlock"
 )
 
@@ -21,7 +23,7 @@ func TestCancelledDuringAttempt(t *testing.T) {
 	defer other.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	var stillAlive bool
-	l, err := attempt.Run(ctx, func(actx context.Context) (lockswap.Lock, error) {
+	l, err := attempt.Run(ctx, nil, func(actx context.Context) (lockswap.Lock, error) {
 		cancel() // the caller gives up while the request is on its way
 		select {
 		case <-actx.Done():
@@ -47,7 +49,7 @@ func TestCancelledDuringAttempt(t *testing.T) {
 // reply that never comes does not hold up the caller for ever.
 func TestGraceEnds(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	_, err := attempt.Run(ctx, func(actx context.Context) (lockswap.Lock, error) {
+	_, err := attempt.Run(ctx, nil, func(actx context.Context) (lockswap.Lock, error) {
 		cancel()
 		select {
 		case <-actx.Done():
@@ -61,15 +63,103 @@ func TestGraceEnds(t *testing.T) {
 	}
 }
 
-// TestUncancellableContext: a context that cannot end is passed as it is.
-func TestUncancellableContext(t *testing.T) {
+// TestRequestContextKeepsValues: the request context of a caller that
+// cannot be cancelled keeps its values and is still bounded.
+func TestRequestContextKeepsValues(t *testing.T) {
 	ctx := context.WithValue(context.Background(), ctxKey{}, "v")
-	_, _ = attempt.Run(ctx, func(actx context.Context) (lockswap.Lock, error) {
-		if actx != ctx {
-			t.Error("the attempt did not get the caller's own context")
+	_, _ = attempt.Run(ctx, nil, func(actx context.Context) (lockswap.Lock, error) {
+		if actx.Value(ctxKey{}) != "v" {
+			t.Error("the attempt's context lost the caller's values")
+		}
+		if _, ok := actx.Deadline(); !ok {
+			t.Error("the attempt's context has no deadline: a server that never answers would hold it for ever")
 		}
 		return nil, errors.New("done")
 	})
 }
 
 type ctxKey struct{}
+
+// TestContextCarriesDeadline: the request context of a caller with a
+// deadline has a deadline of its own, the caller's plus the grace, so that
+// clients that obey only deadlines (go-redis) stop in time.
+func TestContextCarriesDeadline(t *testing.T) {
+	d := time.Now().Add(time.Second)
+	ctx, cancel := context.WithDeadline(context.Background(), d)
+	defer cancel()
+	rctx, stop := attempt.Context(ctx, time.Minute)
+	defer stop()
+	got, ok := rctx.Deadline()
+	if !ok || !got.Equal(d.Add(attempt.Grace)) {
+		t.Fatalf("request deadline = %v, %v; want the caller's %v plus the grace %v", got, ok, d, attempt.Grace)
+	}
+	// A context without deadline still gets one: max from now.
+	rctx2, stop2 := attempt.Context(context.Background(), time.Minute)
+	defer stop2()
+	if got, ok := rctx2.Deadline(); !ok || time.Until(got) > time.Minute {
+		t.Fatalf("request deadline without a caller deadline = %v, %v; want at most a minute from now", got, ok)
+	}
+	// An ended context gets the grace from now.
+	ended, cancelEnded := context.WithCancel(context.Background())
+	cancelEnded()
+	rctx3, stop3 := attempt.Context(ended, time.Minute)
+	defer stop3()
+	if got, ok := rctx3.Deadline(); !ok || time.Until(got) > attempt.Grace {
+		t.Fatalf("request deadline of an ended context = %v, %v; want at most the grace from now", got, ok)
+	}
+}
+
+// TestReleaseGoesOnInBackground: a release whose outcome is unknown at the
+// caller's deadline returns then, pending, and is retried in the
+// background until it gets an answer.
+func TestReleaseGoesOnInBackground(t *testing.T) {
+	var g background.Group
+	defer g.Close()
+	answered := make(chan struct{})
+	var calls atomic.Int32
+	unknown := errors.New("i/o timeout")
+	op := func(ctx context.Context) (int, error) {
+		if calls.Add(1) < 5 {
+			<-ctx.Done()
+			return 0, unknown
+		}
+		return 1, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	var got int
+	_, err, pending := attempt.Release(ctx, &g, op, func(err error) bool { return errors.Is(err, unknown) }, func(v int, err error) {
+		got = v
+		close(answered)
+	})
+	if !errors.Is(err, unknown) || !pending {
+		t.Fatalf("Release = %v, pending %v; want the unknown outcome, pending", err, pending)
+	}
+	select {
+	case <-answered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the background release never got its answer")
+	}
+	if got != 1 {
+		t.Fatalf("background answer = %d, want 1", got)
+	}
+}
+
+// TestGroupCloseEndsWork: Close cancels background work that does not end
+// by itself, and returns once it has.
+func TestGroupCloseEndsWork(t *testing.T) {
+	var g background.Group
+	ended := make(chan struct{})
+	if !g.Go(context.Background(), func(ctx context.Context) { <-ctx.Done(); close(ended) }) {
+		t.Fatal("Go refused work on an open group")
+	}
+	g.Close()
+	select {
+	case <-ended:
+	default:
+		t.Fatal("Close returned before the work it cancelled ended")
+	}
+	if g.Go(context.Background(), func(context.Context) {}) {
+		t.Fatal("Go accepted work after Close")
+	}
+}

@@ -32,7 +32,7 @@ func init() {
 		redisBackend{
 			name: "legacysetnx", n: 1, g: legacysetnx.Guarantees(), ttl: time.Second, readsClock: true,
 			build: func(c []redisclient.Client, skew time.Duration, prefix string, _ bool) (lockswap.Locker, error) {
-				return legacysetnx.New(c[0], legacysetnx.Options{Prefix: prefix, Clock: func() time.Time { return time.Now().Add(skew) }})
+				return legacysetnx.New(c[0], legacysetnx.Options{Prefix: prefix, Unit: legacysetnx.Seconds, Clock: func() time.Time { return time.Now().Add(skew) }})
 			},
 		}.kit(),
 	)

@@ -217,5 +217,16 @@ func contradicts(c Cell, expected Outcome, g lockswap.Guarantees, sc string) boo
 			return true
 		}
 	}
+	if sc == ScRestart || sc == ScFailover {
+		// The lock is lost, but declared fences still increase (on the one
+		// host's clock these servers share): a stale write that got through
+		// means a fence repeated or went back.
+		if g.Fencing && c.StaleAccepted > 0 {
+			return true
+		}
+		if !g.Fencing && c.StaleRejected > 0 {
+			return true
+		}
+	}
 	return false
 }

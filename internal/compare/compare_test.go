@@ -21,7 +21,9 @@ func TestVerdicts(t *testing.T) {
 		outcome           Outcome
 		staleRejected     bool
 	}{
-		{ScFailover, "singleredis", Violated, false},
+		{ScFailover, "singleredis", Violated, true},
+		{ScRestart, "singleredis", Violated, true},
+		{ScRestart, "legacysetnx", Violated, false},
 		{ScClockAhead, "legacysetnx", Violated, false},
 		{ScClockAhead, "singleredis", Held, false},
 		{ScLeaderStop, "etcdlease", Held, false},
@@ -67,7 +69,7 @@ func TestVerdicts(t *testing.T) {
 		if w.staleRejected && c.StaleRejected == 0 {
 			t.Errorf("%s/%s: the stale write was not rejected by fencing (%s)", w.scenario, w.backend, c.Detail)
 		}
-		if !w.staleRejected && w.scenario == ScPause && c.StaleAccepted == 0 {
+		if !w.staleRejected && (w.scenario == ScPause || w.scenario == ScRestart) && c.StaleAccepted == 0 {
 			t.Errorf("%s/%s: an unfenced backend's stale write was not accepted (%s)", w.scenario, w.backend, c.Detail)
 		}
 	}
@@ -96,6 +98,15 @@ func TestContradictionDetected(t *testing.T) {
 			}
 			if contradicts(Cell{Outcome: NotRun}, expected, k.guarantees, sc.name) {
 				t.Errorf("%s/%s: a scenario that did not run was flagged", sc.name, k.name)
+			}
+			if (sc.name == ScRestart || sc.name == ScFailover) && expected == Violated {
+				stale := Cell{Outcome: Violated, Overlaps: 1, StaleAccepted: 1}
+				if !k.guarantees.Fencing {
+					stale = Cell{Outcome: Violated, Overlaps: 1, StaleRejected: 1}
+				}
+				if !contradicts(stale, expected, k.guarantees, sc.name) {
+					t.Errorf("%s/%s: fencing=%v but the stale write was %+v: not flagged", sc.name, k.name, k.guarantees.Fencing, stale)
+				}
 			}
 		}
 	}

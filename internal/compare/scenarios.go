@@ -368,6 +368,13 @@ func runTakeoverAfterFault(ctx context.Context, f *fixture, g lockswap.Guarantee
 	case err == nil && stillValid:
 		c.Outcome, c.Overlaps = Violated, 1
 		c.Detail = join(c.Detail, "a second client acquired while the first lock was still valid")
+		if staleWriteRejected(lb, la) {
+			c.StaleRejected = 1
+			c.Detail += "; the first holder's write after the second's was rejected by its older fence"
+		} else {
+			c.StaleAccepted = 1
+			c.Detail += "; the first holder's write after the second's was accepted: nothing told it apart"
+		}
 		lb.Release(ctx)
 	case err == nil:
 		c.Outcome = NotRun
@@ -380,6 +387,22 @@ func runTakeoverAfterFault(ctx context.Context, f *fixture, g lockswap.Guarantee
 		}
 	}
 	return c
+}
+
+// staleWriteRejected writes to a fresh fenced resource as the newer
+// holder, then as the stale one (with their fences, where the backend has
+// them), and reports whether the stale write was rejected.
+func staleWriteRejected(newer, stale lockswap.Lock) bool {
+	var res fenced.Resource
+	write := func(holder string, l lockswap.Lock) error {
+		if fence, ok := l.Fence(); ok {
+			return res.Write(holder, fence)
+		}
+		res.WriteUnfenced(holder)
+		return nil
+	}
+	_ = write("B", newer)
+	return write("A", stale) != nil
 }
 
 func runAvailability(ctx context.Context, f *fixture, g lockswap.Guarantees, _ int) Cell {

@@ -1,19 +1,23 @@
 // Package inspect lists the lock keys under a prefix in one Redis: owner
-// tokens of token locks, legacy SETNX timestamps and whether they have
-// expired, and the keys' remaining TTL. `lockswap inspect` prints it; it is
-// meant for migrations, to see which kind of client holds what.
+// tokens of token locks, legacy SETNX timestamps, the unit they are written
+// in and whether they have expired, and the keys' remaining TTL.
+// `lockswap inspect` prints it; it is meant for migrations, to see which
+// kind of client holds what, and which unit= a legacysetnx Locker sharing
+// the keys must use (it has no default).
 package inspect
 
 import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/lockswap/lockswap/legacysetnx"
 	"github.com/lockswap/lockswap/redisclient"
 )
 
@@ -23,9 +27,19 @@ type Kind string
 // The kinds of value Scan recognises.
 const (
 	KindToken  Kind = "token"  // a random owner token (singleredis, redlock, other SET NX PX clients)
-	KindLegacy Kind = "legacy" // a Unix timestamp (legacy SETNX/GETSET clients, legacysetnx)
+	KindLegacy Kind = "legacy" // a number: a Unix timestamp (legacy SETNX/GETSET clients, legacysetnx), see Unit
 	KindFence  Kind = "fence"  // a singleredis fence counter
 	KindOther  Kind = "other"  // not a lock value
+)
+
+// Unit is the unit a legacy value is written in.
+type Unit string
+
+// The units Scan reports for legacy keys.
+const (
+	UnitSeconds      Unit = "seconds"      // Unix seconds (about 10 digits): legacysetnx unit=s
+	UnitMilliseconds Unit = "milliseconds" // Unix milliseconds (about 13 digits): legacysetnx unit=ms
+	UnitUnknown      Unit = "unknown"      // a number in neither range (legacysetnx refuses it)
 )
 
 // Entry is one key.
@@ -35,8 +49,11 @@ type Entry struct {
 	Value string
 	// TTL is the key's remaining Redis TTL; negative when it has none.
 	TTL time.Duration
+	// Unit is the unit a legacy value is written in (see
+	// legacysetnx.UnitOf); empty for other kinds.
+	Unit Unit
 	// Expiry is a legacy timestamp's time, and Expired whether it passed
-	// (by now).
+	// (by now); zero and false when the unit is unknown.
 	Expiry  time.Time
 	Expired bool
 }
@@ -101,27 +118,58 @@ func describe(ctx context.Context, c redisclient.Client, key string, now time.Ti
 	e.Value = val
 	e.Kind = Classify(key, val)
 	if e.Kind == KindLegacy {
-		n, _ := strconv.ParseInt(val, 10, 64)
-		e.Expiry = LegacyTime(n)
-		e.Expired = !now.Before(e.Expiry)
+		e.Unit = UnitUnknown
+		if u, ok := legacysetnx.UnitOf(val); ok {
+			e.Unit = unitOf(u)
+			e.Expiry = LegacyTime(val, u)
+			e.Expired = !now.Before(e.Expiry)
+		}
 	}
 	return e, nil
 }
 
-// Classify tells a token from a legacy timestamp from a fence counter.
+func unitOf(u legacysetnx.Unit) Unit {
+	if u == legacysetnx.Milliseconds {
+		return UnitMilliseconds
+	}
+	return UnitSeconds
+}
+
+// Classify tells a token from a legacy timestamp from a fence counter. A
+// legacy value is a timestamp in seconds or milliseconds
+// (legacysetnx.UnitOf), or another plain number of at most 15 digits,
+// whose unit is unknown.
 func Classify(key, val string) Kind {
 	if strings.HasSuffix(key, ":fence") {
 		if _, err := strconv.ParseUint(val, 10, 64); err == nil {
 			return KindFence
 		}
 	}
-	if n, err := strconv.ParseInt(val, 10, 64); err == nil && n > 1e9 {
+	if _, ok := legacysetnx.UnitOf(val); ok {
 		return KindLegacy
 	}
 	if len(val) >= 16 && isHex(val) {
 		return KindToken
 	}
+	if isNumber(val) {
+		return KindLegacy
+	}
 	return KindOther
+}
+
+// isNumber matches -?[0-9]{1,15}(\.[0-9]+)?: shorter than a token.
+func isNumber(s string) bool {
+	s = strings.TrimPrefix(s, "-")
+	intPart, frac, hasDot := strings.Cut(s, ".")
+	if len(intPart) == 0 || len(intPart) > 15 || (hasDot && frac == "") {
+		return false
+	}
+	for _, r := range intPart + frac {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 func isHex(s string) bool {
@@ -133,27 +181,89 @@ func isHex(s string) bool {
 	return true
 }
 
-// LegacyTime reads a legacy timestamp: seconds, or milliseconds when the
-// number is too large to be seconds (after the year 5000).
-func LegacyTime(n int64) time.Time {
-	if n > 1e11 {
-		return time.UnixMilli(n)
+// LegacyTime reads a legacy timestamp val (digits, with an optional
+// decimal fraction) in unit u.
+func LegacyTime(val string, u legacysetnx.Unit) time.Time {
+	f, err := strconv.ParseFloat(val, 64)
+	if err != nil {
+		return time.Time{}
 	}
-	return time.Unix(n, 0)
+	sec, frac := math.Modf(f)
+	if u == legacysetnx.Milliseconds {
+		return time.UnixMilli(int64(sec)).Add(time.Duration(frac * float64(time.Millisecond)))
+	}
+	return time.Unix(int64(sec), int64(frac*1e9))
 }
 
-// Print writes entries as an aligned table.
+// Summary counts the legacy keys per unit and says which unit= a
+// legacysetnx Locker sharing these keys needs.
+type Summary struct {
+	Seconds, Milliseconds, Unknown int
+}
+
+// Summarize counts the legacy entries per unit.
+func Summarize(entries []Entry) Summary {
+	var s Summary
+	for _, e := range entries {
+		if e.Kind != KindLegacy {
+			continue
+		}
+		switch e.Unit {
+		case UnitSeconds:
+			s.Seconds++
+		case UnitMilliseconds:
+			s.Milliseconds++
+		default:
+			s.Unknown++
+		}
+	}
+	return s
+}
+
+// Unit is the unit the legacy keys agree on: UnitSeconds or
+// UnitMilliseconds when all timestamps seen are in it, UnitUnknown when
+// there are none or both units are seen.
+func (s Summary) Unit() Unit {
+	switch {
+	case s.Seconds > 0 && s.Milliseconds == 0:
+		return UnitSeconds
+	case s.Milliseconds > 0 && s.Seconds == 0:
+		return UnitMilliseconds
+	}
+	return UnitUnknown
+}
+
+// String is the summary line `lockswap inspect` prints.
+func (s Summary) String() string {
+	counts := fmt.Sprintf("legacy timestamps: %d in seconds, %d in milliseconds, %d unknown", s.Seconds, s.Milliseconds, s.Unknown)
+	switch {
+	case s.Seconds > 0 && s.Milliseconds > 0:
+		return counts + ": units: MIXED: the clients disagree on the unit and misread each other's locks; find which client writes which before sharing these keys with legacysetnx"
+	case s.Seconds > 0:
+		return counts + ": unit: seconds: a legacysetnx Locker sharing these keys needs unit=s"
+	case s.Milliseconds > 0:
+		return counts + ": unit: milliseconds: a legacysetnx Locker sharing these keys needs unit=ms"
+	}
+	return counts + ": unit: unknown: no timestamp seen; read the old clients' configuration or code (seconds: ~10 digits, milliseconds: ~13)"
+}
+
+// Print writes entries as an aligned table, with the unit of each legacy
+// timestamp, followed by the Summary line (the unit the legacy keys are
+// written in).
 func Print(w io.Writer, entries []Entry, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "KEY\tKIND\tVALUE\tREDIS TTL\tLEGACY EXPIRY")
+	fmt.Fprintln(tw, "KEY\tKIND\tVALUE\tREDIS TTL\tUNIT\tLEGACY EXPIRY")
 	for _, e := range entries {
 		ttl := "none"
 		if e.TTL >= 0 {
 			ttl = e.TTL.Round(time.Millisecond).String()
 		}
-		exp := "-"
+		exp, unit := "-", "-"
 		if e.Kind == KindLegacy {
-			if e.Expired {
+			unit = string(e.Unit)
+			if e.Unit == UnitUnknown {
+				exp = "not a timestamp in s or ms"
+			} else if e.Expired {
 				exp = fmt.Sprintf("expired %s ago", now.Sub(e.Expiry).Round(time.Second))
 			} else {
 				exp = fmt.Sprintf("live, %s left", e.Expiry.Sub(now).Round(time.Second))
@@ -163,7 +273,11 @@ func Print(w io.Writer, entries []Entry, now time.Time) error {
 		if len(val) > 40 {
 			val = val[:37] + "..."
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.Key, e.Kind, val, ttl, exp)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", e.Key, e.Kind, val, ttl, unit, exp)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintln(w, Summarize(entries))
+	return err
 }

@@ -26,12 +26,12 @@ package localq
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/internal/lockstate"
 )
 
 // Queue is the per-key FIFO of one Locker's waiting Acquire calls. Make it
@@ -166,7 +166,7 @@ func (q *Queue) AcquireOffer(ctx context.Context, key string, strategy lockswap.
 		if prev != nil {
 			return prev
 		}
-		return fmt.Errorf("%s: acquire %q: waiting behind other callers of this Locker: %w", q.backend, key, lockswap.ErrHeld)
+		return fmt.Errorf("%s: acquire %s: waiting behind other callers of this Locker: %w", q.backend, lockstate.QuoteKey(key), lockswap.ErrHeld)
 	}
 	for {
 		q.mu.Lock()
@@ -201,7 +201,7 @@ func (q *Queue) AcquireOffer(ctx context.Context, key string, strategy lockswap.
 			l, err = got, gotErr
 		case closed:
 			q.leave(key, w, nil)
-			return nil, fmt.Errorf("%s: acquire %q: %w", q.backend, key, lockswap.ErrClosed)
+			return nil, fmt.Errorf("%s: acquire %s: %w", q.backend, lockstate.QuoteKey(key), lockswap.ErrClosed)
 		case head && (kick || due):
 			due, timerC = false, nil
 			if w.timer != nil {
@@ -226,7 +226,7 @@ func (q *Queue) AcquireOffer(ctx context.Context, key string, strategy lockswap.
 			}
 			if closed {
 				q.leave(key, w, nil)
-				return nil, fmt.Errorf("%s: acquire %q: %w", q.backend, key, lockswap.ErrClosed)
+				return nil, fmt.Errorf("%s: acquire %s: %w", q.backend, lockstate.QuoteKey(key), lockswap.ErrClosed)
 			}
 			if ctxErr := ctx.Err(); ctxErr != nil {
 				q.leave(key, w, nil)
@@ -236,7 +236,7 @@ func (q *Queue) AcquireOffer(ctx context.Context, key string, strategy lockswap.
 				}
 				return nil, lockswap.WaitError(cause, ctxErr)
 			}
-			if !errors.Is(err, lockswap.ErrHeld) && !errors.Is(err, lockswap.ErrUnavailable) {
+			if !lockswap.Retryable(err) {
 				q.leave(key, w, nil)
 				return nil, err
 			}
@@ -293,7 +293,7 @@ func (q *Queue) join(key string, ttl time.Duration) (*waiter, error) {
 	defer q.mu.Unlock()
 	if q.closed {
 		waiterPool.Put(w)
-		return nil, fmt.Errorf("%s: acquire %q: %w", q.backend, key, lockswap.ErrClosed)
+		return nil, fmt.Errorf("%s: acquire %s: %w", q.backend, lockstate.QuoteKey(key), lockswap.ErrClosed)
 	}
 	l := q.lines[key]
 	if l == nil {

@@ -5,6 +5,7 @@ package lockstate
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -16,6 +17,16 @@ const (
 	DriftFactor = 0.01
 	DriftFixed  = 2 * time.Millisecond
 )
+
+// QuoteKey quotes key for an error message, cut to at most 200 bytes of
+// the key (a 1 MB key must not make a 1 MB error).
+func QuoteKey(key string) string {
+	const max = 200
+	if len(key) <= max {
+		return strconv.Quote(key)
+	}
+	return strconv.Quote(key[:max]) + "… (" + strconv.Itoa(len(key)) + " bytes)"
+}
 
 // Drift returns the default drift allowance for ttl.
 func Drift(ttl time.Duration) time.Duration {

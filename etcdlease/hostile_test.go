@@ -1,0 +1,729 @@
+package etcdlease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/internal/testserver"
+)
+
+// promise is the documented bound past a call's deadline.
+const promise = 300 * time.Millisecond
+
+// proxied starts an etcd and a proxy in front of it, and opens a Locker
+// through the proxy with default options (but prefix); the Locker is
+// closed at cleanup, after the proxy's faults are lifted.
+func proxied(t *testing.T, prefix string, opts ...func(*Config)) (*testserver.Etcd, *testserver.Proxy, *Locker) {
+	t.Helper()
+	srv := testserver.EtcdT(t)
+	proxy := testserver.ProxyT(t, strings.TrimPrefix(srv.Endpoints()[0], "http://"))
+	cfg := Config{Endpoints: []string{proxy.Addr()}, Prefix: prefix}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	lk, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		proxy.SetDelay(0)
+		proxy.Blackhole(false)
+		lk.Close()
+	})
+	return srv, proxy, lk
+}
+
+// timed runs f with a context whose deadline is d away, and returns f's
+// error and how long after the deadline f returned (negative: before).
+func timed(d time.Duration, f func(ctx context.Context) error) (error, time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	dl, _ := ctx.Deadline()
+	err := f(ctx)
+	return err, time.Since(dl)
+}
+
+// waitFor polls cond every 5 ms until it holds or d passes.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: %s", d, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// backendGoroutines returns the stacks of goroutines running etcdlease
+// code other than tests (of every Locker of the process: compare with a
+// count taken before the Locker was opened).
+func backendGoroutines() []string {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	var out []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "etcdlease.(*") && !strings.Contains(g, "testing.tRunner") {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// TestHostileCloseEndsWaiters: Close ends 1 and 100 waiting Acquires with
+// ErrClosed within 100 ms, returns quickly, and leaves no goroutine.
+func TestHostileCloseEndsWaiters(t *testing.T) {
+	srv := testserver.EtcdT(t)
+	holder := openT(t, srv.Endpoints(), "closewait/")
+	ctx := ctxT(t, 60*time.Second)
+	l, err := holder.TryAcquire(ctx, "k", lockswap.WithTTL(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctx)
+	// The holder's keepalive and watch run before the baseline is taken.
+	waitFor(t, 5*time.Second, "the holder's watch never started", func() bool { return len(backendGoroutines()) >= 2 })
+	for _, n := range []int{1, 100} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			before := len(backendGoroutines())
+			lk, err := Open(Config{Endpoints: srv.Endpoints(), Prefix: "closewait/"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer lk.Close()
+			type result struct {
+				err error
+				at  time.Time
+			}
+			res := make(chan result, n)
+			for i := 0; i < n; i++ {
+				go func() {
+					_, err := lk.Acquire(context.Background(), "k", lockswap.WithTTL(10*time.Second))
+					res <- result{err, time.Now()}
+				}()
+			}
+			waitQueueLen(t, holder, "k", int64(n+1))
+			start := time.Now()
+			if err := lk.Close(); err != nil {
+				t.Errorf("Close: %v", err)
+			}
+			closeTook := time.Since(start)
+			var worst time.Duration
+			for i := 0; i < n; i++ {
+				select {
+				case r := <-res:
+					if !errors.Is(r.err, lockswap.ErrClosed) {
+						t.Errorf("waiter after Close: %v, want ErrClosed", r.err)
+					}
+					worst = max(worst, r.at.Sub(start))
+				case <-time.After(5 * time.Second):
+					t.Fatalf("%d of %d waiters still waiting 5s after Close", n-i, n)
+				}
+			}
+			t.Logf("%d waiters: Close took %v, last waiter ended %v after Close began", n, closeTook, worst)
+			if worst > 100*time.Millisecond {
+				t.Errorf("the last of %d waiters ended %v after Close began, want ≤ 100ms", n, worst)
+			}
+			if closeTook > time.Second {
+				t.Errorf("Close took %v, want ≤ 1s", closeTook)
+			}
+			if n := queueLen(t, holder.Client(), holder, "k"); n != 1 {
+				t.Errorf("after Close the queue has %d keys, want only the holder's", n)
+			}
+			deadline := time.Now().Add(5 * time.Second)
+			for len(backendGoroutines()) > before {
+				if time.Now().After(deadline) {
+					t.Fatalf("goroutines outlived Close (%d before):\n%s", before, strings.Join(backendGoroutines(), "\n\n"))
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		})
+	}
+}
+
+// TestHostileCloseWhileEtcdHangs: with etcd blackholed or answering 10 s
+// late, Close returns within a second and ends a waiter with ErrClosed.
+func TestHostileCloseWhileEtcdHangs(t *testing.T) {
+	for _, mode := range []string{"blackhole", "delay10s"} {
+		t.Run(mode, func(t *testing.T) {
+			before := len(backendGoroutines())
+			srv, proxy, lk := proxied(t, "closehang/")
+			ctx := ctxT(t, 30*time.Second)
+			held, err := lk.TryAcquire(ctx, "held", lockswap.WithTTL(10*time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			other, err := New(benchClient(t, srv.Endpoints()), Options{Prefix: "closehang/"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			lo, err := other.TryAcquire(ctx, "contended", lockswap.WithTTL(10*time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			errc := make(chan error, 1)
+			go func() {
+				_, err := lk.Acquire(context.Background(), "contended", lockswap.WithTTL(10*time.Second))
+				errc <- err
+			}()
+			waitQueueLen(t, other, "contended", 2)
+			if mode == "blackhole" {
+				proxy.Blackhole(true)
+			} else {
+				proxy.SetDelay(10 * time.Second)
+			}
+			start := time.Now()
+			cerr := lk.Close()
+			took := time.Since(start)
+			t.Logf("%s: Close took %v (%v)", mode, took, cerr)
+			if took > time.Second {
+				t.Errorf("Close with etcd hanging took %v, want ≤ 1s", took)
+			}
+			select {
+			case err := <-errc:
+				if !errors.Is(err, lockswap.ErrClosed) {
+					t.Errorf("waiter: %v, want ErrClosed", err)
+				}
+			case <-time.After(time.Second):
+				t.Fatal("waiter still waiting 1s after Close returned")
+			}
+			if err := held.Release(ctx); !errors.Is(err, lockswap.ErrClosed) {
+				t.Errorf("Release after Close: %v, want ErrClosed", err)
+			}
+			if err := held.Extend(ctx, time.Second); !errors.Is(err, lockswap.ErrClosed) {
+				t.Errorf("Extend after Close: %v, want ErrClosed", err)
+			}
+			lo.Release(ctx)
+			other.Close()
+			waitFor(t, 5*time.Second, "goroutines outlived Close", func() bool { return len(backendGoroutines()) <= before })
+		})
+	}
+}
+
+// TestHostileDeadlines: against an etcd that never answers (blackhole) and
+// one whose replies come 10 s late, every call returns within its deadline
+// plus 300 ms, and Close within a second. The worst overrun is logged.
+func TestHostileDeadlines(t *testing.T) {
+	for _, mode := range []string{"blackhole", "delay10s"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			_, proxy, lk := proxied(t, "deadline/")
+			ctx := ctxT(t, 60*time.Second)
+			var locks []lockswap.Lock
+			for i := 0; i < 3; i++ {
+				l, err := lk.TryAcquire(ctx, fmt.Sprint("held", i), lockswap.WithTTL(20*time.Second))
+				if err != nil {
+					t.Fatal(err)
+				}
+				locks = append(locks, l)
+			}
+			if mode == "blackhole" {
+				proxy.Blackhole(true)
+			} else {
+				proxy.SetDelay(10 * time.Second)
+			}
+			worst := map[string]time.Duration{}
+			check := func(op string, d time.Duration, want error, f func(ctx context.Context) error) {
+				t.Helper()
+				err, over := timed(d, f)
+				worst[op] = max(worst[op], over)
+				if over > promise {
+					t.Errorf("%s returned %v after its deadline, want ≤ %v (%v)", op, over, promise, err)
+				}
+				if err == nil || (want != nil && !errors.Is(err, want)) {
+					t.Errorf("%s against a hanging etcd: %v, want an error matching %v", op, err, want)
+				}
+			}
+			for _, d := range []time.Duration{300 * time.Millisecond, time.Second} {
+				check("TryAcquire", d, lockswap.ErrUnavailable, func(ctx context.Context) error {
+					_, err := lk.TryAcquire(ctx, "new", lockswap.WithTTL(20*time.Second))
+					return err
+				})
+				check("Acquire", d, context.DeadlineExceeded, func(ctx context.Context) error {
+					_, err := lk.Acquire(ctx, "new", lockswap.WithTTL(20*time.Second))
+					return err
+				})
+				check("Acquire (lease grant)", d, context.DeadlineExceeded, func(ctx context.Context) error {
+					_, err := lk.Acquire(ctx, "new", lockswap.WithTTL(7*time.Second))
+					return err
+				})
+				check("Extend", d, lockswap.ErrUnavailable, func(ctx context.Context) error {
+					return locks[0].Extend(ctx, 20*time.Second)
+				})
+			}
+			check("Release", 500*time.Millisecond, lockswap.ErrUnavailable, func(ctx context.Context) error {
+				return locks[1].Release(ctx)
+			})
+			// A second Release waits for the same delete, bounded alike.
+			check("Release", 300*time.Millisecond, lockswap.ErrUnavailable, func(ctx context.Context) error {
+				return locks[1].Release(ctx)
+			})
+			// An already cancelled context: Release still sends the delete
+			// and returns within the grace.
+			check("Release", 0, lockswap.ErrUnavailable, func(ctx context.Context) error {
+				<-ctx.Done()
+				return locks[2].Release(ctx)
+			})
+			start := time.Now()
+			lk.Close()
+			worst["Close (no deadline; bound 1s)"] = time.Since(start)
+			if took := time.Since(start); took > time.Second {
+				t.Errorf("Close took %v, want ≤ 1s", took)
+			}
+			for op, o := range worst {
+				t.Logf("%s: worst overrun past the deadline %v", op, o.Round(time.Millisecond))
+			}
+		})
+	}
+}
+
+// TestHostileLateGrantGivenBack: an Acquire whose put reaches etcd only
+// after the caller gave up (replies 10 s late) leaves no lock behind: the
+// key it wrote is deleted, and another client gets the lock.
+func TestHostileLateGrantGivenBack(t *testing.T) {
+	t.Parallel()
+	srv, proxy, lk := proxied(t, "late/")
+	ctx := ctxT(t, 60*time.Second)
+	// Grant the lease while etcd answers, so that the late request is the
+	// put itself.
+	l, err := lk.Acquire(ctx, "warm", lockswap.WithTTL(30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	observer := benchClient(t, srv.Endpoints())
+	pfx := lk.QueuePrefix("k")
+	wch := observer.Watch(ctx, pfx, clientv3.WithPrefix())
+	proxy.SetDelay(10 * time.Second)
+	err, over := timed(time.Second, func(ctx context.Context) error {
+		_, err := lk.Acquire(ctx, "k", lockswap.WithTTL(30*time.Second))
+		return err
+	})
+	t.Logf("Acquire with 10s-late replies: overrun %v, %v", over, err)
+	if !errors.Is(err, context.DeadlineExceeded) || over > promise {
+		t.Fatalf("Acquire: %v, %v past the deadline; want DeadlineExceeded within %v", err, over, promise)
+	}
+	proxy.SetDelay(0) // data already in the proxy keeps its 10 s delay
+	var put, deleted time.Time
+	t0 := time.Now()
+	for deleted.IsZero() {
+		select {
+		case wr := <-wch:
+			for _, ev := range wr.Events {
+				switch {
+				case ev.Type == clientv3.EventTypePut && put.IsZero():
+					put = time.Now()
+				case ev.Type == clientv3.EventTypeDelete && !put.IsZero():
+					deleted = time.Now()
+				}
+			}
+		case <-time.After(45 * time.Second):
+			// The give-back's delete and the retired lease's revoke are
+			// sent within 3 s; at the latest the lease (30 s TTL, no
+			// longer kept alive) expires.
+			t.Fatalf("45s after the late acquire: put seen %v, deleted %v", !put.IsZero(), !deleted.IsZero())
+		}
+	}
+	t.Logf("the late put landed %v after the attempt, its key was deleted %v after that", put.Sub(t0), deleted.Sub(put))
+	other := openT(t, srv.Endpoints(), "late/")
+	ol, err := other.TryAcquire(ctx, "k", lockswap.WithTTL(time.Second))
+	if err != nil {
+		t.Fatalf("after the late put was given back: %v", err)
+	}
+	ol.Release(ctx)
+}
+
+// TestHostileOutageDefault: with context.Background() and default options,
+// Acquire against a blackholed etcd ends with ErrUnavailable after the
+// documented 15 s (lockswap.DefaultMaxOutage).
+func TestHostileOutageDefault(t *testing.T) {
+	t.Parallel()
+	_, proxy, lk := proxied(t, "outage/")
+	proxy.Blackhole(true)
+	start := time.Now()
+	_, err := lk.Acquire(context.Background(), "k")
+	took := time.Since(start)
+	t.Logf("Acquire against a blackholed etcd: %v after %v", err, took)
+	if !errors.Is(err, lockswap.ErrUnavailable) || errors.Is(err, lockswap.ErrHeld) {
+		t.Fatalf("Acquire: %v, want ErrUnavailable", err)
+	}
+	if took < lockswap.DefaultMaxOutage-time.Second || took > lockswap.DefaultMaxOutage+promise {
+		t.Fatalf("Acquire gave up after %v, want %v (+%v)", took, lockswap.DefaultMaxOutage, promise)
+	}
+}
+
+// TestHostileOutageNoServer: nothing listening, a 1 s dial timeout (as
+// dial_timeout=1s in a URL), default options otherwise: ErrUnavailable after
+// lockswap.DefaultMaxOutage, not a hang.
+func TestHostileOutageNoServer(t *testing.T) {
+	t.Parallel()
+	ports, err := testserver.FreePorts(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lk, err := Open(Config{Endpoints: []string{fmt.Sprintf("127.0.0.1:%d", ports[0])}, DialTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lk.Close()
+	start := time.Now()
+	_, err = lk.Acquire(context.Background(), "k")
+	took := time.Since(start)
+	t.Logf("Acquire with no server: %v after %v", err, took)
+	if !errors.Is(err, lockswap.ErrUnavailable) || took > lockswap.DefaultMaxOutage+promise {
+		t.Fatalf("Acquire with no server: %v after %v, want ErrUnavailable within %v", err, took, lockswap.DefaultMaxOutage)
+	}
+}
+
+// TestHostileOutageWhileWaiting: a waiter whose etcd goes silent mid-wait
+// gives up with ErrUnavailable once its lockswap.WithMaxOutage (2 s) has
+// passed, while a waiter for a lock merely held keeps waiting until its
+// context ends, and so does a waiter cut off with no outage bound
+// (WithMaxOutage(-1)).
+func TestHostileOutageWhileWaiting(t *testing.T) {
+	srv, proxy, lk := proxied(t, "outagewait/")
+	const bound = 2 * time.Second
+	ctx := ctxT(t, 30*time.Second)
+	holder := openT(t, srv.Endpoints(), "outagewait/")
+	hl, err := holder.TryAcquire(ctx, "k", lockswap.WithTTL(30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hl.Release(ctx)
+	// Contention alone: waits past the outage bound, until ctx ends.
+	err, over := timed(bound+time.Second, func(ctx context.Context) error {
+		_, err := lk.Acquire(ctx, "k", lockswap.WithTTL(30*time.Second), lockswap.WithMaxOutage(bound))
+		return err
+	})
+	if !errors.Is(err, lockswap.ErrHeld) || !errors.Is(err, context.DeadlineExceeded) || over > promise {
+		t.Fatalf("waiter on a held lock: %v (%v past the deadline), want ErrHeld and DeadlineExceeded", err, over)
+	}
+	if n := strings.Count(err.Error(), "gave up waiting"); n != 1 {
+		t.Errorf("error says %q %d times: %v", "gave up waiting", n, err)
+	}
+	bounded := make(chan error, 1)
+	go func() {
+		_, err := lk.Acquire(context.Background(), "k", lockswap.WithTTL(30*time.Second), lockswap.WithMaxOutage(bound))
+		bounded <- err
+	}()
+	uctx, ucancel := context.WithCancel(context.Background())
+	defer ucancel()
+	unbounded := make(chan error, 1)
+	go func() {
+		_, err := lk.Acquire(uctx, "k", lockswap.WithTTL(30*time.Second), lockswap.WithMaxOutage(-1))
+		unbounded <- err
+	}()
+	waitQueueLen(t, holder, "k", 3)
+	proxy.Blackhole(true)
+	cut := time.Now()
+	// The waiter without a bound is ended by its context, well after the
+	// bounded one gave up.
+	const unboundedFor = bound + 1500*time.Millisecond
+	stop := time.AfterFunc(unboundedFor, ucancel)
+	defer stop.Stop()
+	select {
+	case err := <-bounded:
+		took := time.Since(cut)
+		t.Logf("waiter cut off: %v after %v", err, took)
+		if !errors.Is(err, lockswap.ErrUnavailable) || errors.Is(err, lockswap.ErrHeld) {
+			t.Errorf("waiter cut off: %v, want ErrUnavailable", err)
+		}
+		if !strings.Contains(err.Error(), "WithMaxOutage") {
+			t.Errorf("waiter cut off: %q does not name lockswap.WithMaxOutage", err)
+		}
+		if took > bound+time.Second {
+			t.Errorf("waiter cut off gave up after %v, want about its %v outage bound", took, bound)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a waiter cut off from etcd still waiting after 10s")
+	}
+	select {
+	case err := <-unbounded:
+		took := time.Since(cut)
+		t.Logf("waiter cut off, no outage bound: %v after %v", err, took)
+		if !errors.Is(err, context.Canceled) || took < unboundedFor {
+			t.Errorf("waiter with no outage bound ended after %v (%v), want only when its context ended, after %v", took, err, unboundedFor)
+		}
+		if took > unboundedFor+promise {
+			t.Errorf("waiter with no outage bound returned %v after its context ended, want ≤ %v", took-unboundedFor, promise)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a waiter with no outage bound still waiting 10s after the cut, its context ended")
+	}
+}
+
+// TestHostileOutagePerCall: the outage bound is the call's: against a
+// blackholed etcd, concurrent Acquires on one Locker with
+// lockswap.WithMaxOutage(1 s) and with no bound (-1) end after 1 s with
+// ErrUnavailable and at their context's deadline, respectively.
+func TestHostileOutagePerCall(t *testing.T) {
+	t.Parallel()
+	_, proxy, lk := proxied(t, "outagecall/")
+	proxy.Blackhole(true)
+	const bound = time.Second
+	type result struct {
+		err  error
+		took time.Duration
+		over time.Duration
+	}
+	boundedc, unboundedc := make(chan result, 1), make(chan result, 1)
+	start := time.Now()
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, err := lk.Acquire(ctx, "k", lockswap.WithMaxOutage(bound))
+		boundedc <- result{err: err, took: time.Since(start)}
+	}()
+	go func() {
+		err, over := timed(bound+1500*time.Millisecond, func(ctx context.Context) error {
+			_, err := lk.Acquire(ctx, "k", lockswap.WithMaxOutage(-1))
+			return err
+		})
+		unboundedc <- result{err: err, took: time.Since(start), over: over}
+	}()
+	b, u := <-boundedc, <-unboundedc
+	t.Logf("bounded: %v after %v; unbounded: %v after %v (%v past its deadline)", b.err, b.took, u.err, u.took, u.over)
+	if !errors.Is(b.err, lockswap.ErrUnavailable) || errors.Is(b.err, context.DeadlineExceeded) {
+		t.Errorf("Acquire with WithMaxOutage(%v): %v, want ErrUnavailable before its context ended", bound, b.err)
+	}
+	if b.took < bound || b.took > bound+time.Second {
+		t.Errorf("Acquire with WithMaxOutage(%v) gave up after %v", bound, b.took)
+	}
+	if !errors.Is(u.err, lockswap.ErrUnavailable) || !errors.Is(u.err, context.DeadlineExceeded) {
+		t.Errorf("Acquire with WithMaxOutage(-1): %v, want ErrUnavailable and DeadlineExceeded", u.err)
+	}
+	if u.over < 0 || u.over > promise {
+		t.Errorf("Acquire with WithMaxOutage(-1) returned %v past its deadline, want in [0, %v]", u.over, promise)
+	}
+}
+
+// TestHostileWaitErrorOnce: an Acquire ended by its context says "gave up
+// waiting" once, whether it waited for a holder or for etcd.
+func TestHostileWaitErrorOnce(t *testing.T) {
+	srv, proxy, lk := proxied(t, "once/")
+	ctx := ctxT(t, 30*time.Second)
+	holder := openT(t, srv.Endpoints(), "once/")
+	hl, err := holder.TryAcquire(ctx, "k", lockswap.WithTTL(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hl.Release(ctx)
+	for _, c := range []struct {
+		name string
+		key  string
+		want error
+	}{{"contention", "k", lockswap.ErrHeld}, {"outage", "free", lockswap.ErrUnavailable}} {
+		if c.name == "outage" {
+			proxy.Blackhole(true)
+		}
+		err, _ := timed(500*time.Millisecond, func(ctx context.Context) error {
+			_, err := lk.Acquire(ctx, c.key)
+			return err
+		})
+		if !errors.Is(err, c.want) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("%s: %v, want %v and DeadlineExceeded", c.name, err, c.want)
+		}
+		if n := strings.Count(fmt.Sprint(err), "gave up waiting"); n != 1 {
+			t.Errorf("%s: %q appears %d times in %q", c.name, "gave up waiting", n, err)
+		}
+	}
+}
+
+// TestHostileHugeKey: a key whose queue prefix exceeds MaxQueuePrefixBytes
+// is refused at once with ErrInvalid, before anything is sent (here to a
+// blackholed etcd, where any request would hang), and errors quote keys
+// cut short; a key just within the limit works.
+func TestHostileHugeKey(t *testing.T) {
+	srv := testserver.EtcdT(t)
+	ctx := ctxT(t, 30*time.Second)
+	lk := openT(t, srv.Endpoints(), "huge/")
+	room := MaxQueuePrefixBytes - len(lk.QueuePrefix(""))
+	fits := strings.Repeat("k", room)
+	for _, acquire := range []func(context.Context, string, ...lockswap.Option) (lockswap.Lock, error){lk.TryAcquire, lk.Acquire} {
+		l, err := acquire(ctx, fits)
+		if err != nil {
+			t.Fatalf("a key of %d bytes (queue prefix at the limit): %.300v", len(fits), err)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatalf("release of the largest key: %.300v", err)
+		}
+	}
+
+	_, proxy, plk := proxied(t, "huge/")
+	proxy.Blackhole(true)
+	for _, key := range []string{fits + "k", strings.Repeat("/", room/3+1), strings.Repeat("x", 1<<20)} {
+		for name, acquire := range map[string]func(context.Context, string, ...lockswap.Option) (lockswap.Lock, error){
+			"TryAcquire": plk.TryAcquire, "Acquire": plk.Acquire} {
+			start := time.Now()
+			_, err := acquire(ctx, key)
+			took := time.Since(start)
+			if !errors.Is(err, lockswap.ErrInvalid) || took > time.Second {
+				t.Fatalf("%s of a %d-byte key: %.300v after %v, want ErrInvalid at once", name, len(key), err, took)
+			}
+			if n := len(err.Error()); n > 600 {
+				t.Errorf("%s of a %d-byte key: error of %d bytes: %.300v", name, len(key), n, err)
+			}
+		}
+	}
+	// Other errors quote the key cut short too.
+	big := strings.Repeat("z", 300<<10)
+	err, _ := timed(300*time.Millisecond, func(ctx context.Context) error {
+		_, err := plk.Acquire(ctx, big)
+		return err
+	})
+	if err == nil || len(err.Error()) > 1000 {
+		t.Errorf("Acquire of a %d-byte key against a blackholed etcd: error of %d bytes", len(big), len(fmt.Sprint(err)))
+	}
+}
+
+// TestHostileTTL: TTLRange is lockswap's range; TTLs outside it are
+// ErrInvalid; a TTL that the acquisition uses up is ErrInvalid and leaves
+// nothing behind; no returned lock's Deadline has passed.
+func TestHostileTTL(t *testing.T) {
+	srv, proxy, plk := proxied(t, "ttl/")
+	ctx := ctxT(t, 30*time.Second)
+	lk := openT(t, srv.Endpoints(), "ttl/")
+	lo, hi := lk.TTLRange()
+	if lo != lockswap.MinTTL || hi != lockswap.MaxTTL {
+		t.Errorf("TTLRange() = %v, %v; want %v, %v", lo, hi, lockswap.MinTTL, lockswap.MaxTTL)
+	}
+	for _, ttl := range []time.Duration{-time.Second, 0, lo - 1, hi + time.Second} {
+		if _, err := lk.TryAcquire(ctx, "k", lockswap.WithTTL(ttl)); !errors.Is(err, lockswap.ErrInvalid) {
+			t.Errorf("TryAcquire with ttl %v: %v, want ErrInvalid", ttl, err)
+		}
+	}
+	l, err := lk.TryAcquire(ctx, "k", lockswap.WithTTL(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ttl := range []time.Duration{0, lo - 1, hi + time.Second} {
+		if err := l.Extend(ctx, ttl); !errors.Is(err, lockswap.ErrInvalid) {
+			t.Errorf("Extend with ttl %v: %v, want ErrInvalid", ttl, err)
+		}
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Short TTLs directly: any lock returned still has validity left.
+	for i := 0; i < 50; i++ {
+		ttl := lo + time.Duration(i%5)*time.Millisecond
+		l, err := lk.Acquire(ctx, "short", lockswap.WithTTL(ttl))
+		now := time.Now()
+		if err != nil {
+			if !errors.Is(err, lockswap.ErrInvalid) {
+				t.Fatalf("Acquire with ttl %v: %v", ttl, err)
+			}
+			continue
+		}
+		if !l.Deadline().After(now) {
+			t.Fatalf("Acquire with ttl %v returned a lock whose Deadline passed %v before the return", ttl, now.Sub(l.Deadline()))
+		}
+		l.Release(ctx)
+	}
+	// Through a proxy adding 10 ms each way, the 10 ms TTL is used up by
+	// the round trip: ErrInvalid, and the key is given back.
+	if _, err := plk.Acquire(ctx, "warm", lockswap.WithTTL(time.Second)); err != nil { // grant the 1 s lease
+		t.Fatal(err)
+	}
+	proxy.SetDelay(10 * time.Millisecond)
+	for _, acquire := range []func(context.Context, string, ...lockswap.Option) (lockswap.Lock, error){plk.TryAcquire, plk.Acquire} {
+		_, err := acquire(ctx, "slow", lockswap.WithTTL(lo))
+		if !errors.Is(err, lockswap.ErrInvalid) {
+			t.Errorf("acquire with ttl %v over a 20 ms round trip: %v, want ErrInvalid", lo, err)
+		}
+		waitFor(t, 5*time.Second, "the key of a lock with no validity was not given back", func() bool {
+			return queueLen(t, lk.Client(), lk, "slow") == 0
+		})
+	}
+}
+
+// TestHostileAuth: errors that retrying cannot fix end Acquire at once with
+// ErrInvalid and say what to fix.
+func TestHostileAuth(t *testing.T) {
+	srv := testserver.EtcdT(t)
+	ctx := ctxT(t, 30*time.Second)
+	admin := benchClient(t, srv.Endpoints())
+	for _, step := range []func() error{
+		func() error { _, err := admin.UserAdd(ctx, "root", "rootpw"); return err },
+		func() error { _, err := admin.UserGrantRole(ctx, "root", "root"); return err },
+		func() error { _, err := admin.UserAdd(ctx, "app", "apppw"); return err },
+		func() error { _, err := admin.RoleAdd(ctx, "app"); return err },
+		func() error { _, err := admin.UserGrantRole(ctx, "app", "app"); return err },
+		func() error { _, err := admin.AuthEnable(ctx); return err },
+	} {
+		if err := step(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	bad, err := Open(Config{Endpoints: srv.Endpoints(), Username: "app", Password: "wrong", DialTimeout: 5 * time.Second})
+	if err == nil {
+		_, err = bad.Acquire(context.Background(), "k")
+		bad.Close()
+	}
+	t.Logf("wrong password: %v after %v", err, time.Since(start))
+	if !errors.Is(err, lockswap.ErrInvalid) || !strings.Contains(err.Error(), "password") || time.Since(start) > 3*time.Second {
+		t.Errorf("wrong password: %v after %v, want ErrInvalid at once, naming the password", err, time.Since(start))
+	}
+	if strings.Contains(fmt.Sprint(err), "wrong") {
+		t.Errorf("the error shows the password: %v", err)
+	}
+	noPerm, err := Open(Config{Endpoints: srv.Endpoints(), Username: "app", Password: "apppw", Prefix: "perm/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer noPerm.Close()
+	start = time.Now()
+	_, err = noPerm.Acquire(context.Background(), "k")
+	t.Logf("no permission: %v after %v", err, time.Since(start))
+	if !errors.Is(err, lockswap.ErrInvalid) || !strings.Contains(err.Error(), "permission") || time.Since(start) > 3*time.Second {
+		t.Errorf("no permission: %v after %v, want ErrInvalid at once, saying which permission", err, time.Since(start))
+	}
+}
+
+// TestHostileConcurrentCloseAndCalls: calls racing with Close end with
+// ErrClosed or succeed, and nothing outlives Close (run with -race).
+func TestHostileConcurrentCloseAndCalls(t *testing.T) {
+	srv := testserver.EtcdT(t)
+	before := len(backendGoroutines())
+	lk, err := Open(Config{Endpoints: srv.Endpoints(), Prefix: "race/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				l, err := lk.Acquire(context.Background(), "k", lockswap.WithTTL(time.Duration(1+i%3)*time.Second))
+				if err != nil {
+					if !errors.Is(err, lockswap.ErrClosed) {
+						t.Errorf("Acquire racing with Close: %v", err)
+					}
+					return
+				}
+				if err := l.Release(context.Background()); err != nil && !errors.Is(err, lockswap.ErrClosed) {
+					t.Errorf("Release racing with Close: %v", err)
+				}
+			}
+		}()
+	}
+	waitFor(t, 10*time.Second, "the 8 goroutines never queued", func() bool { return queueLen(t, lk.Client(), lk, "k") >= 4 })
+	if err := lk.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	wg.Wait()
+	waitFor(t, 5*time.Second, "goroutines outlived Close", func() bool { return len(backendGoroutines()) <= before })
+}

@@ -1,0 +1,93 @@
+package singleredis_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/internal/redistest"
+	"github.com/lockswap/lockswap/internal/testserver"
+	"github.com/lockswap/lockswap/redisclient"
+	"github.com/lockswap/lockswap/singleredis"
+)
+
+// TestFaults: every call keeps its deadline when Redis stops answering, is
+// paused or answers late, on every client (go-redis with its default
+// options too, which ignores contexts by itself), plain and fenced.
+func TestFaults(t *testing.T) {
+	for _, fence := range []bool{false, true} {
+		t.Run(map[bool]string{false: "plain", true: "fenced"}[fence], func(t *testing.T) {
+			t.Parallel()
+			redistest.RunFaults(t, 1, 500*time.Millisecond, func(t *testing.T, clients []redisclient.Client) lockswap.Locker {
+				lk, err := singleredis.New(clients[0], singleredis.Options{Fence: fence})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return lk
+			})
+		})
+	}
+}
+
+// TestDefaultWaitEnds: with context.Background() and default options, an
+// Acquire against a Redis that refuses connections returns an error
+// matching ErrUnavailable after lockswap.DefaultMaxOutage, not never.
+func TestDefaultWaitEnds(t *testing.T) {
+	t.Parallel()
+	ports, err := testserver.FreePorts(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", ports[0]) // nothing listens there
+	lk, err := singleredis.New(redistest.GoRedis(t, addr), singleredis.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lk.Close()
+	begin := time.Now()
+	l, err := lk.Acquire(context.Background(), "default-wait")
+	d := time.Since(begin)
+	if l != nil || !errors.Is(err, lockswap.ErrUnavailable) {
+		t.Fatalf("Acquire = (%v, %v), want no lock and ErrUnavailable", l, err)
+	}
+	if d < lockswap.DefaultMaxOutage || d > lockswap.DefaultMaxOutage+5*time.Second {
+		t.Fatalf("Acquire gave up after %v, want about DefaultMaxOutage (%v)", d.Round(time.Millisecond), lockswap.DefaultMaxOutage)
+	}
+	t.Logf("gave up after %v: %v", d.Round(time.Millisecond), err)
+}
+
+// TestPermanentErrorsFailAtOnce: an error that retrying cannot fix (here a
+// password the server wants and the client does not give) ends Acquire at
+// once, even with a context that never ends, with ErrInvalid and a message
+// that says what to fix; it is not retried as an outage.
+func TestPermanentErrorsFailAtOnce(t *testing.T) {
+	for _, c := range redistest.Clients {
+		t.Run(c.Name, func(t *testing.T) {
+			srv := testserver.RedisT(t, testserver.RedisOptions{})
+			lk, err := singleredis.New(c.New(t, srv.Addr()), singleredis.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer lk.Close()
+			raw := redistest.GoRedisClient(t, srv.Addr())
+			if err := raw.ConfigSet(context.Background(), "requirepass", "s3cret").Err(); err != nil {
+				t.Fatal(err)
+			}
+			begin := time.Now()
+			_, err = lk.Acquire(context.Background(), "auth")
+			if !errors.Is(err, lockswap.ErrInvalid) || errors.Is(err, lockswap.ErrUnavailable) {
+				t.Fatalf("Acquire without the password: err = %v, want ErrInvalid (not retried as an outage)", err)
+			}
+			if !strings.Contains(err.Error(), "password") {
+				t.Errorf("error %q does not say what to fix (the password)", err)
+			}
+			if d := time.Since(begin); d > 5*time.Second {
+				t.Errorf("Acquire took %v to fail, want at once", d.Round(time.Millisecond))
+			}
+		})
+	}
+}
