@@ -786,15 +786,24 @@ func (l *lock) Release(ctx context.Context) error {
 	if l.lk.closed.Load() {
 		return fmt.Errorf("legacysetnx: release %s: the Locker was closed; the lock stays until its timestamp passes: %w", lockstate.QuoteKey(l.Key()), lockswap.ErrClosed)
 	}
+	// One request answers almost every release; the retries and the
+	// background continuation (attempt.Release) are for the rest.
 	keys, value := []string{l.k}, l.value
-	v, err, pending := attempt.Release(ctx, &l.lk.bg, func(ctx context.Context) (any, error) {
-		return l.lk.c.Run(ctx, releaseScript, keys, value)
-	}, func(err error) bool { return !errors.Is(err, redisclient.ErrReply) }, func(v any, err error) {
-		if err == nil {
-			l.End()
-			l.lk.q.Released(l.Key(), l)
-		}
-	})
+	unknown := func(err error) bool { return err != nil && !errors.Is(err, redisclient.ErrReply) }
+	rctx, stop := attempt.Context(ctx, lockswap.CleanupTimeout)
+	v, err := l.lk.c.Run(rctx, releaseScript, keys, value)
+	stop()
+	var pending bool
+	if unknown(err) {
+		v, err, pending = attempt.Release(ctx, &l.lk.bg, func(ctx context.Context) (any, error) {
+			return l.lk.c.Run(ctx, releaseScript, keys, value)
+		}, unknown, func(v any, err error) {
+			if err == nil {
+				l.End()
+				l.lk.q.Released(l.Key(), l)
+			}
+		})
+	}
 	if err != nil && !redisclient.IsWrongType(err) {
 		if redisclient.IsPermanent(err) {
 			return fmt.Errorf("legacysetnx: release %s on %s: %s: %w: %w", lockstate.QuoteKey(l.Key()), l.lk.c, redisclient.PermanentReason(err), lockswap.ErrInvalid, err)

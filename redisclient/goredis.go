@@ -46,12 +46,20 @@ func GoRedis(c redis.Cmdable) Client {
 	return &goRedis{c: c, name: name, guard: guard}
 }
 
-// bounded runs f under ctx; for a client that ignores contexts it returns
-// ctx's error as soon as ctx ends, leaving f to finish in the background.
-func bounded[T any](g *goRedis, ctx context.Context, f func(context.Context) (T, error)) (T, error) {
-	if !g.guard || ctx.Done() == nil {
-		return f(ctx)
+// unguarded reports whether a command under ctx can go to the client as
+// it is: the client obeys contexts, or ctx can neither end nor expire.
+func (g *goRedis) unguarded(ctx context.Context) bool {
+	if !g.guard || ctx.Done() != nil {
+		return !g.guard
 	}
+	_, ok := ctx.Deadline()
+	return !ok
+}
+
+// bounded runs f under ctx for a client that ignores contexts: it returns
+// as soon as ctx ends or its deadline passes, leaving f to finish in the
+// background on the client's own timeouts.
+func bounded[T any](g *goRedis, ctx context.Context, f func(context.Context) (T, error)) (T, error) {
 	type result struct {
 		v   T
 		err error
@@ -61,12 +69,20 @@ func bounded[T any](g *goRedis, ctx context.Context, f func(context.Context) (T,
 		v, err := f(ctx)
 		ch <- result{v, err}
 	}()
+	var expired <-chan time.Time
+	if d, ok := ctx.Deadline(); ok {
+		t := time.NewTimer(time.Until(d))
+		defer t.Stop()
+		expired = t.C
+	}
+	var zero T
 	select {
 	case r := <-ch:
 		return r.v, r.err
 	case <-ctx.Done():
-		var zero T
 		return zero, fmt.Errorf("go-redis command abandoned (the client ignores contexts: set ContextTimeoutEnabled): %w", ctx.Err())
+	case <-expired:
+		return zero, fmt.Errorf("go-redis command abandoned (the client ignores contexts: set ContextTimeoutEnabled): %w", context.DeadlineExceeded)
 	}
 }
 
@@ -89,7 +105,7 @@ func (g *goRedis) setnxpxOnce(ctx context.Context, key, value string, ttl time.D
 }
 
 func (g *goRedis) SetNXPX(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
-	if !g.guard || ctx.Done() == nil {
+	if g.unguarded(ctx) {
 		return g.setnxpxOnce(ctx, key, value, ttl)
 	}
 	return bounded(g, ctx, func(ctx context.Context) (bool, error) { return g.setnxpxOnce(ctx, key, value, ttl) })
@@ -101,7 +117,7 @@ func (g *goRedis) setnxOnce(ctx context.Context, key, value string) (bool, error
 }
 
 func (g *goRedis) SetNX(ctx context.Context, key, value string) (bool, error) {
-	if !g.guard || ctx.Done() == nil {
+	if g.unguarded(ctx) {
 		return g.setnxOnce(ctx, key, value)
 	}
 	return bounded(g, ctx, func(ctx context.Context) (bool, error) { return g.setnxOnce(ctx, key, value) })
@@ -120,7 +136,7 @@ func (g *goRedis) Get(ctx context.Context, key string) (string, bool, error) {
 		v  string
 		ok bool
 	}
-	if !g.guard || ctx.Done() == nil {
+	if g.unguarded(ctx) {
 		return g.getOnce(ctx, key)
 	}
 	r, err := bounded(g, ctx, func(ctx context.Context) (found, error) {
@@ -143,7 +159,7 @@ func (g *goRedis) GetSet(ctx context.Context, key, value string) (string, bool, 
 		v  string
 		ok bool
 	}
-	if !g.guard || ctx.Done() == nil {
+	if g.unguarded(ctx) {
 		return g.getsetOnce(ctx, key, value)
 	}
 	r, err := bounded(g, ctx, func(ctx context.Context) (found, error) {
@@ -159,7 +175,7 @@ func (g *goRedis) delOnce(ctx context.Context, keys ...string) (int64, error) {
 }
 
 func (g *goRedis) Del(ctx context.Context, keys ...string) (int64, error) {
-	if !g.guard || ctx.Done() == nil {
+	if g.unguarded(ctx) {
 		return g.delOnce(ctx, keys...)
 	}
 	return bounded(g, ctx, func(ctx context.Context) (int64, error) { return g.delOnce(ctx, keys...) })
@@ -171,7 +187,7 @@ func (g *goRedis) timeOnce(ctx context.Context) (time.Time, error) {
 }
 
 func (g *goRedis) Time(ctx context.Context) (time.Time, error) {
-	if !g.guard || ctx.Done() == nil {
+	if g.unguarded(ctx) {
 		return g.timeOnce(ctx)
 	}
 	return bounded(g, ctx, func(ctx context.Context) (time.Time, error) { return g.timeOnce(ctx) })
@@ -189,7 +205,7 @@ func (g *goRedis) runOnce(ctx context.Context, s *Script, keys []string, args ..
 }
 
 func (g *goRedis) Run(ctx context.Context, s *Script, keys []string, args ...any) (any, error) {
-	if !g.guard || ctx.Done() == nil {
+	if g.unguarded(ctx) {
 		return g.runOnce(ctx, s, keys, args...)
 	}
 	return bounded(g, ctx, func(ctx context.Context) (any, error) { return g.runOnce(ctx, s, keys, args...) })
@@ -214,7 +230,7 @@ func (g *goRedis) doOnce(ctx context.Context, args ...any) (any, error) {
 }
 
 func (g *goRedis) Do(ctx context.Context, args ...any) (any, error) {
-	if !g.guard || ctx.Done() == nil {
+	if g.unguarded(ctx) {
 		return g.doOnce(ctx, args...)
 	}
 	return bounded(g, ctx, func(ctx context.Context) (any, error) { return g.doOnce(ctx, args...) })

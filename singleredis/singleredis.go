@@ -468,12 +468,20 @@ func (l *lock) Release(ctx context.Context) error {
 	if t := l.lk.q.Claim(l.Key(), l); t != nil {
 		return l.releaseHandingOver(ctx, t)
 	}
-	v, err, pending := attempt.Release(ctx, &l.lk.bg, l.runRelease, unknownOutcome, func(v any, err error) {
-		if err == nil {
-			l.End()
-			l.lk.q.Released(l.Key(), l)
-		}
-	})
+	// One request answers almost every release; the retries and the
+	// background continuation (attempt.Release) are for the rest.
+	rctx, stop := attempt.Context(ctx, lockswap.CleanupTimeout)
+	v, err := l.runRelease(rctx)
+	stop()
+	var pending bool
+	if unknownOutcome(err) {
+		v, err, pending = attempt.Release(ctx, &l.lk.bg, l.runRelease, unknownOutcome, func(v any, err error) {
+			if err == nil {
+				l.End()
+				l.lk.q.Released(l.Key(), l)
+			}
+		})
+	}
 	if err != nil && !redisclient.IsWrongType(err) {
 		if redisclient.IsPermanent(err) {
 			return fmt.Errorf("singleredis: release %s on %s: %s: %w: %w", lockstate.QuoteKey(l.Key()), l.lk.c, redisclient.PermanentReason(err), lockswap.ErrInvalid, err)

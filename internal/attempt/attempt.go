@@ -56,10 +56,12 @@ func Context(ctx context.Context, max time.Duration) (context.Context, func()) {
 			limit = g
 		}
 	}
-	rctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), limit)
 	if ctx.Done() == nil {
-		return rctx, cancel
+		// Nothing can cancel ctx: the request needs only the bound, which
+		// clients read as a socket deadline. No timer, no channel.
+		return &boundCtx{Context: ctx, deadline: limit}, func() {}
 	}
+	rctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), limit)
 	// A cancellation (as opposed to the deadline) ends the request Grace
 	// later.
 	var (
@@ -84,6 +86,28 @@ func Context(ctx context.Context, max time.Duration) (context.Context, func()) {
 		mu.Unlock()
 		cancel()
 	}
+}
+
+// boundCtx is a context that nothing cancels, with a deadline: the bound
+// of one request, read by the clients as the deadline of their socket
+// operations. Like any context, it reports no error until something
+// cancels it, which nothing does; callers that loop check the time
+// against [Deadline] instead.
+type boundCtx struct {
+	context.Context
+	deadline time.Time
+}
+
+func (c *boundCtx) Deadline() (time.Time, bool) { return c.deadline, true }
+
+// Ended reports whether rctx, a context from [Context], has ended: its
+// deadline has passed or it was cancelled.
+func Ended(rctx context.Context) bool {
+	if rctx.Err() != nil {
+		return true
+	}
+	d, ok := rctx.Deadline()
+	return ok && !time.Now().Before(d)
 }
 
 // Run calls try with a request context (see [Context], bounded by
@@ -125,10 +149,14 @@ func Release[T any](ctx context.Context, g *background.Group, op func(context.Co
 	pause := 5 * time.Millisecond
 	for {
 		v, err = op(rctx)
-		if err == nil || !retry(err) || rctx.Err() != nil {
+		if err == nil || !retry(err) || Ended(rctx) {
 			break
 		}
-		t := time.NewTimer(pause)
+		wait := pause
+		if d, ok := rctx.Deadline(); ok && time.Until(d) < wait {
+			wait = max(time.Until(d), 0)
+		}
+		t := time.NewTimer(wait)
 		select {
 		case <-rctx.Done():
 		case <-t.C:
