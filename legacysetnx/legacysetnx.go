@@ -790,12 +790,14 @@ func (l *lock) Release(ctx context.Context) error {
 	// background continuation (attempt.Release) are for the rest.
 	keys, value := []string{l.k}, l.value
 	unknown := func(err error) bool { return err != nil && !errors.Is(err, redisclient.ErrReply) }
+	start := time.Now()
 	rctx, stop := attempt.Context(ctx, lockswap.CleanupTimeout)
+	limit, _ := rctx.Deadline()
 	v, err := l.lk.c.Run(rctx, releaseScript, keys, value)
 	stop()
 	var pending bool
 	if unknown(err) {
-		v, err, pending = attempt.Release(ctx, &l.lk.bg, func(ctx context.Context) (any, error) {
+		v, err, pending = attempt.Release(ctx, &l.lk.bg, start, limit, v, err, func(ctx context.Context) (any, error) {
 			return l.lk.c.Run(ctx, releaseScript, keys, value)
 		}, unknown, func(v any, err error) {
 			if err == nil {

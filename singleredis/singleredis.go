@@ -470,12 +470,14 @@ func (l *lock) Release(ctx context.Context) error {
 	}
 	// One request answers almost every release; the retries and the
 	// background continuation (attempt.Release) are for the rest.
+	start := time.Now()
 	rctx, stop := attempt.Context(ctx, lockswap.CleanupTimeout)
+	limit, _ := rctx.Deadline()
 	v, err := l.runRelease(rctx)
 	stop()
 	var pending bool
 	if unknownOutcome(err) {
-		v, err, pending = attempt.Release(ctx, &l.lk.bg, l.runRelease, unknownOutcome, func(v any, err error) {
+		v, err, pending = attempt.Release(ctx, &l.lk.bg, start, limit, v, err, l.runRelease, unknownOutcome, func(v any, err error) {
 			if err == nil {
 				l.End()
 				l.lk.q.Released(l.Key(), l)

@@ -135,38 +135,43 @@ func giveBack(ctx context.Context, g *background.Group, l lockswap.Lock) {
 	}
 }
 
-// Release runs op, an idempotent release request, until it gives an
-// answer that retrying cannot change (retry reports false for its error):
-// under request contexts within ctx's deadline plus Grace (Grace from now
-// when ctx has already ended) and never past lockswap.CleanupTimeout. When
-// the outcome is still unknown then, it goes on in the background in g for
-// the rest of CleanupTimeout, calling then(v, err) with its final answer,
-// and Release returns op's last error with pending true. Otherwise it
-// returns op's answer and pending false (then is not called).
-func Release[T any](ctx context.Context, g *background.Group, op func(context.Context) (T, error), retry func(error) bool, then func(T, error)) (v T, err error, pending bool) {
-	start := time.Now()
-	rctx, stop := Context(ctx, lockswap.CleanupTimeout)
+// Release goes on with a release whose first request (made by the caller,
+// under a context from [Context] started at start, whose deadline was
+// limit) failed with an unknown outcome: retry reports true for its error
+// err. It calls op, the same idempotent request, again until it gives an
+// answer that retrying cannot change, within limit (and within Grace of
+// ctx's end when ctx is cancelled meanwhile). When the outcome is still
+// unknown then, it goes on in the background in g, up to
+// lockswap.CleanupTimeout from start, calling then(v, err) with its final
+// answer, and Release returns the last error with pending true. Otherwise
+// it returns op's answer and pending false (then is not called).
+//
+// The first request stays with the caller so that a release that succeeds
+// at once (nearly all of them) costs no closure and no goroutine.
+func Release[T any](ctx context.Context, g *background.Group, start, limit time.Time, v T, err error, op func(context.Context) (T, error), retry func(error) bool, then func(T, error)) (T, error, bool) {
 	pause := 5 * time.Millisecond
-	for {
-		v, err = op(rctx)
-		if err == nil || !retry(err) || Ended(rctx) {
+	for err != nil && retry(err) {
+		if ctx.Err() != nil {
+			if g := time.Now().Add(Grace); g.Before(limit) {
+				limit = g
+			}
+		}
+		wait := min(pause, time.Until(limit))
+		if wait <= 0 {
 			break
 		}
-		wait := pause
-		if d, ok := rctx.Deadline(); ok && time.Until(d) < wait {
-			wait = max(time.Until(d), 0)
-		}
 		t := time.NewTimer(wait)
-		select {
-		case <-rctx.Done():
-		case <-t.C:
-		}
-		t.Stop()
+		<-t.C
 		if pause < 100*time.Millisecond {
 			pause *= 2
 		}
+		if !time.Now().Before(limit) {
+			break
+		}
+		rctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), limit)
+		v, err = op(rctx)
+		cancel()
 	}
-	stop()
 	if err == nil || !retry(err) {
 		return v, err, false
 	}

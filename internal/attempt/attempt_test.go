@@ -128,12 +128,20 @@ func TestReleaseGoesOnInBackground(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	var got int
-	_, err, pending := attempt.Release(ctx, &g, op, func(err error) bool { return errors.Is(err, unknown) }, func(v int, err error) {
+	start := time.Now()
+	rctx, stop := attempt.Context(ctx, lockswap.CleanupTimeout)
+	limit, _ := rctx.Deadline()
+	v, err := op(rctx) // the caller's own first request
+	stop()
+	_, err, pending := attempt.Release(ctx, &g, start, limit, v, err, op, func(err error) bool { return errors.Is(err, unknown) }, func(v int, err error) {
 		got = v
 		close(answered)
 	})
 	if !errors.Is(err, unknown) || !pending {
 		t.Fatalf("Release = %v, pending %v; want the unknown outcome, pending", err, pending)
+	}
+	if d := time.Since(start); d > 50*time.Millisecond+attempt.Grace+200*time.Millisecond {
+		t.Errorf("Release returned %v after it began, past the caller's deadline (50ms) plus the grace", d.Round(time.Millisecond))
 	}
 	select {
 	case <-answered:
