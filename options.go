@@ -35,7 +35,8 @@ type Options struct {
 	RenewEvery time.Duration
 	// MaxOutage is how long Acquire keeps waiting while every attempt finds
 	// the backend unavailable (see [WithMaxOutage]); negative means until
-	// the context ends or the retry policy gives up.
+	// the context ends or the retry policy gives up. ApplyOptions turns
+	// zero into [DefaultMaxOutage].
 	MaxOutage time.Duration
 }
 
@@ -97,7 +98,7 @@ const DefaultMaxOutage = 15 * time.Second
 
 // WithMaxOutage sets how long Acquire keeps waiting through an outage (every
 // attempt unavailable) before it returns the error; negative waits until
-// the context ends or the retry policy gives up. The default is
+// the context ends or the retry policy gives up; zero keeps the default,
 // [DefaultMaxOutage].
 func WithMaxOutage(d time.Duration) Option { return Option{kind: optMaxOutage, d: d} }
 
@@ -120,6 +121,9 @@ func ApplyOptions(defaultRetry RetryStrategy, opts []Option) (Options, error) {
 	}
 	if o.Retry == nil {
 		o.Retry = NoRetry()
+	}
+	if o.MaxOutage == 0 {
+		o.MaxOutage = DefaultMaxOutage
 	}
 	return o, nil
 }

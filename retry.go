@@ -160,7 +160,7 @@ func Retryable(err error) bool {
 // attempts have found the backend unavailable for max without a break (no
 // attempt reached it), the next unavailable attempt ends the wait: its
 // error still matches [ErrUnavailable] but is not [Retryable]. max <= 0
-// returns try unchanged. For backend implementers: each Acquire wraps its
+// (no bound) returns try unchanged. For backend implementers: each Acquire wraps its
 // own attempts (the wrapper keeps the start of the outage).
 func LimitOutage(max time.Duration, try func(context.Context) (Lock, error)) func(context.Context) (Lock, error) {
 	if max <= 0 {

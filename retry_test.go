@@ -144,4 +144,8 @@ func TestApplyOptionsMaxOutage(t *testing.T) {
 	if o.MaxOutage != -1 {
 		t.Fatalf("WithMaxOutage(-1) gave %v", o.MaxOutage)
 	}
+	o, _ = lockswap.ApplyOptions(nil, []lockswap.Option{lockswap.WithMaxOutage(0)})
+	if o.MaxOutage != lockswap.DefaultMaxOutage {
+		t.Fatalf("WithMaxOutage(0) gave %v, want the default %v", o.MaxOutage, lockswap.DefaultMaxOutage)
+	}
 }

@@ -374,7 +374,7 @@ func (s *suite) cancelWaiting(t *testing.T) {
 			lockswap.WithRetry(lockswap.ConstantRetry(5*time.Millisecond)))
 		done <- err
 	}()
-	time.Sleep(50 * time.Millisecond) // let the waiter wait; the outcome does not depend on it
+	waitBlocked(t, 1, "cancelWaiting")
 	cancel()
 	select {
 	case err := <-done:
@@ -696,10 +696,8 @@ func (s *suite) closeEndsWaiters(t *testing.T) {
 				}()
 			}
 			started.Wait()
-			// Let the waiters reach their wait: Close must end waits, not
-			// only calls that have not started yet. There is no event to
-			// wait for from outside the Locker.
-			time.Sleep(50 * time.Millisecond)
+			// Close must end waits, not only calls that have not started.
+			waitBlocked(t, n, "closeEndsWaiters")
 			begin := time.Now()
 			lk.Close()
 			for i := range n {
@@ -717,6 +715,44 @@ func (s *suite) closeEndsWaiters(t *testing.T) {
 			}
 		})
 	}
+}
+
+// waitBlocked waits (bounded) until n goroutines started by the suite's
+// case fn are blocked inside an Acquire call: waiting on a channel, a
+// timer, a lock or the network, which is what a waiting Acquire does.
+func waitBlocked(t *testing.T, n int, fn string) {
+	t.Helper()
+	eventually(t, 10*time.Second, fmt.Sprintf("%d Acquire calls waiting", n), func() bool {
+		return blockedIn(".Acquire(", "conformance.(*suite)."+fn) >= n
+	})
+}
+
+// blockedIn counts the goroutines blocked with both frames on their stack.
+func blockedIn(frames ...string) int {
+	buf := make([]byte, 1<<20)
+	for {
+		k := runtime.Stack(buf, true)
+		if k < len(buf) {
+			buf = buf[:k]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	count := 0
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		header, _, _ := strings.Cut(g, "\n")
+		if strings.Contains(header, "[running") || strings.Contains(header, "[runnable") {
+			continue
+		}
+		all := true
+		for _, f := range frames {
+			all = all && strings.Contains(g, f)
+		}
+		if all {
+			count++
+		}
+	}
+	return count
 }
 
 // leaked returns the stacks of goroutines running code of lockswap (other

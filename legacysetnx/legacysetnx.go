@@ -31,7 +31,6 @@ package legacysetnx
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -756,6 +755,9 @@ func (l *lock) Extend(ctx context.Context, ttl time.Duration) error {
 			l.End()
 			return fmt.Errorf("legacysetnx: extend %s: key now holds another type: %w", lockstate.QuoteKey(l.Key()), lockswap.ErrLost)
 		}
+		if redisclient.IsPermanent(err) {
+			return fmt.Errorf("legacysetnx: extend %s on %s: %s: %w: %w", lockstate.QuoteKey(l.Key()), lk.c, redisclient.PermanentReason(err), lockswap.ErrInvalid, err)
+		}
 		return fmt.Errorf("legacysetnx: extend %s on %s: %w: %w", lockstate.QuoteKey(l.Key()), lk.c, lockswap.ErrUnavailable, err)
 	}
 	r, err := parseReply(v)
@@ -789,18 +791,22 @@ func (l *lock) Release(ctx context.Context) error {
 	// One request answers almost every release; the retries and the
 	// background continuation (attempt.Release) are for the rest.
 	keys, value := []string{l.k}, l.value
-	unknown := func(err error) bool { return err != nil && !errors.Is(err, redisclient.ErrReply) }
 	start := time.Now()
 	rctx, stop := attempt.Context(ctx, lockswap.CleanupTimeout)
 	limit, _ := rctx.Deadline()
 	v, err := l.lk.c.Run(rctx, releaseScript, keys, value)
 	stop()
 	var pending bool
-	if unknown(err) {
+	if redisclient.IsTransport(err) {
 		v, err, pending = attempt.Release(ctx, &l.lk.bg, start, limit, v, err, func(ctx context.Context) (any, error) {
 			return l.lk.c.Run(ctx, releaseScript, keys, value)
-		}, unknown, func(v any, err error) {
+		}, redisclient.IsTransport, func(v any, err error) {
 			if err == nil {
+				if n, _ := v.(int64); n == 1 {
+					l.mu.Lock()
+					l.released = true
+					l.mu.Unlock()
+				}
 				l.End()
 				l.lk.q.Released(l.Key(), l)
 			}

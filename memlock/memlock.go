@@ -51,8 +51,8 @@ func (lk *Locker) Guarantees() lockswap.Guarantees {
 }
 
 // Close marks the Locker closed: waiting Acquire calls end with
-// lockswap.ErrClosed at their next attempt (within the 5 ms retry delay),
-// and Extend and Release of its locks return ErrClosed.
+// lockswap.ErrClosed at their next attempt (after the retry delay, 5 ms
+// by default), and Extend and Release of its locks return ErrClosed.
 func (lk *Locker) Close() error { lk.closed.Store(true); return nil }
 
 // TTLRange returns the TTLs memlock accepts: [lockswap.MinTTL,

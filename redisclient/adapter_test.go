@@ -3,6 +3,7 @@ package redisclient_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -220,5 +221,39 @@ func TestGoRedisClientKinds(t *testing.T) {
 	ok, err := redisclient.GoRedis(ring).SetNX(context.Background(), "k", "v")
 	if err != nil || !ok {
 		t.Errorf("SETNX through a Ring: %v, %v", ok, err)
+	}
+}
+
+// TestPermanentReplies: the replies retrying cannot fix are permanent, also
+// when a script raised them; those that say the server is busy or changing
+// roles are not, also when a script raised them (a failover must not turn
+// into ErrInvalid).
+func TestPermanentReplies(t *testing.T) {
+	for msg, want := range map[string]bool{
+		"WRONGPASS invalid username-password pair or user is disabled.":                                                          true,
+		"NOAUTH Authentication required.":                                                                                        true,
+		"NOPERM User app has no permissions to run the 'eval' command":                                                           true,
+		"WRONGTYPE Operation against a key holding the wrong kind of value":                                                      true,
+		"ERR unknown command 'EVALSHA', with args beginning with: ":                                                              true,
+		"ERR user_script:1: attempt to compare nil with number script: 5c5d1f, on @user_script:1.":                               true,
+		"WRONGTYPE Operation against a key holding the wrong kind of value script: 5c5d1f, on @user_script:3.":                   true,
+		"ERR Error running script (call to f_5c5d1f): @user_script:3: @user_script: 3: -WRONGTYPE Operation against a key":       true,
+		"READONLY You can't write against a read only replica. script: 5c5d1f, on @user_script:1.":                               false,
+		"ERR Error running script (call to f_5c5d1f): @user_script:1: @user_script: 1: -READONLY You can't write against a read": false,
+		"OOM command not allowed when used memory > 'maxmemory'. script: 5c5d1f, on @user_script:1.":                             false,
+		"LOADING Redis is loading the dataset in memory":                                                                         false,
+		"BUSY Redis is busy running a script.":                                                                                   false,
+		"MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.":                                       false,
+		"CLUSTERDOWN The cluster is down":                                                                                        false,
+		"MOVED 3999 127.0.0.1:6381":                                                                                              false,
+		"NOSCRIPT No matching script. Please use EVAL.":                                                                          false,
+	} {
+		err := fmt.Errorf("wrapped: %w", &redisclient.ReplyError{Msg: msg})
+		if got := redisclient.IsPermanent(err); got != want {
+			t.Errorf("IsPermanent(%q) = %v, want %v", msg, got, want)
+		}
+	}
+	if redisclient.IsPermanent(errors.New("dial tcp: connection refused")) {
+		t.Error("a transport error is permanent")
 	}
 }

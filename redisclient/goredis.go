@@ -56,33 +56,46 @@ func (g *goRedis) unguarded(ctx context.Context) bool {
 	return !ok
 }
 
-// bounded runs f under ctx for a client that ignores contexts: it returns
-// as soon as ctx ends or its deadline passes, leaving f to finish in the
-// background on the client's own timeouts.
-func bounded[T any](g *goRedis, ctx context.Context, f func(context.Context) (T, error)) (T, error) {
+// bounded runs f for a client that ignores contexts on its sockets: it
+// returns as soon as ctx ends or its deadline passes, leaving f to finish
+// in the background on the client's own timeouts. f gets a context of its
+// own, detached from ctx (which may be reused once this returns) but ended
+// at the same time: the client still obeys it between its retries and
+// while it waits for a pooled connection, so an abandoned command is not
+// sent again after the deadline.
+func bounded[T any](ctx context.Context, f func(context.Context) (T, error)) (T, error) {
 	type result struct {
 		v   T
 		err error
 	}
-	ch := make(chan result, 1)
-	go func() {
-		v, err := f(ctx)
-		ch <- result{v, err}
-	}()
-	var expired <-chan time.Time
+	var (
+		fctx    context.Context
+		cancel  context.CancelFunc
+		expired <-chan time.Time
+	)
 	if d, ok := ctx.Deadline(); ok {
+		fctx, cancel = context.WithDeadline(context.WithoutCancel(ctx), d)
 		t := time.NewTimer(time.Until(d))
 		defer t.Stop()
 		expired = t.C
+	} else {
+		fctx, cancel = context.WithCancel(context.WithoutCancel(ctx))
 	}
+	ch := make(chan result, 1)
+	go func() {
+		defer cancel()
+		v, err := f(fctx)
+		ch <- result{v, err}
+	}()
 	var zero T
 	select {
 	case r := <-ch:
 		return r.v, r.err
 	case <-ctx.Done():
-		return zero, fmt.Errorf("go-redis command abandoned (the client ignores contexts: set ContextTimeoutEnabled): %w", ctx.Err())
+		cancel()
+		return zero, fmt.Errorf("%w (go-redis command abandoned: the client ignores contexts, set ContextTimeoutEnabled)", ctx.Err())
 	case <-expired:
-		return zero, fmt.Errorf("go-redis command abandoned (the client ignores contexts: set ContextTimeoutEnabled): %w", context.DeadlineExceeded)
+		return zero, fmt.Errorf("%w (go-redis command abandoned: the client ignores contexts, set ContextTimeoutEnabled)", context.DeadlineExceeded)
 	}
 }
 
@@ -108,7 +121,7 @@ func (g *goRedis) SetNXPX(ctx context.Context, key, value string, ttl time.Durat
 	if g.unguarded(ctx) {
 		return g.setnxpxOnce(ctx, key, value, ttl)
 	}
-	return bounded(g, ctx, func(ctx context.Context) (bool, error) { return g.setnxpxOnce(ctx, key, value, ttl) })
+	return bounded(ctx, func(ctx context.Context) (bool, error) { return g.setnxpxOnce(ctx, key, value, ttl) })
 }
 
 func (g *goRedis) setnxOnce(ctx context.Context, key, value string) (bool, error) {
@@ -120,7 +133,7 @@ func (g *goRedis) SetNX(ctx context.Context, key, value string) (bool, error) {
 	if g.unguarded(ctx) {
 		return g.setnxOnce(ctx, key, value)
 	}
-	return bounded(g, ctx, func(ctx context.Context) (bool, error) { return g.setnxOnce(ctx, key, value) })
+	return bounded(ctx, func(ctx context.Context) (bool, error) { return g.setnxOnce(ctx, key, value) })
 }
 
 func (g *goRedis) getOnce(ctx context.Context, key string) (string, bool, error) {
@@ -139,7 +152,7 @@ func (g *goRedis) Get(ctx context.Context, key string) (string, bool, error) {
 	if g.unguarded(ctx) {
 		return g.getOnce(ctx, key)
 	}
-	r, err := bounded(g, ctx, func(ctx context.Context) (found, error) {
+	r, err := bounded(ctx, func(ctx context.Context) (found, error) {
 		v, ok, err := g.getOnce(ctx, key)
 		return found{v, ok}, err
 	})
@@ -162,7 +175,7 @@ func (g *goRedis) GetSet(ctx context.Context, key, value string) (string, bool, 
 	if g.unguarded(ctx) {
 		return g.getsetOnce(ctx, key, value)
 	}
-	r, err := bounded(g, ctx, func(ctx context.Context) (found, error) {
+	r, err := bounded(ctx, func(ctx context.Context) (found, error) {
 		v, ok, err := g.getsetOnce(ctx, key, value)
 		return found{v, ok}, err
 	})
@@ -178,7 +191,7 @@ func (g *goRedis) Del(ctx context.Context, keys ...string) (int64, error) {
 	if g.unguarded(ctx) {
 		return g.delOnce(ctx, keys...)
 	}
-	return bounded(g, ctx, func(ctx context.Context) (int64, error) { return g.delOnce(ctx, keys...) })
+	return bounded(ctx, func(ctx context.Context) (int64, error) { return g.delOnce(ctx, keys...) })
 }
 
 func (g *goRedis) timeOnce(ctx context.Context) (time.Time, error) {
@@ -190,7 +203,7 @@ func (g *goRedis) Time(ctx context.Context) (time.Time, error) {
 	if g.unguarded(ctx) {
 		return g.timeOnce(ctx)
 	}
-	return bounded(g, ctx, func(ctx context.Context) (time.Time, error) { return g.timeOnce(ctx) })
+	return bounded(ctx, func(ctx context.Context) (time.Time, error) { return g.timeOnce(ctx) })
 }
 
 func (g *goRedis) runOnce(ctx context.Context, s *Script, keys []string, args ...any) (any, error) {
@@ -208,7 +221,7 @@ func (g *goRedis) Run(ctx context.Context, s *Script, keys []string, args ...any
 	if g.unguarded(ctx) {
 		return g.runOnce(ctx, s, keys, args...)
 	}
-	return bounded(g, ctx, func(ctx context.Context) (any, error) { return g.runOnce(ctx, s, keys, args...) })
+	return bounded(ctx, func(ctx context.Context) (any, error) { return g.runOnce(ctx, s, keys, args...) })
 }
 
 // doer is the part of go-redis clients that runs arbitrary commands; every
@@ -233,5 +246,5 @@ func (g *goRedis) Do(ctx context.Context, args ...any) (any, error) {
 	if g.unguarded(ctx) {
 		return g.doOnce(ctx, args...)
 	}
-	return bounded(g, ctx, func(ctx context.Context) (any, error) { return g.doOnce(ctx, args...) })
+	return bounded(ctx, func(ctx context.Context) (any, error) { return g.doOnce(ctx, args...) })
 }

@@ -72,20 +72,21 @@ func IsWrongType(err error) bool {
 	return errors.As(err, &re) && strings.Contains(re.Msg, "WRONGTYPE")
 }
 
+// IsTransport reports whether err is an error that is not a reply from
+// Redis (connection refused or reset, timeout, context ended): the outcome
+// of a request that failed with it is unknown, as the request may have run.
+func IsTransport(err error) bool { return err != nil && !errors.Is(err, ErrReply) }
+
 // IsPermanent reports whether err is a Redis error reply that retrying
 // cannot fix: authentication or permission (NOAUTH, WRONGPASS, NOPERM), a
 // wrong type under a key (WRONGTYPE), an unknown or disabled command, or a
-// script that failed while running. A backend fails such an attempt at once
-// with lockswap.ErrInvalid instead of waiting for the server to "come back".
-// Transport errors, LOADING, BUSY, MASTERDOWN, READONLY, CLUSTERDOWN,
-// TRYAGAIN, MOVED/ASK and OOM are not permanent.
-func IsPermanent(err error) bool {
-	var re *ReplyError
-	if !errors.As(err, &re) {
-		return false
-	}
-	return permanentReason(re.Msg) != ""
-}
+// script that failed on its own (a Lua runtime error). A backend fails such
+// an attempt at once with lockswap.ErrInvalid instead of waiting for the
+// server to "come back". Transport errors are not replies; and replies
+// that say the server is busy or changing roles (LOADING, BUSY,
+// MASTERDOWN, READONLY, CLUSTERDOWN, TRYAGAIN, MOVED, ASK, OOM,
+// NOREPLICAS) are not permanent, also when a script raised them.
+func IsPermanent(err error) bool { return PermanentReason(err) != "" }
 
 // PermanentReason returns, for an error that [IsPermanent] accepts, a short
 // hint that tells the user what to fix; "" otherwise.
@@ -97,25 +98,48 @@ func PermanentReason(err error) string {
 	return permanentReason(re.Msg)
 }
 
-func permanentReason(msg string) string {
+// replyCodes returns the error codes a reply carries: its first word and,
+// for an error raised inside a script and wrapped by it (Redis 6: "ERR
+// Error running script ... -READONLY ..."; Redis 7 keeps the inner code
+// first), the word after each " -".
+func replyCodes(msg string) []string {
 	code, _, _ := strings.Cut(msg, " ")
-	switch code {
-	case "NOAUTH", "WRONGPASS":
-		return "authentication failed: check the password (and user) in the connection settings"
-	case "NOPERM":
-		return "the Redis user lacks a permission the lock needs (ACL): grant the commands and keys listed in the docs"
-	case "WRONGTYPE":
-		return "a key the lock uses holds another Redis type: it is not a lock"
+	codes := []string{code}
+	for rest := msg; ; {
+		i := strings.Index(rest, " -")
+		if i < 0 {
+			return codes
+		}
+		rest = rest[i+2:]
+		c, _, _ := strings.Cut(rest, " ")
+		codes = append(codes, c)
+	}
+}
+
+func permanentReason(msg string) string {
+	codes := replyCodes(msg)
+	for _, c := range codes {
+		switch c {
+		case "LOADING", "BUSY", "MASTERDOWN", "READONLY", "CLUSTERDOWN", "TRYAGAIN", "MOVED", "ASK", "OOM", "NOREPLICAS", "NOSCRIPT":
+			return ""
+		}
+	}
+	for _, c := range codes {
+		switch c {
+		case "NOAUTH", "WRONGPASS":
+			return "authentication failed: check the password (and user) in the connection settings"
+		case "NOPERM":
+			return "the Redis user lacks a permission the lock needs (ACL): grant the commands and keys listed in the docs"
+		case "WRONGTYPE":
+			return "a key the lock uses holds another Redis type: it is not a lock"
+		}
 	}
 	switch {
-	case strings.Contains(msg, "WRONGTYPE"):
-		// Inside a script the code is wrapped in the script error.
-		return "a key the lock uses holds another Redis type: it is not a lock"
-	case strings.Contains(msg, "NOPERM") || strings.Contains(msg, "No permissions"):
+	case strings.Contains(msg, "No permissions"):
 		return "the Redis user lacks a permission the lock needs (ACL): grant the commands and keys listed in the docs"
-	case code == "ERR" && strings.Contains(msg, "unknown command"):
+	case codes[0] == "ERR" && strings.Contains(msg, "unknown command"):
 		return "the server does not know a command the lock needs (renamed or disabled, or not Redis)"
-	case strings.HasPrefix(msg, "ERR Error running script") || strings.Contains(msg, "user_script"):
+	case codes[0] == "ERR" && (strings.Contains(msg, "Error running script") || strings.Contains(msg, "user_script")):
 		return "a lock script failed on the server"
 	}
 	return ""

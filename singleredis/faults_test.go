@@ -91,3 +91,27 @@ func TestPermanentErrorsFailAtOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestReadOnlyReplicaIsAnOutage: a fenced acquire sent to a read-only
+// replica (a Sentinel failover in progress, a client pointed at the wrong
+// node) fails inside its script with READONLY: that is an outage to wait
+// out (ErrUnavailable), not bad input.
+func TestReadOnlyReplicaIsAnOutage(t *testing.T) {
+	primary := testserver.RedisT(t, testserver.RedisOptions{})
+	replica := testserver.RedisT(t, testserver.RedisOptions{ReplicaOf: primary.Addr()})
+	for _, c := range redistest.Clients {
+		t.Run(c.Name, func(t *testing.T) {
+			for _, fence := range []bool{false, true} {
+				lk, err := singleredis.New(c.New(t, replica.Addr()), singleredis.Options{Fence: fence})
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, err = lk.TryAcquire(context.Background(), "readonly")
+				if !errors.Is(err, lockswap.ErrUnavailable) || errors.Is(err, lockswap.ErrInvalid) {
+					t.Errorf("fence=%v: TryAcquire on a read-only replica: err = %v, want ErrUnavailable (not ErrInvalid)", fence, err)
+				}
+				lk.Close()
+			}
+		})
+	}
+}

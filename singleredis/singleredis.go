@@ -397,20 +397,25 @@ func (lk *Locker) checkStringKey(ctx context.Context, key, k string) error {
 }
 
 // cleanup removes, in the background, the lock under k if it holds token:
-// a request whose outcome is unknown may have taken it.
+// a request whose outcome is unknown may have taken it. It is done when
+// the compare-and-delete removed the key, or when two of them answered one
+// after the other: the lost request may still be waiting on the server on
+// its abandoned connection and run after a request sent later on another,
+// but the server reads every connection with data before it answers, so
+// the second answer comes after the lost request ran.
 func (lk *Locker) cleanup(ctx context.Context, k, token string) {
 	lk.bg.Go(ctx, func(ctx context.Context) {
+		answers := 0
 		background.Retry(ctx, func(ctx context.Context) bool {
-			_, err := lk.c.Run(ctx, releaseScript, []string{k}, token)
-			return err == nil || errors.Is(err, redisclient.ErrReply)
+			v, err := lk.c.Run(ctx, releaseScript, []string{k}, token)
+			if redisclient.IsTransport(err) {
+				return false
+			}
+			answers++
+			n, _ := v.(int64)
+			return n == 1 || answers >= 2 || err != nil
 		})
 	})
-}
-
-// unknownOutcome reports whether a request that failed with err may have
-// been applied and deserves another try: a transport error, not an answer.
-func unknownOutcome(err error) bool {
-	return err != nil && !errors.Is(err, redisclient.ErrReply)
 }
 
 // lock is a held single-Redis lock.
@@ -476,9 +481,12 @@ func (l *lock) Release(ctx context.Context) error {
 	v, err := l.runRelease(rctx)
 	stop()
 	var pending bool
-	if unknownOutcome(err) {
-		v, err, pending = attempt.Release(ctx, &l.lk.bg, start, limit, v, err, l.runRelease, unknownOutcome, func(v any, err error) {
+	if redisclient.IsTransport(err) {
+		v, err, pending = attempt.Release(ctx, &l.lk.bg, start, limit, v, err, l.runRelease, redisclient.IsTransport, func(v any, err error) {
 			if err == nil {
+				if n, _ := v.(int64); n == 1 {
+					l.released.Store(true)
+				}
 				l.End()
 				l.lk.q.Released(l.Key(), l)
 			}
