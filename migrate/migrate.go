@@ -299,9 +299,9 @@ func (lk *Locker) TryAcquire(ctx context.Context, key string, opts ...lockswap.O
 		}
 		tl, err := lk.o.Target.TryAcquire(ctx, key, opts...)
 		if err != nil {
-			cctx, cancel := lockswap.CleanupContext(ctx)
-			defer cancel()
-			_ = ll.Release(cctx)
+			// Release keeps the caller's deadline and goes on in the
+			// background when it cannot.
+			_ = ll.Release(ctx)
 			return nil, err
 		}
 		return lk.newLock(key, ll, tl), nil
@@ -318,9 +318,9 @@ func (lk *Locker) TryAcquire(ctx context.Context, key string, opts ...lockswap.O
 		// looks at the legacy key) and reported.
 		ll, err := lk.o.Legacy.TryAcquire(ctx, lk.o.LegacyKey(key), opts...)
 		if err != nil {
-			cctx, cancel := lockswap.CleanupContext(ctx)
-			defer cancel()
-			_ = tl.Release(cctx)
+			// Release keeps the caller's deadline and goes on in the
+			// background when it cannot.
+			_ = tl.Release(ctx)
 			if errors.Is(err, lockswap.ErrHeld) {
 				if lk.o.OnLegacyNet != nil {
 					lk.o.OnLegacyNet(key)

@@ -219,10 +219,9 @@ func (q *Queue) AcquireOffer(ctx context.Context, key string, strategy lockswap.
 					return l, nil
 				}
 				// Handed over to a caller that no longer waits: give it
-				// back at once.
-				rctx, cancel := lockswap.CleanupContext(ctx)
-				_ = l.Release(rctx)
-				cancel()
+				// back at once. Release keeps the caller's deadline and
+				// goes on in the background when it cannot.
+				_ = l.Release(ctx)
 			}
 			if closed {
 				q.leave(key, w, nil)
