@@ -470,7 +470,7 @@ func (l *lock) Release(ctx context.Context) error {
 	if l.lk.closed.Load() {
 		return fmt.Errorf("singleredis: release %s: %w", lockstate.QuoteKey(l.Key()), lockswap.ErrClosed)
 	}
-	if t := l.lk.q.Claim(l.Key(), l); t != nil {
+	if t := l.lk.q.ClaimBy(l.Key(), l, attempt.Limit(ctx, lockswap.CleanupTimeout)); t != nil {
 		return l.releaseHandingOver(ctx, t)
 	}
 	// One request answers almost every release; the retries and the

@@ -38,6 +38,25 @@ const Grace = lockswap.DeadlineGrace
 // lockswap.DefaultMaxOutage).
 const Timeout = lockswap.RequestTimeout
 
+// Limit returns the deadline [Context] would give a request made for ctx
+// now, without making a context.
+func Limit(ctx context.Context, max time.Duration) time.Time {
+	now := time.Now()
+	limit := now.Add(max)
+	if ctx.Err() != nil {
+		if g := now.Add(Grace); g.Before(limit) {
+			limit = g
+		}
+		return limit
+	}
+	if d, ok := ctx.Deadline(); ok {
+		if g := d.Add(Grace); g.Before(limit) {
+			limit = g
+		}
+	}
+	return limit
+}
+
 // Context returns the context for one request made for ctx: it keeps ctx's
 // values, ends Grace after ctx ends (Grace from now if ctx has already
 // ended) and at the latest max from now, and carries that bound as its

@@ -63,6 +63,10 @@ type waiter struct {
 	// ttl is the TTL AcquireOffer was given: a releasing holder can make
 	// an attempt for this TTL on the waiter's behalf (0: it cannot).
 	ttl time.Duration
+	// deadline is the waiter's context's deadline (zero: none); a
+	// releaser whose request could outlast it by more than the grace does
+	// not claim the waiter (see ClaimBy).
+	deadline time.Time
 	// busy: the waiter is attempting, handling a result or leaving; it
 	// cannot be claimed.
 	busy bool
@@ -136,6 +140,7 @@ func (q *Queue) AcquireOffer(ctx context.Context, key string, strategy lockswap.
 	if err != nil {
 		return nil, err
 	}
+	w.deadline, _ = ctx.Deadline() // written before anyone can claim w
 	defer func() {
 		if w.timer != nil {
 			w.timer.Stop()
@@ -288,6 +293,7 @@ func (q *Queue) join(key string, ttl time.Duration) (*waiter, error) {
 	w := waiterPool.Get().(*waiter)
 	w.prev, w.next, w.head, w.kick = nil, nil, false, false
 	w.ttl, w.busy, w.claimed, w.delivered, w.got, w.gotErr = ttl, false, false, false, nil, nil
+	w.deadline = time.Time{}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closed {
@@ -393,7 +399,14 @@ type Ticket struct {
 // gave a TTL (AcquireOffer); the caller must then call [Ticket.Deliver]
 // exactly once. Otherwise it returns nil and acts as Released: the first
 // waiter, if any, tries at once.
-func (q *Queue) Claim(key string, l lockswap.Lock) *Ticket {
+func (q *Queue) Claim(key string, l lockswap.Lock) *Ticket { return q.ClaimBy(key, l, time.Time{}) }
+
+// ClaimBy is [Queue.Claim] for a hand-over request that may run until by
+// (zero: no bound): a waiter whose own deadline would pass more than
+// lockswap.DeadlineGrace before that is not claimed (it is kicked, as by
+// Released), since a claimed waiter waits for the releaser's request
+// whatever its context does.
+func (q *Queue) ClaimBy(key string, l lockswap.Lock, by time.Time) *Ticket {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	ln := q.lines[key]
@@ -407,7 +420,8 @@ func (q *Queue) Claim(key string, l lockswap.Lock) *Ticket {
 	if h == nil {
 		return nil
 	}
-	if q.closed || h.ttl <= 0 || !h.head || h.busy || h.claimed {
+	tooLate := !by.IsZero() && !h.deadline.IsZero() && h.deadline.Add(lockswap.DeadlineGrace).Before(by)
+	if q.closed || h.ttl <= 0 || !h.head || h.busy || h.claimed || tooLate {
 		h.kick = true
 		signal(h)
 		return nil

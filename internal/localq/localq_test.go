@@ -499,3 +499,29 @@ func TestClaimFallsBackToKick(t *testing.T) {
 		t.Fatalf("kicked waiter: %v", r.err)
 	}
 }
+
+// TestClaimByRespectsWaiterDeadline: a releaser whose hand-over request may
+// run past a waiter's deadline (plus the grace) does not claim it, since a
+// claimed waiter waits for that request whatever its context does; one
+// whose request ends in time does.
+func TestClaimByRespectsWaiterDeadline(t *testing.T) {
+	s, key := newStore(), "k"
+	s.hold(key)
+	out := make(chan result, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	startOffer(t, ctx, s, key, 1, 1, never, out)
+	queuetest.WaitUntil(t, "caller 1 attempted", func() bool { return len(s.attempts(key)) > 0 })
+	d, _ := ctx.Deadline()
+	if tk := s.q.ClaimBy(key, nil, d.Add(time.Minute)); tk != nil {
+		t.Fatal("claimed a waiter whose deadline comes a minute before the hand-over's bound")
+	}
+	var tk *localq.Ticket
+	queuetest.WaitUntil(t, "head claimable by a request that ends in time", func() bool {
+		tk = s.q.ClaimBy(key, nil, d.Add(-time.Second))
+		return tk != nil
+	})
+	tk.Deliver(nil, errors.New("held"))
+	cancel()
+	<-out
+}
