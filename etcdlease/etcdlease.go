@@ -64,23 +64,28 @@
 // Fence is the create revision of the holder's key: it strictly increases
 // across holders. [Lock.IsOwner] is a comparison for the caller's own etcd
 // transaction, so that a write succeeds only while the lock is still held.
+//
 // # Outages, deadlines and Close
 //
-// Every call returns within its context's deadline plus a short grace (at
-// most 300 ms), even against an etcd that never answers: requests carry the
-// caller's context, and cleanup that must run after the caller gave up (the
-// deletion of a queue key whose put may still land, a Release whose delete
-// is on its way) continues on a background goroutine, bounded by
-// lockswap.CleanupTimeout, that Close waits for. If that cleanup cannot
-// confirm the deletion, the lease it used is retired: no new lock uses it,
-// and it is revoked (or left to expire) once its last lock ends, which
-// deletes whatever it still carries.
+// Every Acquire, TryAcquire, Extend and Release returns within its
+// context's deadline plus lockswap.DeadlineGrace (100 ms), the promise of
+// every backend (and the scheduling delays of a loaded machine), even
+// against an etcd that never answers: requests carry the caller's context,
+// and cleanup that must run after the caller gave up (the deletion of a
+// queue key whose put may still land, a Release whose delete is on its way)
+// is waited for only within that grace and otherwise continues in the
+// background, on the Locker's time, bounded by lockswap.CleanupTimeout:
+// Close gives it half a second (while it revokes the leases), then cancels
+// it and waits for it. If that cleanup cannot confirm the deletion, the
+// lease it used is retired: no new lock uses it, and it is revoked (or left
+// to expire) once its last lock ends, which deletes whatever it still
+// carries.
 //
 // Acquire waits for a held lock until its context ends, but not for an
 // outage: once etcd has answered none of its requests for the call's
 // lockswap.WithMaxOutage (lockswap.DefaultMaxOutage, 15 s, by default) it
 // returns an error matching lockswap.ErrUnavailable, even with
-// context.Background(); zero or negative waits through an outage until the
+// context.Background(); a negative bound waits through an outage until the
 // context ends or the retry policy gives up. A waiter whose watch stays
 // quiet checks every few seconds that etcd still answers. Errors that retrying cannot fix (authentication failed,
 // permission denied, a request the server refuses as invalid or too large)
@@ -120,6 +125,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/internal/attempt"
+	"github.com/lockswap/lockswap/internal/background"
 	"github.com/lockswap/lockswap/internal/lockstate"
 )
 
@@ -150,12 +157,6 @@ const MaxQueuePrefixBytes = 500 << 10
 // closeRevokeTimeout bounds Close's revocation of the leases, so that Close
 // returns within a second even when etcd does not answer.
 const closeRevokeTimeout = 500 * time.Millisecond
-
-// awaitGrace is how long a call whose context ended still waits for its
-// cleanup request (a queue key's or a Release's delete) before returning
-// and leaving it to the background: the calls' promise is their deadline
-// plus at most 300 ms.
-const awaitGrace = 150 * time.Millisecond
 
 // probeEvery is how often a waiter whose watch stays quiet checks that
 // etcd still answers (at most; a third of the call's outage bound, see
@@ -208,11 +209,17 @@ type Locker struct {
 	ctx    context.Context // ends at Close: background work, calls in progress
 	cancel context.CancelFunc
 	// cleanupCtx ends when Close has revoked the leases (or given up): it
-	// bounds the background cleanup Close waits for.
+	// bounds the revocation of a lease granted while closing, and a lock's
+	// watch waiting for the deletion of its key.
 	cleanupCtx    context.Context
 	cleanupCancel context.CancelFunc
-	// wg counts the background goroutines. Add is called only under mu
-	// while closed is false, so never after Close's Wait began.
+	// bg runs the cleanup that outlives its caller (the deletion of a
+	// queue key after a failed attempt, Release's delete, the revocation
+	// of a retired lease); Close ends it.
+	bg background.Group
+	// wg counts the goroutines of the Locker's own machinery: lease grants,
+	// keepalives and lock watches. Add is called only under mu while closed
+	// is false, so never after Close's Wait began.
 	wg sync.WaitGroup
 
 	mu     sync.Mutex
@@ -410,10 +417,13 @@ var escaper = strings.NewReplacer("%", "%25", "/", "%2F")
 // lockswap.ErrClosed), stops the background keepalives and watches,
 // revokes the Locker's leases (which deletes every key still attached: held
 // locks are released and their Done closes) and closes the client if Open
-// made it. It returns within about a second even when etcd does not
+// made it. It returns within about half a second even when etcd does not
 // answer: revocation gives up after 500 ms (the leases, no longer kept
 // alive, then expire on the server after their TTL, and the error says
-// so), and background cleanup is cut short.
+// so), and cleanup still running in the background (deletes whose outcome
+// was unknown when their caller returned) gets background.CloseWait (half
+// a second, at the same time) to finish, then is cancelled: no goroutine
+// of the Locker outlives Close.
 func (lk *Locker) Close() error {
 	lk.mu.Lock()
 	if lk.closed {
@@ -460,6 +470,9 @@ func (lk *Locker) Close() error {
 			}
 		}()
 	}
+	// Meanwhile the background cleanup finishes or is cancelled; a delete
+	// it cuts short is moot once the revocation went through.
+	lk.bg.Close()
 	wg.Wait()
 	cancel()
 	lk.cleanupCancel()
@@ -992,10 +1005,11 @@ func (lk *Locker) startWatch(ctx context.Context, k string, ob *outage) (clientv
 // giveBack deletes our queue key after a failed or cancelled attempt and
 // releases the attempt's hold on its lease. A request that failed may
 // still land on the server (its reply lost or late), so the delete always
-// runs, on a background goroutine bounded by lockswap.CleanupTimeout that
-// Close waits for; the caller waits for it for a short grace (awaitGrace). The slot is reused only when the delete is confirmed; when
-// it cannot be, the lease is retired, so that the key goes with it. After
-// Close nothing is sent: Close revoked the lease (or let it expire).
+// runs, in the background (lk.bg, bounded by lockswap.CleanupTimeout and
+// ended by Close); the caller waits for it only within its own bound (see
+// awaitGiveBack). The slot is reused only when the delete is confirmed;
+// when it cannot be, the lease is retired, so that the key goes with it.
+// After Close nothing is sent: Close revoked the lease (or let it expire).
 func (lk *Locker) giveBack(ctx context.Context, myKey string, slot int, ls *lease, cause error) {
 	if cause != nil && classify(cause) == lockswap.ErrInvalid && !errors.Is(cause, context.DeadlineExceeded) {
 		// The server refused the request: nothing was written.
@@ -1003,22 +1017,43 @@ func (lk *Locker) giveBack(ctx context.Context, myKey string, slot int, ls *leas
 		ls.done()
 		return
 	}
-	done, ok := lk.background(func(bctx context.Context) {
+	if lk.isClosed() {
+		// Close revokes the lease (or lets it expire): the key goes with
+		// it, and Close need not wait for a delete.
+		ls.done()
+		return
+	}
+	done := make(chan struct{})
+	if !lk.bg.Go(ctx, func(bctx context.Context) {
+		defer close(done)
 		defer ls.done()
 		if _, err := lk.c.Delete(bctx, myKey); err == nil {
 			lk.putSlot(slot)
 			return
 		}
 		ls.retire()
-	})
-	if !ok {
+	}) {
 		ls.done()
 		return
 	}
-	// A healthy etcd deletes in milliseconds: wait that long, so that an
-	// attempt ended by its caller leaves nothing when Acquire returns, but
-	// no longer (the promise is the deadline plus 300 ms).
-	t := time.NewTimer(awaitGrace)
+	awaitGiveBack(ctx, done)
+}
+
+// awaitGiveBack waits for done, the deletion of a failed attempt's queue
+// key, so that an attempt ended by its caller leaves nothing when Acquire
+// returns (a healthy etcd deletes in milliseconds). It waits at most
+// attempt.Grace from now, and never past ctx's deadline plus attempt.Grace
+// (lockswap.DeadlineGrace), the bound of the call: the request before it
+// already ran to that deadline.
+func awaitGiveBack(ctx context.Context, done <-chan struct{}) {
+	wait := attempt.Grace
+	if d, ok := ctx.Deadline(); ok {
+		wait = min(wait, time.Until(d.Add(attempt.Grace)))
+	}
+	if wait <= 0 {
+		return
+	}
+	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {
 	case <-done:
@@ -1026,43 +1061,34 @@ func (lk *Locker) giveBack(ctx context.Context, myKey string, slot int, ls *leas
 	}
 }
 
-// background runs fn on a goroutine that Close waits for, with a context
-// that ends after lockswap.CleanupTimeout or when Close has revoked the
-// leases. It returns a channel closed when fn returns, and false (running
-// nothing) when the Locker is closed.
-func (lk *Locker) background(fn func(ctx context.Context)) (<-chan struct{}, bool) {
-	lk.mu.Lock()
-	if lk.closed {
-		lk.mu.Unlock()
-		return nil, false
-	}
-	lk.wg.Add(1)
-	lk.mu.Unlock()
-	done := make(chan struct{})
-	go func() {
-		defer lk.wg.Done()
-		defer close(done)
-		ctx, cancel := context.WithTimeout(lk.cleanupCtx, lockswap.CleanupTimeout)
-		defer cancel()
-		fn(ctx)
-	}()
-	return done, true
-}
-
-// await waits for done, or for ctx's end plus awaitGrace; it reports
-// whether done closed.
-func (lk *Locker) await(ctx context.Context, done <-chan struct{}) bool {
+// awaitCleanup waits for done, a cleanup running in the background for a
+// call made with ctx, as long as that call may still wait: until
+// attempt.Grace (lockswap.DeadlineGrace) after ctx ends, attempt.Grace from
+// now when ctx has already ended, and at most limit from now (see
+// attempt.Context). It reports whether done closed.
+func awaitCleanup(ctx context.Context, done <-chan struct{}, limit time.Duration) bool {
 	select {
 	case <-done:
 		return true
-	case <-ctx.Done():
+	default:
 	}
-	t := time.NewTimer(awaitGrace)
+	wctx, stop := attempt.Context(ctx, limit)
+	defer stop()
+	// wctx's Done is nil when nothing cancels ctx: then its deadline alone
+	// bounds the wait.
+	d, _ := wctx.Deadline()
+	t := time.NewTimer(time.Until(d))
 	defer t.Stop()
 	select {
 	case <-done:
 		return true
+	case <-wctx.Done():
 	case <-t.C:
+	}
+	select {
+	case <-done:
+		return true
+	default:
 		return false
 	}
 }

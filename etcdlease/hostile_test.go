@@ -13,11 +13,14 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/conformance"
 	"github.com/lockswap/lockswap/internal/testserver"
 )
 
-// promise is the documented bound past a call's deadline.
-const promise = 300 * time.Millisecond
+// promise is what the tests allow a call past its deadline: the documented
+// lockswap.DeadlineGrace (100 ms) plus the scheduling delays of a loaded
+// machine running the race detector, as in the shared fault suite.
+const promise = conformance.Slack
 
 // proxied starts an etcd and a proxy in front of it, and opens a Locker
 // through the proxy with default options (but prefix); the Locker is
@@ -211,7 +214,8 @@ func TestHostileCloseWhileEtcdHangs(t *testing.T) {
 
 // TestHostileDeadlines: against an etcd that never answers (blackhole) and
 // one whose replies come 10 s late, every call returns within its deadline
-// plus 300 ms, and Close within a second. The worst overrun is logged.
+// plus lockswap.DeadlineGrace (checked with the scheduling allowance of
+// promise), and Close within a second. The worst overrun is logged.
 func TestHostileDeadlines(t *testing.T) {
 	for _, mode := range []string{"blackhole", "delay10s"} {
 		t.Run(mode, func(t *testing.T) {

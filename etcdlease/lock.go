@@ -175,11 +175,12 @@ func (d *deletion) failed() bool {
 // has succeeded, and returns it; nil when the Locker is closed. Called with
 // l.mu held. A live lock's key is deleted plainly (its name is used by no
 // other attempt while the slot is not freed), an ended one's only if its
-// create revision is still the fence. The request runs on a background
-// goroutine bounded by lockswap.CleanupTimeout; when it cannot confirm the
+// create revision is still the fence. The request runs in the background
+// (the Locker's group, with parent's values, bounded by
+// lockswap.CleanupTimeout and ended by Close); when it cannot confirm the
 // deletion of a key that nobody else will delete (the lock ended), the
 // lease is retired, so that the key goes with it.
-func (l *Lock) startDelete() *deletion {
+func (l *Lock) startDelete(parent context.Context) *deletion {
 	if l.del != nil && !l.del.failed() {
 		return l.del
 	}
@@ -189,7 +190,7 @@ func (l *Lock) startDelete() *deletion {
 	if live {
 		l.releasing.Store(true)
 	}
-	_, ok := lk.background(func(ctx context.Context) {
+	ok := lk.bg.Go(parent, func(ctx context.Context) {
 		defer close(d.done)
 		d.err = l.deleteKey(ctx, live)
 	})
@@ -248,10 +249,12 @@ func (l *Lock) deleteKey(ctx context.Context, live bool) error {
 // revocation of the leases released it.
 //
 // The delete runs even if ctx is already cancelled, bounded by
-// lockswap.CleanupTimeout, but Release waits for it only until ctx ends
-// plus a short grace (at most 300 ms in all): it then returns an error
-// matching lockswap.ErrUnavailable and ctx's error while the delete goes on
-// in the background (a later Release waits for the same one).
+// lockswap.CleanupTimeout, but Release waits for it only until ctx's
+// deadline plus lockswap.DeadlineGrace (the grace from now when ctx has
+// already ended), as with every backend: it then returns an error matching
+// lockswap.ErrUnavailable (and ctx's error, once ctx has ended) while the
+// delete goes on in the background, ended by Close at the latest (a later
+// Release waits for the same one).
 func (l *Lock) Release(ctx context.Context) error {
 	if l.st.Load() == stateReleased {
 		return nil
@@ -264,16 +267,20 @@ func (l *Lock) Release(ctx context.Context) error {
 		return fmt.Errorf("%s: release %s: the Locker was closed, which released the lock: %w (%w)", Backend, q, lockswap.ErrClosed, lockswap.ErrLost)
 	}
 	l.mu.Lock()
-	d := l.startDelete()
+	d := l.startDelete(ctx)
 	l.mu.Unlock()
 	if d == nil {
 		l.settle(stateLost)
 		l.End()
 		return fmt.Errorf("%s: release %s: the Locker was closed, which released the lock: %w (%w)", Backend, q, lockswap.ErrClosed, lockswap.ErrLost)
 	}
-	if !lk.await(ctx, d.done) {
-		return fmt.Errorf("%s: release %s: etcd did not confirm the delete before the context ended (it goes on in the background, for up to %v): %w: %w",
-			Backend, q, lockswap.CleanupTimeout, lockswap.ErrUnavailable, ctx.Err())
+	if !awaitCleanup(ctx, d.done, lockswap.CleanupTimeout) {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("%s: release %s: etcd did not confirm the delete before the context ended (it goes on in the background, for up to %v): %w: %w",
+				Backend, q, lockswap.CleanupTimeout, lockswap.ErrUnavailable, err)
+		}
+		return fmt.Errorf("%s: release %s: etcd did not confirm the delete within %v: %w",
+			Backend, q, lockswap.CleanupTimeout, lockswap.ErrUnavailable)
 	}
 	if d.err != nil && lk.isClosed() && errors.Is(d.err, lockswap.ErrUnavailable) {
 		return fmt.Errorf("%s: release %s: the Locker was closed, which released the lock: %w (%w)", Backend, q, lockswap.ErrClosed, lockswap.ErrLost)
@@ -302,7 +309,7 @@ func (l *Lock) watch() {
 				l.mu.Lock()
 				d := l.del
 				if (d == nil || d.failed()) && l.settle(stateExpired) {
-					d = l.startDelete()
+					d = l.startDelete(ctx)
 				}
 				l.mu.Unlock()
 				if d == nil {

@@ -114,12 +114,18 @@ var (
 	extendScript   = redisclient.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("PEXPIRE", KEYS[1], ARGV[2]) end return 0`)
 	// safeAcquire is SET NX PX plus the instance's epoch: created from the
 	// server clock when missing, returned (with the server time) only when
-	// it differs from the one the client knows (ARGV[3]).
+	// it differs from the one the client knows (ARGV[3]). An epoch that is
+	// not one (see validEpoch, which this mirrors) is refused before any
+	// write: the script answers {-1, the epoch's first bytes} and changes
+	// nothing.
 	safeAcquire = redisclient.NewScript(`local e = redis.call("GET", KEYS[2])
 if not e then
   local t = redis.call("TIME")
   e = t[1] .. "." .. t[2] .. "." .. ARGV[1]
   redis.call("SET", KEYS[2], e)
+else
+  local s, u = string.match(e, "^(%d+)%.(%d+)%.")
+  if not s or #s > 18 or #u > 18 then return {-1, string.sub(e, 1, 256)} end
 end
 local r = 0
 if redis.call("SET", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then r = 1 end
@@ -677,7 +683,7 @@ func (lk *Locker) settle(ctx context.Context, key string, l *lock, c *call, star
 		switch {
 		case r.err != nil && isPermanent(r.err):
 			perm++
-			if r.n == 1 { // a bad epoch: the SET was done
+			if r.n == 1 { // the SET was done all the same (not by the safe acquire, which refuses a bad epoch before it writes)
 				ok |= b
 			}
 		case r.err != nil:
@@ -755,12 +761,23 @@ func (lk *Locker) settle(ctx context.Context, key string, l *lock, c *call, star
 // checkTypes asks the instances in mask, which did not set the key because
 // it exists, for the key's type. It returns nil when each holds a string
 // (a lock, whoever's) or did not say; otherwise, per instance, the error
-// that describes a value that is not a lock.
+// that describes a value that is not a lock. It runs on the caller's time:
+// ctx is the attempt's request context (see internal/attempt, whose
+// deadline already has the grace), and the check ends with it; an
+// instance that has not answered by then did not say, and when ctx has
+// already ended nothing is asked.
 func (lk *Locker) checkTypes(ctx context.Context, l *lock, mask uint64, ttl time.Duration) []error {
+	if attempt.Ended(ctx) {
+		return nil
+	}
 	c := lk.fan.get()
 	defer lk.fan.put(c)
 	c.op, c.keys, c.key, c.mask = opType, l.keys[:], l.key, mask
-	lk.fan.run(context.WithoutCancel(ctx), c, time.Now().Add(lk.cleanupRound(ttl)))
+	until := time.Now().Add(lk.cleanupRound(ttl))
+	if d, ok := ctx.Deadline(); ok {
+		until = earliest(until, d)
+	}
+	lk.fan.run(ctx, c, until)
 	var errs []error
 	for i := range c.res {
 		var nl *notLockError
@@ -776,29 +793,30 @@ func (lk *Locker) checkTypes(ctx context.Context, l *lock, mask uint64, ttl time
 
 // undo gives back a failed acquisition of l: the compare-and-delete on the
 // instances in ok (which said OK, or may have set it despite an error)
-// now, for a round of cleanupRound, and on those in unknown (no answer in
-// time, an error) and those that did not answer that round in the
-// background, until lockswap.CleanupTimeout. It runs even if ctx ended.
-// The acquire's short per-instance timeout bounds none of it.
+// now, for a round of cleanupRound bounded by ctx, and on those in unknown
+// (no answer in time, an error) and those that did not answer that round
+// in the background, until lockswap.CleanupTimeout. ctx is the context the
+// acquisition ran under: the attempt's request context (internal/attempt:
+// the caller's deadline plus the grace already, so none is added here), or
+// a release's for a hand-over. When ctx has already ended, nothing is sent
+// on the caller's time: it all goes to the background. The acquire's short
+// per-instance timeout bounds none of it.
 func (lk *Locker) undo(ctx context.Context, l *lock, ok, unknown uint64, ttl time.Duration) {
 	if ok|unknown == 0 {
 		return
 	}
 	start := time.Now()
 	pending := unknown
-	if ok != 0 {
+	if ok != 0 && attempt.Ended(ctx) {
+		pending |= ok
+	} else if ok != 0 {
 		c := lk.fan.get()
 		c.op, c.keys, c.key, c.args, c.mask = opRelease, l.keys[:], l.key, l.args[:1], ok
-		// The round waits no longer than the caller may: its deadline plus
-		// the grace (the grace from now when ctx has ended); what is left
-		// goes on in the background.
 		round := start.Add(lk.cleanupRound(ttl))
-		if g := start.Add(attempt.Grace); ctx.Err() != nil && g.Before(round) {
-			round = g
-		} else if d, ok := ctx.Deadline(); ok && d.Add(attempt.Grace).Before(round) {
-			round = d.Add(attempt.Grace)
+		if d, ok := ctx.Deadline(); ok {
+			round = earliest(round, d)
 		}
-		lk.fan.run(context.WithoutCancel(ctx), c, round)
+		lk.fan.run(ctx, c, round)
 		t := tally{pending: ok}
 		t.add(c, false)
 		lk.fan.put(c)
@@ -1016,10 +1034,11 @@ func (t *tally) permErr(i int) error {
 // whose outcome is unknown (an error, no answer in time), round after
 // round, until the outcome is decided, within ctx's deadline and never
 // past lockswap.CleanupTimeout; the acquire's per-instance timeout does not
-// bound it. It runs even if ctx has already ended (then for up to
-// CleanupTimeout). Whatever is still unknown when it returns goes on in
-// the background, until CleanupTimeout from the start (Locker.Close waits
-// for it, up to CloseGrace), so that the key is removed from every
+// bound it. It runs even if ctx has already ended: then for up to
+// lockswap.DeadlineGrace on the caller's time. Whatever is still unknown
+// when it returns goes on in the background, until CleanupTimeout from the
+// start (Locker.Close lets it run for up to background.CloseWait, then
+// stops it and waits for it), so that the key is removed from every
 // instance that answers in that time.
 //
 // It returns nil when a majority removed our key, an error matching
@@ -1048,9 +1067,12 @@ func (l *lock) Release(ctx context.Context) error {
 	rctx := ctx
 	if ctx.Err() != nil {
 		// Release runs even when the caller gave up: for DeadlineGrace on
-		// the caller's time, then in the background.
-		rctx = context.WithoutCancel(ctx)
+		// the caller's time, then in the background. rctx carries that
+		// bound, so that a hand-over's undo (settle) keeps it too.
 		until = start.Add(lockswap.DeadlineGrace)
+		var cancel context.CancelFunc
+		rctx, cancel = context.WithDeadline(context.WithoutCancel(ctx), until)
+		defer cancel()
 	} else if d, ok := ctx.Deadline(); ok && d.Before(until) {
 		until = d
 	}
@@ -1066,7 +1088,9 @@ func (l *lock) Release(ctx context.Context) error {
 		nextT time.Duration
 	)
 	first := earliest(start.Add(lk.cleanupRound(ttl)), until)
-	t := lk.q.Claim(key, l)
+	// A waiter is claimed only if the round (at most first) cannot outlast
+	// its own deadline: a claimed waiter waits for it.
+	t := lk.q.ClaimBy(key, l, first)
 	if t != nil {
 		nextT = t.TTL()
 		next = &lock{lk: lk, keys: l.keys, key: l.key}
@@ -1113,32 +1137,67 @@ func (l *lock) Release(ctx context.Context) error {
 	}
 }
 
-// parseEpochReply reads the safe acquire script's array reply {r, epoch,
-// sec, usec}: whether the SET was done, the epoch, and the epoch's age on
-// the server's clock.
+// parseEpochReply reads the safe acquire script's array reply: {r, epoch,
+// sec, usec} (whether the SET was done, the epoch, and the epoch's age on
+// the server's clock), or {-1, epoch} when the script refused an epoch
+// that is not one, without writing anything.
 func parseEpochReply(v []any) (set bool, epoch string, age time.Duration, err error) {
+	var n int64
+	if len(v) > 0 {
+		n, _ = v[0].(int64)
+	}
+	if len(v) == 2 && n == -1 {
+		epoch, _ = v[1].(string)
+		return false, "", 0, badEpochError(epoch)
+	}
 	if len(v) != 4 {
 		return false, "", 0, fmt.Errorf("unexpected acquire reply %v", v)
 	}
-	n, _ := v[0].(int64)
 	epoch, _ = v[1].(string)
 	sec, err1 := strconv.ParseInt(fmt.Sprint(v[2]), 10, 64)
 	usec, err2 := strconv.ParseInt(fmt.Sprint(v[3]), 10, 64)
 	if err1 != nil || err2 != nil {
 		return false, "", 0, fmt.Errorf("unexpected acquire reply %v", v)
 	}
-	parts := strings.SplitN(epoch, ".", 3)
-	var csec, cusec int64
-	if len(parts) == 3 {
-		csec, err1 = strconv.ParseInt(parts[0], 10, 64)
-		cusec, err2 = strconv.ParseInt(parts[1], 10, 64)
-	}
-	if len(parts) != 3 || err1 != nil || err2 != nil {
-		return n == 1, "", 0, &notLockError{
-			msg:    fmt.Sprintf("epoch %s under %s is not a lockswap epoch", lockstate.QuoteKey(epoch), EpochKey),
-			reason: "delete the key " + EpochKey + " on that instance (its votes then wait MaxTTL, as after a restart)",
-		}
+	csec, cusec, ok := validEpoch(epoch)
+	if !ok {
+		// The script refuses such an epoch before it writes; a reply that
+		// still carries one says whether the SET was done, to be undone.
+		return n == 1, "", 0, badEpochError(epoch)
 	}
 	age = time.Duration((sec-csec)*1e6+(usec-cusec)) * time.Microsecond
 	return n == 1, epoch, age, nil
+}
+
+// validEpoch parses an epoch, "sec.usec.tag" (the server's TIME when it
+// was made, and a tag), and reports false for any other value. It is the
+// safe acquire script's check: 1 to 18 ASCII digits in each number, so
+// that both fit an int64.
+func validEpoch(epoch string) (sec, usec int64, ok bool) {
+	parts := strings.SplitN(epoch, ".", 3)
+	if len(parts) != 3 {
+		return 0, 0, false
+	}
+	var n [2]int64
+	for i, p := range parts[:2] {
+		if len(p) == 0 || len(p) > 18 {
+			return 0, 0, false
+		}
+		for j := 0; j < len(p); j++ {
+			if p[j] < '0' || p[j] > '9' {
+				return 0, 0, false
+			}
+			n[i] = n[i]*10 + int64(p[j]-'0')
+		}
+	}
+	return n[0], n[1], true
+}
+
+// badEpochError is the error of an instance whose epoch key holds
+// something that is not an epoch.
+func badEpochError(epoch string) error {
+	return &notLockError{
+		msg:    fmt.Sprintf("epoch %s under %s is not a lockswap epoch", lockstate.QuoteKey(epoch), EpochKey),
+		reason: "delete the key " + EpochKey + " on that instance (its votes then wait MaxTTL, as after a restart)",
+	}
 }
