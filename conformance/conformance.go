@@ -727,7 +727,7 @@ func (s *suite) closeEndsWaiters(t *testing.T) {
 // timer, a lock or the network, which is what a waiting Acquire does.
 func waitBlocked(t *testing.T, n int, fn string) {
 	t.Helper()
-	eventually(t, 10*time.Second, fmt.Sprintf("%d Acquire calls waiting", n), func() bool {
+	eventually(t, 5*time.Second, fmt.Sprintf("%d Acquire calls waiting", n), func() bool {
 		return blockedIn(".Acquire(", "conformance.(*suite)."+fn) >= n
 	})
 }

@@ -136,11 +136,11 @@ func (q *Queue) AcquireOffer(ctx context.Context, key string, strategy lockswap.
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("acquire not attempted: %w", err)
 	}
-	w, err := q.join(key, ttl)
+	deadline, _ := ctx.Deadline()
+	w, err := q.join(key, ttl, deadline)
 	if err != nil {
 		return nil, err
 	}
-	w.deadline, _ = ctx.Deadline() // written before anyone can claim w
 	defer func() {
 		if w.timer != nil {
 			w.timer.Stop()
@@ -289,11 +289,11 @@ func (q *Queue) AcquireOffer(ctx context.Context, key string, strategy lockswap.
 
 // join appends a waiter for key; the first of a line is head and tries at
 // once.
-func (q *Queue) join(key string, ttl time.Duration) (*waiter, error) {
+func (q *Queue) join(key string, ttl time.Duration, deadline time.Time) (*waiter, error) {
 	w := waiterPool.Get().(*waiter)
 	w.prev, w.next, w.head, w.kick = nil, nil, false, false
 	w.ttl, w.busy, w.claimed, w.delivered, w.got, w.gotErr = ttl, false, false, false, nil, nil
-	w.deadline = time.Time{}
+	w.deadline = deadline // before w is in a line, where ClaimBy reads it
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closed {
