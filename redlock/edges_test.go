@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -151,7 +152,7 @@ func TestErrorsThatRetryingCannotFix(t *testing.T) {
 					if err := l.Release(ctx); err != nil {
 						t.Fatalf("Release: %v", err)
 					}
-					if after := snapshot(t, s.raws); !slicesEqual(before, after) {
+					if after := snapshot(t, s.raws); !slices.Equal(before, after) {
 						t.Errorf("servers changed: before %v, after %v", before, after)
 					}
 					return
@@ -173,24 +174,12 @@ func TestErrorsThatRetryingCannotFix(t *testing.T) {
 					t.Fatalf("Acquire with a 20 s context: %v, want ErrInvalid at once", err)
 				}
 				waitBackground(t, lk)
-				if after := snapshot(t, s.raws); !slicesEqual(before, after) {
+				if after := snapshot(t, s.raws); !slices.Equal(before, after) {
 					t.Errorf("servers changed:\nbefore %v\nafter  %v", before, after)
 				}
 			})
 		}
 	}
-}
-
-func slicesEqual(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // TestBadValues: drift factors that are not numbers in [0, 0.5) are
@@ -275,7 +264,7 @@ func TestBadValues(t *testing.T) {
 					}
 					check(t, fmt.Sprintf("Extend TTL %v", ttl), held.Extend(ctx, ttl), lockswap.ErrInvalid)
 				}
-				if after := snapshot(t, raws); !slicesEqual(before, after) {
+				if after := snapshot(t, raws); !slices.Equal(before, after) {
 					t.Errorf("refused calls changed the servers:\nbefore %v\nafter  %v", before, after)
 				}
 				held.Release(ctx)
