@@ -106,7 +106,20 @@ func WithMaxOutage(d time.Duration) Option { return Option{kind: optMaxOutage, d
 // defaultRetry, [DefaultMaxOutage]) and validates the result. The error
 // matches [ErrInvalid].
 func ApplyOptions(defaultRetry RetryStrategy, opts []Option) (Options, error) {
-	o := Options{TTL: DefaultTTL, Retry: defaultRetry, MaxOutage: DefaultMaxOutage}
+	return ResolveOptions(Options{Retry: defaultRetry}, opts)
+}
+
+// ResolveOptions applies opts over defaults, whose zero fields take the
+// package defaults ([DefaultTTL], [DefaultMaxOutage]), and validates the
+// result. The error matches [ErrInvalid].
+func ResolveOptions(defaults Options, opts []Option) (Options, error) {
+	o := defaults
+	if o.TTL == 0 {
+		o.TTL = DefaultTTL
+	}
+	if o.MaxOutage == 0 {
+		o.MaxOutage = DefaultMaxOutage
+	}
 	for _, opt := range opts {
 		opt.apply(&o)
 	}

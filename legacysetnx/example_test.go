@@ -43,7 +43,8 @@ func Example() {
 		panic(err)
 	}
 	stored, _ := mr.Get("lock.report")
-	fmt.Println("stored value is our timestamp:", stored == l.(legacysetnx.TimestampLock).Value())
+	ours, _, _ := legacysetnx.Timestamp(l)
+	fmt.Println("stored value is our timestamp:", stored == ours)
 	_, live, _ := locker.Peek(ctx, "report")
 	fmt.Println("live:", live)
 	fmt.Println("release:", l.Release(ctx))

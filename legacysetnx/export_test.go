@@ -1,4 +1,4 @@
 package legacysetnx
 
 // Waiting returns how many Acquire calls of lk wait for key (tests).
-func Waiting(lk *Locker, key string) int { return lk.q.Waiting(key) }
+func Waiting(lk *Locker, key string) int { return lk.Locker.Waiting(key) }

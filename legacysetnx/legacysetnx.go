@@ -26,7 +26,7 @@
 // clients, which keep using their own clocks.
 //
 // A lock's Token is a random value kept on the client only, for uniqueness
-// in the API; what Redis holds is the timestamp (see TimestampLock).
+// in the API; what Redis holds is the timestamp (see Timestamp).
 package legacysetnx
 
 import (
@@ -37,13 +37,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/lockswap/lockswap"
-	"github.com/lockswap/lockswap/internal/attempt"
-	"github.com/lockswap/lockswap/internal/background"
-	"github.com/lockswap/lockswap/internal/localq"
+	"github.com/lockswap/lockswap/driver"
 	"github.com/lockswap/lockswap/internal/lockstate"
 	"github.com/lockswap/lockswap/redisclient"
 )
@@ -253,6 +250,9 @@ type Options struct {
 	SetRedisExpiry bool
 	// Retry is Acquire's default retry policy; nil means DefaultRetry.
 	Retry lockswap.RetryStrategy
+	// TTL is the default TTL of Acquire and TryAcquire (lockswap.WithTTL
+	// overrides it), within Unit.TTLRange; zero means lockswap.DefaultTTL.
+	TTL time.Duration
 	// Closer, when set, is closed by Locker.Close (for a client the Locker
 	// owns, such as one opened from a URL).
 	Closer io.Closer
@@ -324,20 +324,19 @@ return {1, now, write(now + tonumber(ARGV[2]) + 1)}
 	releaseScript = redisclient.CompareAndDelete
 )
 
-// Locker is the legacy SETNX/GETSET lockswap.Locker.
+// Locker is the legacy SETNX/GETSET lockswap.Locker. The kit (package
+// driver) does the edges of every call; this package is the protocol.
 type Locker struct {
-	c      redisclient.Client
-	opts   Options
-	closed atomic.Bool
-	q      *localq.Queue    // this Locker's waiters, per key, in arrival order
-	bg     background.Group // releases that outlive their caller
+	*driver.Locker[*stamp]
+	p *proto
 }
 
 var _ lockswap.Locker = (*Locker)(nil)
 
 // New returns a Locker over c. A nil client, a missing Unit (the zero
-// value: there is no default, see UnitHelp) or an unknown one is rejected
-// with an error matching lockswap.ErrInvalid.
+// value: there is no default, see UnitHelp) or an unknown one, and a TTL
+// outside the unit's range (Unit.TTLRange) are rejected with an error
+// matching lockswap.ErrInvalid.
 func New(c redisclient.Client, opts Options) (*Locker, error) {
 	if redisclient.IsNil(c) {
 		return nil, fmt.Errorf("legacysetnx: nil redis client: %w", lockswap.ErrInvalid)
@@ -354,11 +353,28 @@ func New(c redisclient.Client, opts Options) (*Locker, error) {
 	if opts.Clock == nil {
 		opts.Clock = time.Now
 	}
-	return &Locker{c: c, opts: opts, q: localq.New("legacysetnx")}, nil
+	p := &proto{c: c, opts: opts}
+	minTTL, maxTTL := opts.Unit.TTLRange()
+	kit, err := driver.New[*stamp](p, driver.Config{
+		Name:       "legacysetnx",
+		Guarantees: Guarantees(),
+		TTL:        opts.TTL,
+		MinTTL:     minTTL,
+		MaxTTL:     maxTTL,
+		CheckTTL:   opts.Unit.checkTTL,
+		Retry:      opts.Retry,
+		Queue:      true,
+		Uncertain:  redisclient.Uncertain,
+		// No Undo: an acquire whose reply is lost may leave its timestamp
+		// until it passes; a compare-and-delete could remove another
+		// holder's equal timestamp (see Guarantees).
+		Closer: opts.Closer,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Locker{Locker: kit, p: p}, nil
 }
-
-// Guarantees describes the legacy timestamp lock.
-func (lk *Locker) Guarantees() lockswap.Guarantees { return Guarantees() }
 
 // Guarantees returns the legacysetnx backend's guarantees. They are the same
 // with or without Options.ServerTime, because old clients sharing the keys
@@ -386,99 +402,37 @@ func Guarantees() lockswap.Guarantees {
 	}
 }
 
-// Close marks the Locker closed and closes Options.Closer if set. Held
-// locks are not released; they expire at their timestamps.
-func (lk *Locker) Close() error {
-	if lk.closed.Swap(true) {
-		return nil
-	}
-	lk.q.Close()
-	lk.bg.Close()
-	if lk.opts.Closer != nil {
-		return lk.opts.Closer.Close()
-	}
-	return nil
-}
-
 // String names the backend and client, without credentials.
-func (lk *Locker) String() string { return "legacysetnx(" + lk.c.String() + ")" }
+func (lk *Locker) String() string { return "legacysetnx(" + lk.p.c.String() + ")" }
 
 // Unit returns the timestamp unit of the Locker (Options.Unit).
-func (lk *Locker) Unit() Unit { return lk.opts.Unit }
-
-// TTLRange returns the TTLs this Locker accepts in Acquire, TryAcquire and
-// Extend (and in a URL's ttl=): from the larger of lockswap.MinTTL and one
-// unit of its Unit (1 s in seconds, 10 ms in milliseconds) to
-// lockswap.MaxTTL (365 days). A TTL outside it is refused with an error
-// matching lockswap.ErrInvalid before anything is sent to Redis. See
-// Unit.TTLRange for why.
-func (lk *Locker) TTLRange() (min, max time.Duration) { return lk.opts.Unit.TTLRange() }
+func (lk *Locker) Unit() Unit { return lk.p.opts.Unit }
 
 // Locate returns the Redis server and key under which the lock named key is
 // stored (see migrate.Locator).
 func (lk *Locker) Locate(key string) (store, storedKey string) {
-	return lk.c.String(), lk.opts.Prefix + key
+	return lk.p.c.String(), lk.p.opts.Prefix + key
 }
 
-// Acquire waits for the lock per the retry policy (Options.Retry or
-// lockswap.WithRetry) until ctx ends. Goroutines of this Locker that wait
-// for the same key wait in arrival order and only the first of them polls
-// Redis; when a lock taken through this Locker is released, the first
-// waiter tries at once instead of after its retry delay. An Acquire that
-// finds others of this Locker waiting for its key joins the back of the
-// line. A retry policy that never retries (lockswap.NoRetry) makes one
-// attempt without queueing. The order is local to this Locker: old clients,
-// other processes and other Lockers still poll and may take the key first.
-func (lk *Locker) Acquire(ctx context.Context, key string, opts ...lockswap.Option) (lockswap.Lock, error) {
-	o, err := lk.prepare("acquire", key, opts)
-	if err != nil {
-		return nil, err
-	}
-	return lk.q.Acquire(ctx, key, o.Retry, lockswap.LimitOutage(o.MaxOutage, func(ctx context.Context) (lockswap.Lock, error) {
-		return lk.try(ctx, key, o.TTL)
-	}))
-}
-
-// TryAcquire makes one attempt. It does not queue behind the Locker's
-// waiting Acquire calls: when the key is free it may take it before them.
-func (lk *Locker) TryAcquire(ctx context.Context, key string, opts ...lockswap.Option) (lockswap.Lock, error) {
-	o, err := lk.prepare("acquire", key, opts)
-	if err != nil {
-		return nil, err
-	}
-	return lk.try(ctx, key, o.TTL)
-}
-
-func (lk *Locker) prepare(op, key string, opts []lockswap.Option) (lockswap.Options, error) {
-	if lk.closed.Load() {
-		return lockswap.Options{}, fmt.Errorf("legacysetnx: %s %s: %w", op, lockstate.QuoteKey(key), lockswap.ErrClosed)
-	}
-	if err := lockswap.ValidateKey(key); err != nil {
-		return lockswap.Options{}, fmt.Errorf("legacysetnx: %s: %w", op, err)
-	}
-	o, err := lockswap.ApplyOptions(lk.opts.Retry, opts)
-	if err != nil {
-		return o, fmt.Errorf("legacysetnx: %s %s: %w", op, lockstate.QuoteKey(key), err)
-	}
-	if err := lk.opts.Unit.checkTTL(o.TTL); err != nil {
-		return o, fmt.Errorf("legacysetnx: %s %s: %w", op, lockstate.QuoteKey(key), err)
-	}
-	return o, nil
+// proto is the legacy timestamp protocol: the kit's driver.Driver.
+type proto struct {
+	c    redisclient.Client
+	opts Options
 }
 
 // nowArg returns ARGV[1] of the scripts: the client clock in units, or ""
 // for the server's TIME.
-func (lk *Locker) nowArg() string {
-	if lk.opts.ServerTime {
+func (p *proto) nowArg() string {
+	if p.opts.ServerTime {
 		return ""
 	}
-	return strconv.FormatInt(lk.units(lk.opts.Clock()), 10)
+	return strconv.FormatInt(p.units(p.opts.Clock()), 10)
 }
 
 // units converts t to whole units, truncated (the documentation's
 // "current Unix time").
-func (lk *Locker) units(t time.Time) int64 {
-	if lk.opts.Unit == Milliseconds {
+func (p *proto) units(t time.Time) int64 {
+	if p.opts.Unit == Milliseconds {
 		return t.UnixMilli()
 	}
 	return t.Unix()
@@ -486,13 +440,13 @@ func (lk *Locker) units(t time.Time) int64 {
 
 // ttlUnits is ttl in whole units, rounded up: the lock's timestamp is
 // now + ttlUnits + 1, so it lies at least ttl in the future.
-func (lk *Locker) ttlUnits(ttl time.Duration) int64 {
-	u := lk.opts.Unit.Duration()
+func (p *proto) ttlUnits(ttl time.Duration) int64 {
+	u := p.opts.Unit.Duration()
 	return int64((ttl + u - 1) / u)
 }
 
-func (lk *Locker) expiryFlag() string {
-	if lk.opts.SetRedisExpiry {
+func (p *proto) expiryFlag() string {
+	if p.opts.SetRedisExpiry {
 		return "1"
 	}
 	return "0"
@@ -523,8 +477,8 @@ func parseReply(v any) (reply, error) {
 // interpret (not a number, or a number outside the unit's range). It names
 // the key (cut, see lockstate.QuoteKey), says what the value looks like and
 // what to fix. Nothing was changed on the server.
-func (lk *Locker) notTimestamp(op, key, k, val string) error {
-	u := lk.opts.Unit
+func (p *proto) notTimestamp(k, val string) error {
+	u := p.opts.Unit
 	lo, hi := u.bounds()
 	var what, fix string
 	switch other, ok := UnitOf(val); {
@@ -546,14 +500,14 @@ func (lk *Locker) notTimestamp(op, key, k, val string) error {
 		what = "which is not a lock timestamp (want the digits of a Unix time)"
 		fix = "the key holds other data: use another lock name or prefix, or delete the key if it is stale"
 	}
-	return fmt.Errorf("legacysetnx: %s %s: key %s holds %q, %s (unit=%s); %s; the value was left untouched: %w",
-		op, lockstate.QuoteKey(key), lockstate.QuoteKey(k), truncate(val), what, u, fix, lockswap.ErrInvalid)
+	return fmt.Errorf("key %s holds %q, %s (unit=%s); %s; the value was left untouched: %w",
+		lockstate.QuoteKey(k), truncate(val), what, u, fix, lockswap.ErrInvalid)
 }
 
 // wrongType is the error for a key that holds another Redis type.
-func wrongType(op, key, k string) error {
-	return fmt.Errorf("legacysetnx: %s %s: key %s holds a value of another Redis type (not a string), so it is not a legacy lock; use another lock name or prefix, or delete the key if it is stale; it was left untouched: %w",
-		op, lockstate.QuoteKey(key), lockstate.QuoteKey(k), lockswap.ErrInvalid)
+func wrongType(k string) error {
+	return fmt.Errorf("key %s holds a value of another Redis type (not a string), so it is not a legacy lock; use another lock name or prefix, or delete the key if it is stale; it was left untouched: %w",
+		lockstate.QuoteKey(k), lockswap.ErrInvalid)
 }
 
 func unitConst(u Unit) string {
@@ -570,55 +524,103 @@ func truncate(s string) string {
 	return s
 }
 
-// try makes one attempt; a caller that gives up while the request is on
-// its way gets no lock and leaves none (see internal/attempt).
-func (lk *Locker) try(ctx context.Context, key string, ttl time.Duration) (lockswap.Lock, error) {
-	return attempt.Run(ctx, &lk.bg, func(ctx context.Context) (lockswap.Lock, error) { return lk.tryOnce(ctx, key, ttl) })
+// stamp is a lock's Data: its Redis key and the timestamp it wrote,
+// which Extend changes while the lock's holder may read it (Timestamp).
+type stamp struct {
+	k    string
+	unit Unit
+	mu   sync.Mutex
+	val  string
 }
 
-// tryOnce makes one attempt.
-func (lk *Locker) tryOnce(ctx context.Context, key string, ttl time.Duration) (lockswap.Lock, error) {
-	k := lk.opts.Prefix + key
+func (s *stamp) value() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.val
+}
+
+func (s *stamp) setValue(v string) {
+	s.mu.Lock()
+	s.val = v
+	s.mu.Unlock()
+}
+
+// Acquire is one script that takes a free key or an expired timestamp.
+func (p *proto) Acquire(ctx context.Context, c *driver.Claim[*stamp]) (driver.Grant, error) {
+	k := p.opts.Prefix + c.Key
 	start := time.Now()
-	ttlU := lk.ttlUnits(ttl)
-	v, err := lk.c.Run(ctx, acquireScript, []string{k}, lk.nowArg(), ttlU, lk.opts.Unit.String(), lk.expiryFlag())
+	v, err := p.c.Run(ctx, acquireScript, []string{k}, p.nowArg(), p.ttlUnits(c.TTL), p.opts.Unit.String(), p.expiryFlag())
 	if err != nil {
 		if redisclient.IsWrongType(err) {
-			return nil, wrongType("acquire", key, k)
-		}
-		if redisclient.IsPermanent(err) {
-			// Retrying cannot help (ACL, renamed command, failed script).
-			return nil, fmt.Errorf("legacysetnx: acquire %s on %s: %s: %w: %w", lockstate.QuoteKey(key), lk.c, redisclient.PermanentReason(err), lockswap.ErrInvalid, err)
+			return driver.Grant{}, wrongType(k)
 		}
 		// The script may have run before the error: if so, the timestamp
-		// it wrote expires like a crashed holder's. A compare-and-delete
-		// here could remove another holder's equal timestamp.
-		return nil, fmt.Errorf("legacysetnx: acquire %s on %s: %w: %w", lockstate.QuoteKey(key), lk.c, lockswap.ErrUnavailable, err)
+		// it wrote expires like a crashed holder's (no Undo, see New).
+		return driver.Grant{}, redisclient.Classify(p.c, err)
 	}
 	r, err := parseReply(v)
 	if err != nil {
-		return nil, fmt.Errorf("legacysetnx: acquire %s on %s: %w: %w", lockstate.QuoteKey(key), lk.c, lockswap.ErrUnavailable, err)
+		return driver.Grant{}, redisclient.Classify(p.c, err)
 	}
 	switch r.status {
 	case 1:
 	case 0:
-		return nil, fmt.Errorf("legacysetnx: acquire %s: held until timestamp %s: %w", lockstate.QuoteKey(key), r.value, lockswap.ErrHeld)
+		return driver.Grant{}, fmt.Errorf("held until timestamp %s: %w", r.value, lockswap.ErrHeld)
 	default:
-		return nil, lk.notTimestamp("acquire", key, k, r.value)
+		return driver.Grant{}, p.notTimestamp(k, r.value)
 	}
+	c.Data = &stamp{k: k, unit: p.opts.Unit, val: r.value}
 	exp, _ := strconv.ParseInt(r.value, 10, 64)
-	l := &lock{lk: lk, k: k, value: r.value}
-	l.State = lockstate.New(key, lockstate.NewToken(), 0, false, lk.deadline(start, ttl, exp-r.now))
-	return l, nil
+	return driver.Grant{Deadline: p.deadline(start, c.TTL, exp-r.now)}, nil
+}
+
+// Extend is one script that writes a new timestamp if the key still holds
+// ours and it has not passed.
+func (p *proto) Extend(ctx context.Context, c *driver.Claim[*stamp], ttl time.Duration) (driver.Grant, error) {
+	start := time.Now()
+	old := c.Data.value()
+	v, err := p.c.Run(ctx, extendScript, []string{c.Data.k}, p.nowArg(), p.ttlUnits(ttl), p.opts.Unit.String(), p.expiryFlag(), old)
+	if err != nil {
+		if redisclient.IsWrongType(err) {
+			return driver.Grant{}, fmt.Errorf("key now holds another type: %w", lockswap.ErrLost)
+		}
+		return driver.Grant{}, redisclient.Classify(p.c, err)
+	}
+	r, err := parseReply(v)
+	if err != nil {
+		return driver.Grant{}, redisclient.Classify(p.c, err)
+	}
+	if r.status != 1 {
+		if r.value == old {
+			return driver.Grant{}, fmt.Errorf("timestamp %s already passed: %w", old, lockswap.ErrLost)
+		}
+		return driver.Grant{}, fmt.Errorf("key holds %q, not our timestamp %s: %w", truncate(r.value), old, lockswap.ErrLost)
+	}
+	c.Data.setValue(r.value)
+	exp, _ := strconv.ParseInt(r.value, 10, 64)
+	return driver.Grant{Deadline: p.deadline(start, ttl, exp-r.now)}, nil
+}
+
+// Release is one compare-and-delete of our exact timestamp.
+func (p *proto) Release(ctx context.Context, c *driver.Claim[*stamp]) error {
+	val := c.Data.value()
+	v, err := p.c.Run(ctx, releaseScript, []string{c.Data.k}, val)
+	if err != nil && !redisclient.IsWrongType(err) {
+		return redisclient.Classify(p.c, err)
+	}
+	if n, _ := v.(int64); n != 1 {
+		return fmt.Errorf("the key no longer holds our timestamp %s: %w", val, lockswap.ErrLost)
+	}
+	return nil
 }
 
 // deadline is start + validity - drift, where validity is the TTL, and
 // never more than the time until the written timestamp (left units after
 // the now the script used): other clients consider the lock expired once
 // the timestamp has passed.
-func (lk *Locker) deadline(start time.Time, ttl time.Duration, left int64) time.Time {
+func (p *proto) deadline(start time.Time, ttl time.Duration, left int64) time.Time {
 	validity := ttl
-	if byStamp := time.Duration(left) * lk.opts.Unit.Duration(); byStamp < validity {
+	if byStamp := time.Duration(left) * p.opts.Unit.Duration(); byStamp < validity {
 		validity = byStamp
 	}
 	return start.Add(validity - lockstate.Drift(ttl))
@@ -630,38 +632,46 @@ func (lk *Locker) deadline(start time.Time, ttl time.Duration, left int64) time.
 // returns the zero time and false. A value that is not a timestamp in the
 // configured unit returns an error matching lockswap.ErrInvalid.
 func (lk *Locker) Peek(ctx context.Context, key string) (expiry time.Time, live bool, err error) {
-	if lk.closed.Load() {
+	if lk.Closed() {
 		return time.Time{}, false, fmt.Errorf("legacysetnx: peek %s: %w", lockstate.QuoteKey(key), lockswap.ErrClosed)
 	}
 	if err := lockswap.ValidateKey(key); err != nil {
 		return time.Time{}, false, fmt.Errorf("legacysetnx: peek: %w", err)
 	}
-	k := lk.opts.Prefix + key
-	now := lk.opts.Clock()
-	if lk.opts.ServerTime {
-		if now, err = lk.c.Time(ctx); err != nil {
-			return time.Time{}, false, fmt.Errorf("legacysetnx: peek %s on %s: TIME: %w: %w", lockstate.QuoteKey(key), lk.c, lockswap.ErrUnavailable, err)
+	expiry, live, err = lk.p.peek(ctx, key)
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("legacysetnx: peek %s: %w", lockstate.QuoteKey(key), err)
+	}
+	return expiry, live, nil
+}
+
+func (p *proto) peek(ctx context.Context, key string) (expiry time.Time, live bool, err error) {
+	k := p.opts.Prefix + key
+	now := p.opts.Clock()
+	if p.opts.ServerTime {
+		if now, err = p.c.Time(ctx); err != nil {
+			return time.Time{}, false, fmt.Errorf("TIME: %w", redisclient.Classify(p.c, err))
 		}
 	}
-	val, found, err := lk.c.Get(ctx, k)
+	val, found, err := p.c.Get(ctx, k)
 	if err != nil {
 		if redisclient.IsWrongType(err) {
-			return time.Time{}, false, wrongType("peek", key, k)
+			return time.Time{}, false, wrongType(k)
 		}
-		return time.Time{}, false, fmt.Errorf("legacysetnx: peek %s on %s: %w: %w", lockstate.QuoteKey(key), lk.c, lockswap.ErrUnavailable, err)
+		return time.Time{}, false, redisclient.Classify(p.c, err)
 	}
 	if !found {
 		return time.Time{}, false, nil
 	}
-	n, ok := lk.parseStamp(val)
+	n, ok := p.parseStamp(val)
 	if !ok {
-		return time.Time{}, false, lk.notTimestamp("peek", key, k, val)
+		return time.Time{}, false, p.notTimestamp(k, val)
 	}
 	// Live while the timestamp is not less than the current time in whole
 	// units (the documented rule).
-	live = n >= float64(lk.units(now))
+	live = n >= float64(p.units(now))
 	sec, frac := math.Modf(n)
-	if lk.opts.Unit == Milliseconds {
+	if p.opts.Unit == Milliseconds {
 		return time.UnixMilli(int64(sec)).Add(time.Duration(frac * float64(time.Millisecond))), live, nil
 	}
 	return time.Unix(int64(sec), int64(frac*1e9)), live, nil
@@ -670,8 +680,8 @@ func (lk *Locker) Peek(ctx context.Context, key string) (expiry time.Time, live 
 // parseStamp parses a stored value as the scripts do: digits with an
 // optional decimal fraction, within the configured unit's range. ok is
 // false for anything else.
-func (lk *Locker) parseStamp(val string) (n float64, ok bool) {
-	if u, ok := UnitOf(val); !ok || u != lk.opts.Unit {
+func (p *proto) parseStamp(val string) (n float64, ok bool) {
+	if u, ok := UnitOf(val); !ok || u != p.opts.Unit {
 		return 0, false
 	}
 	n, err := strconv.ParseFloat(val, 64)
@@ -695,138 +705,19 @@ func isDecimal(s string) bool {
 	return digits(intPart) && (!hasDot || digits(frac))
 }
 
-// TimestampLock is implemented by the locks this package returns: besides
-// lockswap.Lock, it tells the timestamp that is stored in Redis.
-type TimestampLock interface {
-	lockswap.Lock
-	// Value is the timestamp as stored (what Release compares).
-	Value() string
-	// Expiry is the stored timestamp as a time: other clients consider the
-	// lock expired once their clock has passed it.
-	Expiry() time.Time
-}
-
-// lock is a held legacy lock.
-type lock struct {
-	*lockstate.State
-	lk       *Locker
-	k        string
-	mu       sync.Mutex // serialises Extend and Release, guards value
-	value    string
-	released bool
-}
-
-var _ TimestampLock = (*lock)(nil)
-
-func (l *lock) Value() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.value
-}
-
-func (l *lock) Expiry() time.Time {
-	n, _ := strconv.ParseInt(l.Value(), 10, 64)
-	if l.lk.opts.Unit == Milliseconds {
-		return time.UnixMilli(n)
+// Timestamp returns what l, a lock of this package, stored in Redis:
+// the timestamp as stored (what Release compares) and as a time, its
+// expiry (other clients consider the lock expired once their clock has
+// passed it). ok is false for a lock of another package.
+func Timestamp(l lockswap.Lock) (value string, expiry time.Time, ok bool) {
+	s, ok := driver.Data[*stamp](l)
+	if !ok || s == nil {
+		return "", time.Time{}, false
 	}
-	return time.Unix(n, 0)
-}
-
-func (l *lock) Extend(ctx context.Context, ttl time.Duration) error {
-	if err := l.lk.opts.Unit.checkTTL(ttl); err != nil {
-		return fmt.Errorf("legacysetnx: extend %s: %w", lockstate.QuoteKey(l.Key()), err)
+	value = s.value()
+	n, _ := strconv.ParseInt(value, 10, 64)
+	if s.unit == Milliseconds {
+		return value, time.UnixMilli(n), true
 	}
-	if l.lk.closed.Load() {
-		return fmt.Errorf("legacysetnx: extend %s: the Locker was closed; the lock stays until its timestamp passes: %w", lockstate.QuoteKey(l.Key()), lockswap.ErrClosed)
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.Ended() || !time.Now().Before(l.Deadline()) {
-		l.End()
-		return fmt.Errorf("legacysetnx: extend %s: validity already over: %w", lockstate.QuoteKey(l.Key()), lockswap.ErrLost)
-	}
-	lk := l.lk
-	start := time.Now()
-	rctx, stop := attempt.Context(ctx, attempt.Timeout)
-	v, err := lk.c.Run(rctx, extendScript, []string{l.k}, lk.nowArg(), lk.ttlUnits(ttl), lk.opts.Unit.String(), lk.expiryFlag(), l.value)
-	stop()
-	if err != nil {
-		if redisclient.IsWrongType(err) {
-			l.End()
-			return fmt.Errorf("legacysetnx: extend %s: key now holds another type: %w", lockstate.QuoteKey(l.Key()), lockswap.ErrLost)
-		}
-		if redisclient.IsPermanent(err) {
-			return fmt.Errorf("legacysetnx: extend %s on %s: %s: %w: %w", lockstate.QuoteKey(l.Key()), lk.c, redisclient.PermanentReason(err), lockswap.ErrInvalid, err)
-		}
-		return fmt.Errorf("legacysetnx: extend %s on %s: %w: %w", lockstate.QuoteKey(l.Key()), lk.c, lockswap.ErrUnavailable, err)
-	}
-	r, err := parseReply(v)
-	if err != nil {
-		return fmt.Errorf("legacysetnx: extend %s on %s: %w: %w", lockstate.QuoteKey(l.Key()), lk.c, lockswap.ErrUnavailable, err)
-	}
-	if r.status != 1 {
-		l.End()
-		if r.value == l.value {
-			return fmt.Errorf("legacysetnx: extend %s: timestamp %s already passed: %w", lockstate.QuoteKey(l.Key()), l.value, lockswap.ErrLost)
-		}
-		return fmt.Errorf("legacysetnx: extend %s: key holds %q, not our timestamp %s: %w", lockstate.QuoteKey(l.Key()), truncate(r.value), l.value, lockswap.ErrLost)
-	}
-	l.value = r.value
-	exp, _ := strconv.ParseInt(r.value, 10, 64)
-	if !l.SetDeadline(lk.deadline(start, ttl, exp-r.now)) {
-		return fmt.Errorf("legacysetnx: extend %s: lock ended while extending: %w", lockstate.QuoteKey(l.Key()), lockswap.ErrLost)
-	}
-	return nil
-}
-
-func (l *lock) Release(ctx context.Context) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.released {
-		return nil
-	}
-	if l.lk.closed.Load() {
-		return fmt.Errorf("legacysetnx: release %s: the Locker was closed; the lock stays until its timestamp passes: %w", lockstate.QuoteKey(l.Key()), lockswap.ErrClosed)
-	}
-	// One request answers almost every release; the retries and the
-	// background continuation (attempt.Release) are for the rest.
-	keys, value := []string{l.k}, l.value
-	start := time.Now()
-	rctx, stop := attempt.Context(ctx, lockswap.CleanupTimeout)
-	limit, _ := rctx.Deadline()
-	v, err := l.lk.c.Run(rctx, releaseScript, keys, value)
-	stop()
-	var pending bool
-	if redisclient.IsTransport(err) {
-		v, err, pending = attempt.Release(ctx, &l.lk.bg, start, limit, v, err, func(ctx context.Context) (any, error) {
-			return l.lk.c.Run(ctx, releaseScript, keys, value)
-		}, redisclient.IsTransport, func(v any, err error) {
-			if err == nil {
-				if n, _ := v.(int64); n == 1 {
-					l.mu.Lock()
-					l.released = true
-					l.mu.Unlock()
-				}
-				l.End()
-				l.lk.q.Released(l.Key(), l)
-			}
-		})
-	}
-	if err != nil && !redisclient.IsWrongType(err) {
-		if redisclient.IsPermanent(err) {
-			return fmt.Errorf("legacysetnx: release %s on %s: %s: %w: %w", lockstate.QuoteKey(l.Key()), l.lk.c, redisclient.PermanentReason(err), lockswap.ErrInvalid, err)
-		}
-		if pending {
-			return fmt.Errorf("legacysetnx: release %s on %s: outcome unknown at the deadline, still releasing in the background: %w: %w", lockstate.QuoteKey(l.Key()), l.lk.c, lockswap.ErrUnavailable, err)
-		}
-		return fmt.Errorf("legacysetnx: release %s on %s: %w: %w", lockstate.QuoteKey(l.Key()), l.lk.c, lockswap.ErrUnavailable, err)
-	}
-	l.End()
-	// Our key is free (or was lost): the next local waiter tries now.
-	l.lk.q.Released(l.Key(), l)
-	if n, _ := v.(int64); n != 1 {
-		return fmt.Errorf("legacysetnx: release %s: the key no longer holds our timestamp %s: %w", lockstate.QuoteKey(l.Key()), l.value, lockswap.ErrLost)
-	}
-	l.released = true
-	return nil
+	return value, time.Unix(n, 0), true
 }

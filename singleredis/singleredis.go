@@ -24,13 +24,10 @@ import (
 	"io"
 	"net"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/lockswap/lockswap"
-	"github.com/lockswap/lockswap/internal/attempt"
-	"github.com/lockswap/lockswap/internal/background"
-	"github.com/lockswap/lockswap/internal/localq"
+	"github.com/lockswap/lockswap/driver"
 	"github.com/lockswap/lockswap/internal/lockstate"
 	"github.com/lockswap/lockswap/redisclient"
 )
@@ -46,6 +43,9 @@ type Options struct {
 	Fence bool
 	// Retry is Acquire's default retry policy; nil means DefaultRetry.
 	Retry lockswap.RetryStrategy
+	// TTL is the default TTL of Acquire and TryAcquire (lockswap.WithTTL
+	// overrides it); zero means lockswap.DefaultTTL.
+	TTL time.Duration
 	// Closer, when set, is closed by Locker.Close (for a client the Locker
 	// owns, such as one opened from a URL).
 	Closer io.Closer
@@ -138,16 +138,16 @@ end
 
 // parseFence reads a fenced acquire's reply: held (a fence), or not
 // (0), or an ErrInvalid error for a counter that cannot give a fence.
-func parseFence(v any, key, counterKey string) (ok bool, fence uint64, err error) {
+func parseFence(v any, counterKey string) (ok bool, fence uint64, err error) {
 	n, isInt := v.(int64)
 	switch {
 	case !isInt:
-		return false, 0, fmt.Errorf("singleredis: acquire %s: unexpected reply %v from the fenced acquire script (fence counter %s): %w",
-			lockstate.QuoteKey(key), v, lockstate.QuoteKey(counterKey), lockswap.ErrInvalid)
+		return false, 0, fmt.Errorf("unexpected reply %v from the fenced acquire script (fence counter %s): %w",
+			v, lockstate.QuoteKey(counterKey), lockswap.ErrInvalid)
 	case n == fenceHeld:
 		return false, 0, nil
 	case n < 0 || n >= fenceLimit:
-		return false, 0, fenceError(key, counterKey, n)
+		return false, 0, fenceError(counterKey, n)
 	}
 	return true, uint64(n), nil
 }
@@ -155,7 +155,7 @@ func parseFence(v any, key, counterKey string) (ok bool, fence uint64, err error
 // fenceError is the error of an attempt whose fenced script answered code
 // (< 0): the counter cannot give a fence, and the script wrote nothing.
 // It matches lockswap.ErrInvalid: no retry will change the counter.
-func fenceError(key, counterKey string, code int64) error {
+func fenceError(counterKey string, code int64) error {
 	var what string
 	switch code {
 	case fenceNotInteger:
@@ -167,23 +167,22 @@ func fenceError(key, counterKey string, code int64) error {
 	default:
 		what = fmt.Sprintf("gave the unexpected reply %d", code)
 	}
-	return fmt.Errorf("singleredis: acquire %s: the fence counter %s %s; the lock key and the counter were left untouched: %w",
-		lockstate.QuoteKey(key), lockstate.QuoteKey(counterKey), what, lockswap.ErrInvalid)
+	return fmt.Errorf("the fence counter %s %s; the lock key and the counter were left untouched: %w",
+		lockstate.QuoteKey(counterKey), what, lockswap.ErrInvalid)
 }
 
-// Locker is the single-Redis lockswap.Locker.
+// Locker is the single-Redis lockswap.Locker. The kit (package driver)
+// does the edges of every call; this package is the protocol.
 type Locker struct {
-	c      redisclient.Client
-	opts   Options
-	closed atomic.Bool
-	q      *localq.Queue    // this Locker's waiters, per key, in arrival order
-	bg     background.Group // cleanup that outlives its caller
+	*driver.Locker[ref]
+	p *proto
 }
 
 var _ lockswap.Locker = (*Locker)(nil)
 
 // New returns a Locker over c. A nil client is rejected with an error
-// matching lockswap.ErrInvalid.
+// matching lockswap.ErrInvalid, and so is a TTL outside
+// [lockswap.MinTTL, lockswap.MaxTTL].
 func New(c redisclient.Client, opts Options) (*Locker, error) {
 	if redisclient.IsNil(c) {
 		return nil, fmt.Errorf("singleredis: nil redis client: %w", lockswap.ErrInvalid)
@@ -191,12 +190,33 @@ func New(c redisclient.Client, opts Options) (*Locker, error) {
 	if opts.Retry == nil {
 		opts.Retry = DefaultRetry
 	}
-	return &Locker{c: c, opts: opts, q: localq.New("singleredis")}, nil
+	p := &proto{c: c, prefix: opts.Prefix, fence: opts.Fence}
+	// TTLs: Redis keeps expiries to the millisecond, and at lockswap.MinTTL
+	// the clock drift allowance still leaves most of the TTL as validity.
+	kit, err := driver.New[ref](p, driver.Config{
+		Name:       "singleredis",
+		Guarantees: Guarantees(opts.Fence),
+		TTL:        opts.TTL,
+		Retry:      opts.Retry,
+		Fence:      opts.Fence,
+		Queue:      true,
+		Uncertain:  redisclient.Uncertain,
+		Undo:       func(err error) bool { return redisclient.Uncertain(err) && !isDialError(err) },
+		Closer:     opts.Closer,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Locker{Locker: kit, p: p}, nil
 }
 
-// Guarantees describes the single-Redis lock.
-func (lk *Locker) Guarantees() lockswap.Guarantees {
-	return Guarantees(lk.opts.Fence)
+// String names the backend and client, without credentials.
+func (lk *Locker) String() string { return "singleredis(" + lk.p.c.String() + ")" }
+
+// Locate returns the Redis server and key under which the lock named key is
+// stored (see migrate.Locator).
+func (lk *Locker) Locate(key string) (store, storedKey string) {
+	return lk.p.c.String(), lk.p.prefix + key
 }
 
 // Guarantees returns the single-Redis backend's guarantees, with or without
@@ -224,32 +244,6 @@ func Guarantees(fence bool) lockswap.Guarantees {
 	return g
 }
 
-// Close marks the Locker closed and closes Options.Closer if set. Acquire
-// calls still waiting return an error matching lockswap.ErrClosed, and so
-// do Extend and Release of its locks from then on. Held locks are not
-// released; they expire after their TTL. Releases still running in the
-// background get up to half a second to finish.
-func (lk *Locker) Close() error {
-	if lk.closed.Swap(true) {
-		return nil
-	}
-	lk.q.Close()
-	lk.bg.Close()
-	if lk.opts.Closer != nil {
-		return lk.opts.Closer.Close()
-	}
-	return nil
-}
-
-// String names the backend and client, without credentials.
-func (lk *Locker) String() string { return "singleredis(" + lk.c.String() + ")" }
-
-// TTLRange returns the TTLs Acquire, TryAcquire and Extend accept:
-// [lockswap.MinTTL, lockswap.MaxTTL]. Redis keeps expiries to the
-// millisecond, and at the minimum the clock drift allowance still leaves
-// most of the TTL as validity.
-func (lk *Locker) TTLRange() (min, max time.Duration) { return lockswap.MinTTL, lockswap.MaxTTL }
-
 // FenceKey returns the key of the fence counter for the Redis key k, in the
 // same Redis Cluster hash slot as k: "{k}:fence", or "k:fence" when k has a
 // hash tag of its own. A key that contains "}" without a valid hash tag
@@ -274,106 +268,60 @@ func hasHashTag(k string) bool {
 	return close > 0
 }
 
-// Acquire waits for the lock per the retry policy (Options.Retry or
-// lockswap.WithRetry) until ctx ends.
-//
-// The goroutines that wait for the same key through this Locker queue in
-// arrival order and only the first of them polls Redis; when a lock taken
-// through this Locker is released, the first waiter tries at once. An
-// Acquire that finds others of this Locker waiting for its key joins the
-// back of the line. A retry policy that never retries (lockswap.NoRetry)
-// makes one attempt without queueing. The order is local to this Locker:
-// other processes and Lockers still poll and may take the key first.
-func (lk *Locker) Acquire(ctx context.Context, key string, opts ...lockswap.Option) (lockswap.Lock, error) {
-	o, err := lk.prepare(key, opts)
-	if err != nil {
-		return nil, err
-	}
-	first := true
-	return lk.q.AcquireOffer(ctx, key, o.Retry, o.TTL, lockswap.LimitOutage(o.MaxOutage, func(ctx context.Context) (lockswap.Lock, error) {
-		l, err := lk.try(ctx, key, o.TTL, first)
-		first = false
-		return l, err
-	}))
+// proto is the single-Redis protocol: the driver.Driver and
+// driver.HandOver of the kit.
+type proto struct {
+	c      redisclient.Client
+	prefix string
+	fence  bool
 }
 
-// TryAcquire makes one attempt. It does not queue behind the Locker's
-// waiting Acquire calls: when the key is free it may take it before them.
-func (lk *Locker) TryAcquire(ctx context.Context, key string, opts ...lockswap.Option) (lockswap.Lock, error) {
-	o, err := lk.prepare(key, opts)
-	if err != nil {
-		return nil, err
-	}
-	return lk.try(ctx, key, o.TTL, true)
+// ref is a lock's Data: its Redis key and token as the scripts take them,
+// kept to spare an allocation per call.
+type ref struct {
+	keys     [1]string // KEYS of the scripts
+	tokenArg [1]any    // ARGV[1] of the release script
 }
 
-func (lk *Locker) prepare(key string, opts []lockswap.Option) (lockswap.Options, error) {
-	return lockswap.PrepareAcquire("singleredis", lk.closed.Load(), key, lk.opts.Retry, opts)
-}
+func (r *ref) set(k, token string) { r.keys[0], r.tokenArg[0] = k, token }
 
-// try makes one attempt; a caller that gives up while the request is on
-// its way gets no lock and leaves none (see internal/attempt).
-func (lk *Locker) try(ctx context.Context, key string, ttl time.Duration, checkType bool) (lockswap.Lock, error) {
-	return attempt.Run(ctx, &lk.bg, func(ctx context.Context) (lockswap.Lock, error) { return lk.tryOnce(ctx, key, ttl, checkType) })
-}
-
-// tryOnce makes one attempt. checkType asks, when the key is taken,
-// whether it holds a string at all (one extra round trip on the first
-// failed attempt only), so that someone else's data under the key is
-// reported as such.
-func (lk *Locker) tryOnce(ctx context.Context, key string, ttl time.Duration, checkType bool) (lockswap.Lock, error) {
-	k := lk.opts.Prefix + key
-	token := lockstate.NewToken()
-	start := time.Now()
+// Acquire makes one attempt: SET NX PX, or the fenced acquire script. On
+// the first attempt of a call, a key that is taken is checked to hold a
+// string at all (one extra round trip, only then), so that someone else's
+// data under the key is reported as such.
+func (p *proto) Acquire(ctx context.Context, c *driver.Claim[ref]) (driver.Grant, error) {
+	k := p.prefix + c.Key
+	c.Data.set(k, c.Token)
 	var (
-		ok    bool
-		fence uint64
-		err   error
+		ok  bool
+		g   driver.Grant
+		err error
 	)
-	if lk.opts.Fence {
+	if p.fence {
 		var v any
-		v, err = lk.c.Run(ctx, fencedAcquire, []string{k, FenceKey(k)}, token, ttl.Milliseconds())
-		if err == nil {
-			var ferr error
-			if ok, fence, ferr = parseFence(v, key, FenceKey(k)); ferr != nil {
-				return nil, ferr
+		if v, err = p.c.Run(ctx, fencedAcquire, []string{k, FenceKey(k)}, c.Token, c.TTL.Milliseconds()); err == nil {
+			if ok, g.Fence, err = parseFence(v, FenceKey(k)); err != nil {
+				return g, err
 			}
 		}
 	} else {
-		ok, err = lk.c.SetNXPX(ctx, k, token, ttl)
+		ok, err = p.c.SetNXPX(ctx, k, c.Token, c.TTL)
 	}
 	if err != nil {
 		if redisclient.IsWrongType(err) {
-			return nil, fmt.Errorf("singleredis: acquire %s: the fence counter %s holds another Redis type: %w", lockstate.QuoteKey(key), lockstate.QuoteKey(FenceKey(k)), lockswap.ErrInvalid)
+			return g, fmt.Errorf("the fence counter %s holds another Redis type: %w", lockstate.QuoteKey(FenceKey(k)), lockswap.ErrInvalid)
 		}
-		if redisclient.IsPermanent(err) {
-			return nil, fmt.Errorf("singleredis: acquire %s on %s: %s: %w: %w", lockstate.QuoteKey(key), lk.c, redisclient.PermanentReason(err), lockswap.ErrInvalid, err)
-		}
-		if !isDialError(err) {
-			// The SET may have been applied before the error: remove it if
-			// so. A failed dial sent nothing, so there is nothing to undo.
-			lk.cleanup(ctx, k, token)
-		}
-		return nil, fmt.Errorf("singleredis: acquire %s on %s: %w: %w", lockstate.QuoteKey(key), lk.c, lockswap.ErrUnavailable, err)
+		return g, redisclient.Classify(p.c, err)
 	}
 	if !ok {
-		if checkType {
-			if err := lk.checkStringKey(ctx, key, k); err != nil {
-				return nil, err
+		if c.First {
+			if err := p.checkStringKey(ctx, k); err != nil {
+				return g, err
 			}
 		}
-		return nil, fmt.Errorf("singleredis: acquire %s: %w", lockstate.QuoteKey(key), lockswap.ErrHeld)
+		return g, lockswap.ErrHeld
 	}
-	return lk.newLock(key, k, token, fence, start, ttl), nil
-}
-
-// newLock returns the lock taken under k with token by a request sent at
-// start.
-func (lk *Locker) newLock(key, k, token string, fence uint64, start time.Time, ttl time.Duration) *lock {
-	l := &lock{lk: lk, k: k}
-	l.keys[0], l.tokenArg[0] = k, token
-	l.Init(key, token, fence, lk.opts.Fence, start.Add(ttl-lockstate.Drift(ttl)))
-	return l
+	return g, nil
 }
 
 // isDialError reports whether err is a failure to connect: the command was
@@ -385,191 +333,85 @@ func isDialError(err error) bool {
 
 // checkStringKey returns an ErrInvalid error when k holds a non-string
 // value: that is not a lock, and no amount of waiting will free it.
-func (lk *Locker) checkStringKey(ctx context.Context, key, k string) error {
-	v, err := lk.c.Do(ctx, "TYPE", k)
+func (p *proto) checkStringKey(ctx context.Context, k string) error {
+	v, err := p.c.Do(ctx, "TYPE", k)
 	if err != nil {
-		return fmt.Errorf("singleredis: acquire %s on %s: %w: %w", lockstate.QuoteKey(key), lk.c, lockswap.ErrUnavailable, err)
+		return redisclient.Classify(p.c, err)
 	}
 	if typ, _ := v.(string); typ != "string" && typ != "none" {
-		return fmt.Errorf("singleredis: acquire %s: key %s holds a Redis %s, not a lock; it was left untouched: %w", lockstate.QuoteKey(key), lockstate.QuoteKey(k), typ, lockswap.ErrInvalid)
+		return fmt.Errorf("key %s holds a Redis %s, not a lock; it was left untouched: %w", lockstate.QuoteKey(k), typ, lockswap.ErrInvalid)
 	}
 	return nil
 }
 
-// cleanup removes, in the background, the lock under k if it holds token:
-// a request whose outcome is unknown may have taken it. It is done when
-// the compare-and-delete removed the key, or when two of them answered one
-// after the other: the lost request may still be waiting on the server on
-// its abandoned connection and run after a request sent later on another,
-// but the server reads every connection with data before it answers, so
-// the second answer comes after the lost request ran.
-func (lk *Locker) cleanup(ctx context.Context, k, token string) {
-	lk.bg.Go(ctx, func(ctx context.Context) {
-		answers := 0
-		background.Retry(ctx, func(ctx context.Context) bool {
-			v, err := lk.c.Run(ctx, releaseScript, []string{k}, token)
-			if redisclient.IsTransport(err) {
-				return false
-			}
-			answers++
-			n, _ := v.(int64)
-			return n == 1 || answers >= 2 || err != nil
-		})
-	})
-}
-
-// lock is a held single-Redis lock.
-type lock struct {
-	lockstate.State
-	lk       *Locker
-	k        string
-	keys     [1]string // KEYS of the scripts, kept to spare an allocation per call
-	tokenArg [1]any    // ARGV[1] of the release script
-	released atomic.Bool
-}
-
-func (l *lock) Extend(ctx context.Context, ttl time.Duration) error {
-	if err := lockswap.ValidateTTL(ttl); err != nil {
-		return fmt.Errorf("singleredis: extend %s: %w", lockstate.QuoteKey(l.Key()), err)
-	}
-	if l.lk.closed.Load() {
-		return fmt.Errorf("singleredis: extend %s: %w", lockstate.QuoteKey(l.Key()), lockswap.ErrClosed)
-	}
-	if l.Ended() || !time.Now().Before(l.Deadline()) {
-		l.End()
-		return fmt.Errorf("singleredis: extend %s: validity already over: %w", lockstate.QuoteKey(l.Key()), lockswap.ErrLost)
-	}
-	start := time.Now()
-	rctx, stop := attempt.Context(ctx, attempt.Timeout)
-	v, err := l.lk.c.Run(rctx, extendScript, []string{l.k}, l.Token(), ttl.Milliseconds())
-	stop()
+// Extend is one compare-and-pexpire.
+func (p *proto) Extend(ctx context.Context, c *driver.Claim[ref], ttl time.Duration) (driver.Grant, error) {
+	v, err := p.c.Run(ctx, extendScript, c.Data.keys[:], c.Token, ttl.Milliseconds())
 	if err != nil {
 		if redisclient.IsWrongType(err) {
-			l.End()
-			return fmt.Errorf("singleredis: extend %s: key now holds another type: %w", lockstate.QuoteKey(l.Key()), lockswap.ErrLost)
+			return driver.Grant{}, fmt.Errorf("key now holds another type: %w", lockswap.ErrLost)
 		}
-		if redisclient.IsPermanent(err) {
-			return fmt.Errorf("singleredis: extend %s on %s: %s: %w: %w", lockstate.QuoteKey(l.Key()), l.lk.c, redisclient.PermanentReason(err), lockswap.ErrInvalid, err)
-		}
-		return fmt.Errorf("singleredis: extend %s on %s: %w: %w", lockstate.QuoteKey(l.Key()), l.lk.c, lockswap.ErrUnavailable, err)
+		return driver.Grant{}, redisclient.Classify(p.c, err)
 	}
 	if n, _ := v.(int64); n != 1 {
-		l.End()
-		return fmt.Errorf("singleredis: extend %s: %w", lockstate.QuoteKey(l.Key()), lockswap.ErrLost)
+		return driver.Grant{}, lockswap.ErrLost
 	}
-	if !l.SetDeadline(start.Add(ttl - lockstate.Drift(ttl))) {
-		return fmt.Errorf("singleredis: extend %s: lock ended while extending: %w", lockstate.QuoteKey(l.Key()), lockswap.ErrLost)
+	return driver.Grant{}, nil
+}
+
+var errNotOurs = fmt.Errorf("no longer ours: %w", lockswap.ErrLost)
+
+// Release is one compare-and-delete.
+func (p *proto) Release(ctx context.Context, c *driver.Claim[ref]) error {
+	v, err := p.c.Run(ctx, releaseScript, c.Data.keys[:], c.Data.tokenArg[:]...)
+	if err != nil {
+		if redisclient.IsWrongType(err) {
+			return errNotOurs
+		}
+		return redisclient.Classify(p.c, err)
+	}
+	if n, _ := v.(int64); n != 1 {
+		return errNotOurs
 	}
 	return nil
 }
 
-func (l *lock) Release(ctx context.Context) error {
-	if l.released.Load() {
-		return nil
+// HandOver releases held and makes next's attempt in one request (the
+// hand-over scripts): one round trip instead of two.
+func (p *proto) HandOver(ctx context.Context, held, next *driver.Claim[ref]) (driver.Grant, error, error) {
+	k := held.Data.keys[0]
+	next.Data.set(k, next.Token)
+	script, keys := handOver, held.Data.keys[:]
+	if p.fence {
+		script, keys = fencedHandOver, []string{k, FenceKey(k)}
 	}
-	if l.lk.closed.Load() {
-		return fmt.Errorf("singleredis: release %s: %w", lockstate.QuoteKey(l.Key()), lockswap.ErrClosed)
-	}
-	if t := l.lk.q.ClaimBy(l.Key(), l, attempt.Limit(ctx, lockswap.CleanupTimeout)); t != nil {
-		return l.releaseHandingOver(ctx, t)
-	}
-	// One request answers almost every release; the retries and the
-	// background continuation (attempt.Release) are for the rest.
-	start := time.Now()
-	rctx, stop := attempt.Context(ctx, lockswap.CleanupTimeout)
-	limit, _ := rctx.Deadline()
-	v, err := l.runRelease(rctx)
-	stop()
-	var pending bool
-	if redisclient.IsTransport(err) {
-		v, err, pending = attempt.Release(ctx, &l.lk.bg, start, limit, v, err, l.runRelease, redisclient.IsTransport, func(v any, err error) {
-			if err == nil {
-				if n, _ := v.(int64); n == 1 {
-					l.released.Store(true)
-				}
-				l.End()
-				l.lk.q.Released(l.Key(), l)
-			}
-		})
-	}
-	if err != nil && !redisclient.IsWrongType(err) {
-		if redisclient.IsPermanent(err) {
-			return fmt.Errorf("singleredis: release %s on %s: %s: %w: %w", lockstate.QuoteKey(l.Key()), l.lk.c, redisclient.PermanentReason(err), lockswap.ErrInvalid, err)
-		}
-		if pending {
-			return fmt.Errorf("singleredis: release %s on %s: outcome unknown at the deadline, still releasing in the background: %w: %w", lockstate.QuoteKey(l.Key()), l.lk.c, lockswap.ErrUnavailable, err)
-		}
-		return fmt.Errorf("singleredis: release %s on %s: %w: %w", lockstate.QuoteKey(l.Key()), l.lk.c, lockswap.ErrUnavailable, err)
-	}
-	l.End()
-	// Our key is free (or was lost): the next local waiter tries now.
-	l.lk.q.Released(l.Key(), l)
-	if n, _ := v.(int64); n != 1 {
-		return fmt.Errorf("singleredis: release %s: no longer ours: %w", lockstate.QuoteKey(l.Key()), lockswap.ErrLost)
-	}
-	l.released.Store(true)
-	return nil
-}
-
-// releaseHandingOver releases l and, in the same request, makes the
-// attempt of the first local waiter (claimed by t): a hand-over inside one
-// process costs one round trip instead of two, and the waiter is woken with
-// its result instead of being woken to send its request.
-func (l *lock) releaseHandingOver(ctx context.Context, t *localq.Ticket) error {
-	lk, key := l.lk, l.Key()
-	ttl := t.TTL()
-	token := lockstate.NewToken()
-	script, keys := handOver, l.keys[:]
-	if lk.opts.Fence {
-		script, keys = fencedHandOver, []string{l.k, FenceKey(l.k)}
-	}
-	// The claimed waiter waits for this request whatever its own context
-	// does, so the request is bounded even when ctx is not.
-	hctx, stop := attempt.Context(ctx, lockswap.CleanupTimeout)
-	start := time.Now()
-	v, err := lk.c.Run(hctx, script, keys, l.Token(), token, ttl.Milliseconds())
-	stop()
+	v, err := p.c.Run(ctx, script, keys, held.Token, next.Token, next.TTL.Milliseconds())
 	released, acquired, ok := parseHandOver(v)
 	if err == nil && !ok {
 		err = fmt.Errorf("unexpected hand-over reply %v", v)
 	}
 	if err != nil {
 		if redisclient.IsWrongType(err) {
-			l.End()
-			t.Deliver(nil, fmt.Errorf("singleredis: acquire %s: key %s (or its fence counter) holds another Redis type, not a lock; it was left untouched: %w", lockstate.QuoteKey(key), lockstate.QuoteKey(l.k), lockswap.ErrInvalid))
-			return fmt.Errorf("singleredis: release %s: no longer ours: %w", lockstate.QuoteKey(key), lockswap.ErrLost)
+			return driver.Grant{}, fmt.Errorf("key %s (or its fence counter) holds another Redis type, not a lock; it was left untouched: %w", lockstate.QuoteKey(k), lockswap.ErrInvalid), errNotOurs
 		}
-		if redisclient.IsPermanent(err) {
-			werr := fmt.Errorf("singleredis: acquire %s on %s: %s: %w: %w", lockstate.QuoteKey(key), lk.c, redisclient.PermanentReason(err), lockswap.ErrInvalid, err)
-			t.Deliver(nil, werr)
-			return fmt.Errorf("singleredis: release %s on %s: %s: %w: %w", lockstate.QuoteKey(key), lk.c, redisclient.PermanentReason(err), lockswap.ErrInvalid, err)
-		}
-		// Unknown outcome: our release and the waiter's SET may have been
-		// applied; both are undone (by token) in the background.
-		lk.cleanup(ctx, l.k, token)
-		lk.cleanup(ctx, l.k, l.Token())
-		l.End()
-		t.Deliver(nil, fmt.Errorf("singleredis: acquire %s on %s: %w: %w", lockstate.QuoteKey(key), lk.c, lockswap.ErrUnavailable, err))
-		return fmt.Errorf("singleredis: release %s on %s: outcome unknown, still releasing in the background: %w: %w", lockstate.QuoteKey(key), lk.c, lockswap.ErrUnavailable, err)
+		err = redisclient.Classify(p.c, err)
+		return driver.Grant{}, err, err
 	}
-	l.End()
+	var releaseErr error
+	if !released {
+		releaseErr = errNotOurs
+	}
 	switch {
 	case acquired > 0:
-		var fence uint64
-		if lk.opts.Fence {
-			fence = uint64(acquired)
+		var g driver.Grant
+		if p.fence {
+			g.Fence = uint64(acquired)
 		}
-		t.Deliver(lk.newLock(key, l.k, token, fence, start, ttl), nil)
+		return g, nil, releaseErr
 	case acquired < 0:
-		t.Deliver(nil, fenceError(key, FenceKey(l.k), acquired))
-	default:
-		t.Deliver(nil, fmt.Errorf("singleredis: acquire %s: %w", lockstate.QuoteKey(key), lockswap.ErrHeld))
+		return driver.Grant{}, fenceError(FenceKey(k), acquired), releaseErr
 	}
-	if !released {
-		return fmt.Errorf("singleredis: release %s: no longer ours: %w", lockstate.QuoteKey(key), lockswap.ErrLost)
-	}
-	l.released.Store(true)
-	return nil
+	return driver.Grant{}, lockswap.ErrHeld, releaseErr
 }
 
 // parseHandOver reads a hand-over script's reply {released, acquired}.
@@ -581,15 +423,4 @@ func parseHandOver(v any) (released bool, acquired int64, ok bool) {
 	r, ok1 := a[0].(int64)
 	n, ok2 := a[1].(int64)
 	return r == 1, n, ok1 && ok2
-}
-
-// runRelease runs the release script once under ctx.
-func (l *lock) runRelease(ctx context.Context) (any, error) {
-	return l.lk.c.Run(ctx, releaseScript, l.keys[:], l.tokenArg[:]...)
-}
-
-// Locate returns the Redis server and key under which the lock named key is
-// stored (see migrate.Locator).
-func (lk *Locker) Locate(key string) (store, storedKey string) {
-	return lk.c.String(), lk.opts.Prefix + key
 }

@@ -1,0 +1,624 @@
+// Package driver is the kit that turns a lock service's protocol into a
+// [lockswap.Locker], in the shape of go-cloud's portable types and
+// database/sql's drivers: a backend implements [Driver] (one attempt,
+// extend, release, and optionally [HandOver]) and [New] builds the Locker
+// around it. The kit does, once for every backend:
+//
+//   - the closed check, and key, TTL and option validation against the
+//     backend's declared limits ([Config]);
+//   - the local FIFO queue of the Locker's waiting Acquire calls, the
+//     hand-over of a released lock to the first of them, the retry policy
+//     and [lockswap.WithMaxOutage];
+//   - the deadline of every request (the caller's deadline plus
+//     [lockswap.DeadlineGrace], at most [lockswap.RequestTimeout] for an
+//     attempt or an extension and [lockswap.CleanupTimeout] for a release),
+//     and giving back a lock that an attempt took after its caller gave up;
+//   - a release whose outcome is unknown: retried within the caller's
+//     deadline, then in the background until [lockswap.CleanupTimeout]
+//     (Close ends that work, so no goroutine outlives the Locker);
+//   - the lock's Deadline and Done bookkeeping, one Extend or Release of a
+//     lock at a time;
+//   - error wrapping: every error starts with "backend: op key:" and keeps
+//     the driver's error, so it matches the sentinel the driver chose.
+//
+// A driver's methods speak only the protocol. They return errors that match
+// one of [lockswap.ErrHeld] (Acquire: another owner holds the key),
+// [lockswap.ErrLost] (Extend, Release: the lock is not ours any more),
+// [lockswap.ErrInvalid] (retrying cannot help) or [lockswap.ErrUnavailable]
+// (an outage); [Config.Uncertain] tells the kit which errors leave the
+// outcome of a request unknown (it may have been applied).
+//
+// A backend package typically embeds the *Locker that New returns in its
+// own Locker type, which adds what only that backend has (see singleredis,
+// legacysetnx and memlock). docs/backends.md shows a third-party backend
+// and its conformance test.
+package driver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/internal/attempt"
+	"github.com/lockswap/lockswap/internal/background"
+	"github.com/lockswap/lockswap/internal/localq"
+	"github.com/lockswap/lockswap/internal/lockstate"
+)
+
+// Claim is one lock as its driver sees it: what the kit asks for and what
+// the driver keeps to extend and release it.
+type Claim[D any] struct {
+	// Key is the lock's name as the caller gave it (without any prefix of
+	// the backend's).
+	Key string
+	// Token is the holder's identity: 128 random bits from crypto/rand,
+	// hex encoded, made by the kit for each attempt.
+	Token string
+	// TTL is the lock's time to live: asked for by Acquire, and after an
+	// Extend the TTL it asked for.
+	TTL time.Duration
+	// First is true on the first attempt of an Acquire or TryAcquire call:
+	// a driver may spend a request to explain a failure then (whether the
+	// key holds something that is not a lock), and not on every retry.
+	First bool
+	// Data is the driver's own state of the lock (a stored key, a stored
+	// value), set by the driver's Acquire and kept by the kit. Extend and
+	// Release of one lock never run at once, but a driver whose Extend
+	// changes Data while its lock's own accessors read it guards Data itself.
+	Data D
+}
+
+// Grant is a driver's answer to a successful Acquire or Extend.
+type Grant struct {
+	// Fence is the lock's fencing number when [Config.Fence] is set.
+	Fence uint64
+	// Deadline is the time until which exclusion holds. Zero means the
+	// default: the time the kit called the driver plus the TTL minus the
+	// clock drift allowance (2 ms plus 1% of the TTL).
+	Deadline time.Time
+}
+
+// Driver is one lock service's protocol. Its methods are called with a
+// context whose deadline bounds the request (see the package doc), and
+// must return when it ends. They are called concurrently, except that
+// Extend and Release of one Claim never run at the same time.
+type Driver[D any] interface {
+	// Acquire makes one attempt to take c.Key for c.TTL, identified by
+	// c.Token. It returns an error matching lockswap.ErrHeld when another
+	// owner holds the key, and sets c.Data to what Extend and Release need.
+	Acquire(ctx context.Context, c *Claim[D]) (Grant, error)
+	// Extend makes c valid for ttl more, counted from now, if it is still
+	// ours (lockswap.ErrLost otherwise). Grant.Fence is ignored.
+	Extend(ctx context.Context, c *Claim[D], ttl time.Duration) (Grant, error)
+	// Release removes c if it is still ours (lockswap.ErrLost otherwise).
+	// It must never remove another holder's lock. The kit calls it again
+	// while the outcome is uncertain, so it must be idempotent. It is
+	// also how the kit undoes an attempt whose outcome is unknown (see
+	// [Config.Undo]): then c.Data is what Acquire set before its request.
+	Release(ctx context.Context, c *Claim[D]) error
+}
+
+// HandOver is implemented by drivers that can release a lock and make the
+// attempt of the first local waiter for the same key in one request: a
+// hand-over inside one process then costs one round trip, and the waiter
+// is woken with its result.
+type HandOver[D any] interface {
+	// HandOver releases held (as Release) and makes next's attempt (as
+	// Acquire) in one request. acquireErr is next's result and releaseErr
+	// held's; when the request failed, both are its error.
+	HandOver(ctx context.Context, held, next *Claim[D]) (g Grant, acquireErr, releaseErr error)
+}
+
+// Config describes a backend to the kit. Name and Guarantees are required.
+type Config struct {
+	// Name prefixes every error ("singleredis").
+	Name string
+	// Guarantees is what the backend keeps under which faults.
+	Guarantees lockswap.Guarantees
+	// TTL is the default TTL of Acquire and TryAcquire (lockswap.WithTTL
+	// overrides it). Zero means lockswap.DefaultTTL.
+	TTL time.Duration
+	// MinTTL and MaxTTL are the TTLs the backend accepts; zero means
+	// lockswap.MinTTL and lockswap.MaxTTL, which also bound them.
+	MinTTL, MaxTTL time.Duration
+	// CheckTTL, when set, checks a TTL instead of the range check, so that
+	// its error can say why the range is what it is; it must refuse what
+	// is outside [MinTTL, MaxTTL], with an error matching
+	// lockswap.ErrInvalid.
+	CheckTTL func(ttl time.Duration) error
+	// Retry is Acquire's default retry policy; nil means lockswap.NoRetry.
+	Retry lockswap.RetryStrategy
+	// CheckKey, when set, refuses keys beyond the empty one (which the kit
+	// refuses): its error should match lockswap.ErrInvalid.
+	CheckKey func(key string) error
+	// Fence reports that the backend's locks carry fences (Grant.Fence).
+	Fence bool
+	// Queue lines up the Locker's Acquire calls for one key in arrival
+	// order, only the first of them asking the backend (see the package
+	// internal/localq): for a backend that polls.
+	Queue bool
+	// Uncertain reports whether a request that failed with err may
+	// nevertheless have been applied (a transport error, as opposed to an
+	// answer). The kit retries such a release. Nil means never.
+	Uncertain func(err error) bool
+	// Undo reports whether an attempt whose request failed with err may
+	// nevertheless have taken the lock (a reply lost after the request was
+	// sent, as opposed to a failed dial that sent nothing): the kit then
+	// releases the claim in the background. A backend whose Release could
+	// remove another holder's lock after such an attempt (legacysetnx,
+	// whose stored values are not unique) leaves it nil.
+	Undo func(err error) bool
+	// Closer, when set, is closed by Close, after the kit's own work.
+	Closer io.Closer
+}
+
+// Locker is a lockswap.Locker built by [New] around a [Driver].
+type Locker[D any] struct {
+	d        Driver[D]
+	ho       HandOver[D] // nil when d cannot hand over
+	cfg      Config
+	min, max time.Duration
+	closed   atomic.Bool
+	q        *localq.Queue    // nil unless cfg.Queue
+	bg       background.Group // cleanup that outlives its caller
+}
+
+var _ lockswap.Locker = (*Locker[struct{}])(nil)
+
+// New returns the Locker that runs d as cfg describes. An empty Name, a
+// nil driver, or a TTL outside the backend's range fail with an error
+// matching lockswap.ErrInvalid.
+func New[D any](d Driver[D], cfg Config) (*Locker[D], error) {
+	if d == nil {
+		return nil, fmt.Errorf("driver: nil driver: %w", lockswap.ErrInvalid)
+	}
+	if cfg.Name == "" {
+		return nil, fmt.Errorf("driver: Config.Name is empty: %w", lockswap.ErrInvalid)
+	}
+	lk := &Locker[D]{d: d, cfg: cfg, min: max(cfg.MinTTL, lockswap.MinTTL), max: lockswap.MaxTTL}
+	if cfg.MaxTTL > 0 {
+		lk.max = min(cfg.MaxTTL, lockswap.MaxTTL)
+	}
+	if lk.min > lk.max {
+		return nil, fmt.Errorf("%s: TTL range [%v, %v] is empty: %w", cfg.Name, lk.min, lk.max, lockswap.ErrInvalid)
+	}
+	if lk.cfg.TTL == 0 {
+		lk.cfg.TTL = lockswap.DefaultTTL
+		if lk.cfg.TTL < lk.min {
+			lk.cfg.TTL = lk.min
+		}
+	}
+	if err := lk.checkTTL(lk.cfg.TTL); err != nil {
+		return nil, fmt.Errorf("%s: default TTL: %w", cfg.Name, err)
+	}
+	if lk.cfg.Retry == nil {
+		lk.cfg.Retry = lockswap.NoRetry()
+	}
+	if h, ok := d.(HandOver[D]); ok {
+		lk.ho = h
+	}
+	if cfg.Queue {
+		lk.q = localq.New(cfg.Name)
+	}
+	return lk, nil
+}
+
+// Guarantees returns Config.Guarantees.
+func (lk *Locker[D]) Guarantees() lockswap.Guarantees { return lk.cfg.Guarantees }
+
+// TTLRange returns the TTLs Acquire, TryAcquire and Extend accept.
+func (lk *Locker[D]) TTLRange() (min, max time.Duration) { return lk.min, lk.max }
+
+// DefaultTTL returns the TTL Acquire and TryAcquire use without
+// lockswap.WithTTL.
+func (lk *Locker[D]) DefaultTTL() time.Duration { return lk.cfg.TTL }
+
+// Waiting returns how many Acquire calls of this Locker wait for key, the
+// one asking the backend included (always 0 without Config.Queue).
+func (lk *Locker[D]) Waiting(key string) int {
+	if lk.q == nil {
+		return 0
+	}
+	return lk.q.Waiting(key)
+}
+
+// Close marks the Locker closed: Acquire calls still waiting return an
+// error matching lockswap.ErrClosed (an attempt in flight finishes first),
+// and so do Extend and Release of its locks from then on. Held locks are
+// not released; they expire after their TTL. Releases still running in
+// the background get half a second to finish, then are cancelled. Close
+// then closes Config.Closer.
+func (lk *Locker[D]) Close() error {
+	if lk.closed.Swap(true) {
+		return nil
+	}
+	if lk.q != nil {
+		lk.q.Close()
+	}
+	lk.bg.Close()
+	if lk.cfg.Closer != nil {
+		return lk.cfg.Closer.Close()
+	}
+	return nil
+}
+
+// WaitingKeys returns how many keys have Acquire calls of this Locker
+// waiting: 0 once every wait has ended (the queue keeps nothing behind).
+func (lk *Locker[D]) WaitingKeys() int {
+	if lk.q == nil {
+		return 0
+	}
+	return lk.q.Keys()
+}
+
+// Closed reports whether Close was called.
+func (lk *Locker[D]) Closed() bool { return lk.closed.Load() }
+
+// fail prefixes err with the backend, the operation and the key.
+func (lk *Locker[D]) fail(op, key string, err error) error {
+	return fmt.Errorf("%s: %s %s: %w", lk.cfg.Name, op, lockstate.QuoteKey(key), err)
+}
+
+func (lk *Locker[D]) checkTTL(ttl time.Duration) error {
+	if err := lockswap.ValidateTTL(ttl); err != nil {
+		return err
+	}
+	if lk.cfg.CheckTTL != nil {
+		return lk.cfg.CheckTTL(ttl)
+	}
+	if ttl < lk.min || ttl > lk.max {
+		return fmt.Errorf("ttl %v is outside this Locker's range [%v, %v]: %w", ttl, lk.min, lk.max, lockswap.ErrInvalid)
+	}
+	return nil
+}
+
+func (lk *Locker[D]) uncertain(err error) bool {
+	return err != nil && lk.cfg.Uncertain != nil && lk.cfg.Uncertain(err)
+}
+
+// prepare is the prologue of Acquire and TryAcquire: it refuses a closed
+// Locker, a bad key and bad options, changing nothing anywhere.
+func (lk *Locker[D]) prepare(key string, opts []lockswap.Option) (lockswap.Options, error) {
+	if lk.closed.Load() {
+		return lockswap.Options{}, lk.fail("acquire", key, lockswap.ErrClosed)
+	}
+	if err := lockswap.ValidateKey(key); err != nil {
+		return lockswap.Options{}, fmt.Errorf("%s: acquire: %w", lk.cfg.Name, err)
+	}
+	if lk.cfg.CheckKey != nil {
+		if err := lk.cfg.CheckKey(key); err != nil {
+			return lockswap.Options{}, lk.fail("acquire", key, err)
+		}
+	}
+	o, err := lockswap.ResolveOptions(lockswap.Options{TTL: lk.cfg.TTL, Retry: lk.cfg.Retry}, opts)
+	if err == nil {
+		err = lk.checkTTL(o.TTL)
+	}
+	if err != nil {
+		return o, lk.fail("acquire", key, err)
+	}
+	return o, nil
+}
+
+// Acquire waits for the lock per the retry policy (Config.Retry or
+// lockswap.WithRetry) until ctx ends; see lockswap.Locker.
+//
+// With Config.Queue, the goroutines that wait for the same key through
+// this Locker queue in arrival order and only the first of them asks the
+// backend; when a lock taken through this Locker is released, the first
+// waiter tries at once (or, with a [HandOver] driver, is handed the lock
+// in the releasing request). A retry policy that never retries
+// (lockswap.NoRetry) makes one attempt without queueing. The order is
+// local to this Locker: other processes and Lockers still poll and may
+// take the key first.
+func (lk *Locker[D]) Acquire(ctx context.Context, key string, opts ...lockswap.Option) (lockswap.Lock, error) {
+	o, err := lk.prepare(key, opts)
+	if err != nil {
+		return nil, err
+	}
+	first := true
+	try := lockswap.LimitOutage(o.MaxOutage, func(ctx context.Context) (lockswap.Lock, error) {
+		l, err := lk.try(ctx, key, o.TTL, first)
+		first = false
+		return l, err
+	})
+	if lk.q == nil {
+		return lockswap.Retry(ctx, o.Retry, try)
+	}
+	var offer time.Duration // the TTL a releasing holder may take the lock with for us
+	if lk.ho != nil {
+		offer = o.TTL
+	}
+	return lk.q.AcquireOffer(ctx, key, o.Retry, offer, try)
+}
+
+// TryAcquire makes one attempt. It does not queue behind the Locker's
+// waiting Acquire calls: when the key is free it may take it before them.
+func (lk *Locker[D]) TryAcquire(ctx context.Context, key string, opts ...lockswap.Option) (lockswap.Lock, error) {
+	o, err := lk.prepare(key, opts)
+	if err != nil {
+		return nil, err
+	}
+	return lk.try(ctx, key, o.TTL, true)
+}
+
+// try makes one attempt; a caller that gives up while the request is on
+// its way gets no lock and leaves none (see internal/attempt).
+func (lk *Locker[D]) try(ctx context.Context, key string, ttl time.Duration, first bool) (lockswap.Lock, error) {
+	return attempt.Run(ctx, &lk.bg, func(rctx context.Context) (lockswap.Lock, error) {
+		l := &lock[D]{lk: lk}
+		l.c = Claim[D]{Key: key, Token: lockstate.NewToken(), TTL: ttl, First: first}
+		start := time.Now()
+		g, err := lk.d.Acquire(rctx, &l.c)
+		if err != nil {
+			if lk.cfg.Undo != nil && lk.cfg.Undo(err) {
+				lk.undo(ctx, l.c)
+			}
+			return nil, lk.fail("acquire", key, err)
+		}
+		l.granted(start, g)
+		return l, nil
+	})
+}
+
+// undo releases c in the background: a request whose outcome is unknown
+// may have taken it. It is done when the release removed the lock, when
+// the backend gave another answer than "not ours", or when two "not
+// ours" answered one after the other: the lost request may still be
+// waiting on the server on its abandoned connection and run after a
+// request sent later on another, but a server that reads every connection
+// with data before it answers (Redis does) has run it by the second answer.
+func (lk *Locker[D]) undo(ctx context.Context, c Claim[D]) {
+	lk.bg.Go(ctx, func(ctx context.Context) {
+		answers := 0
+		background.Retry(ctx, func(ctx context.Context) bool {
+			err := lk.d.Release(ctx, &c)
+			if lk.uncertain(err) {
+				return false
+			}
+			answers++
+			return err == nil || !errors.Is(err, lockswap.ErrLost) || answers >= 2
+		})
+	})
+}
+
+// lock is a held lock: the kit's bookkeeping around the driver's Claim.
+type lock[D any] struct {
+	lockstate.State
+	lk       *Locker[D]
+	c        Claim[D] // c.TTL and c.Data change only inside the gate
+	ttl      atomic.Int64
+	released atomic.Bool
+	gate     gate // one Extend or Release at a time
+}
+
+// granted sets up l, whose attempt started at start, as held.
+func (l *lock[D]) granted(start time.Time, g Grant) {
+	l.ttl.Store(int64(l.c.TTL))
+	l.Init(l.c.Key, l.c.Token, g.Fence, l.lk.cfg.Fence, deadline(start, l.c.TTL, g))
+}
+
+func deadline(start time.Time, ttl time.Duration, g Grant) time.Time {
+	if !g.Deadline.IsZero() {
+		return g.Deadline
+	}
+	return start.Add(ttl - lockstate.Drift(ttl))
+}
+
+// TTL returns the TTL the lock was taken or last extended with.
+func (l *lock[D]) TTL() time.Duration { return time.Duration(l.ttl.Load()) }
+
+// Extend asks the driver for ttl more validity; see lockswap.Lock.
+func (l *lock[D]) Extend(ctx context.Context, ttl time.Duration) error {
+	lk, key := l.lk, l.c.Key
+	if err := lk.checkTTL(ttl); err != nil {
+		return lk.fail("extend", key, err)
+	}
+	if lk.closed.Load() {
+		return lk.fail("extend", key, lockswap.ErrClosed)
+	}
+	if l.Ended() {
+		l.End()
+		return lk.fail("extend", key, fmt.Errorf("validity already over: %w", lockswap.ErrLost))
+	}
+	if !l.gate.enter(attempt.Limit(ctx, attempt.Timeout)) {
+		return lk.fail("extend", key, fmt.Errorf("another Extend or Release of this lock was still running at the deadline: %w", lockswap.ErrUnavailable))
+	}
+	defer l.gate.leave()
+	if l.released.Load() || l.Ended() {
+		l.End()
+		return lk.fail("extend", key, fmt.Errorf("validity already over: %w", lockswap.ErrLost))
+	}
+	start := time.Now()
+	rctx, stop := attempt.Context(ctx, attempt.Timeout)
+	g, err := lk.d.Extend(rctx, &l.c, ttl)
+	stop()
+	if err != nil {
+		if errors.Is(err, lockswap.ErrLost) {
+			l.End()
+		}
+		return lk.fail("extend", key, err)
+	}
+	l.c.TTL = ttl
+	l.ttl.Store(int64(ttl))
+	if !l.SetDeadline(deadline(start, ttl, g)) {
+		return lk.fail("extend", key, fmt.Errorf("lock ended while extending: %w", lockswap.ErrLost))
+	}
+	return nil
+}
+
+// Release gives the lock up; see lockswap.Lock.
+func (l *lock[D]) Release(ctx context.Context) error {
+	if l.released.Load() {
+		return nil
+	}
+	lk, key := l.lk, l.c.Key
+	if lk.closed.Load() {
+		return lk.fail("release", key, lockswap.ErrClosed)
+	}
+	limit := attempt.Limit(ctx, lockswap.CleanupTimeout)
+	if !l.gate.enter(limit) {
+		return lk.fail("release", key, fmt.Errorf("an Extend of this lock was still running at the deadline: %w", lockswap.ErrUnavailable))
+	}
+	defer l.gate.leave()
+	if l.released.Load() {
+		return nil
+	}
+	if lk.ho != nil && lk.q != nil {
+		if t := lk.q.ClaimBy(key, l, limit); t != nil {
+			return l.handOver(ctx, t)
+		}
+	}
+	// One request answers almost every release; the retries and the
+	// background continuation (attempt.Release) are for the rest.
+	start := time.Now()
+	rctx, stop := attempt.Context(ctx, lockswap.CleanupTimeout)
+	limit, _ = rctx.Deadline()
+	err := lk.d.Release(rctx, &l.c)
+	stop()
+	if lk.uncertain(err) {
+		c := l.c // the background release keeps its own copy
+		var pending bool
+		_, err, pending = attempt.Release(ctx, &lk.bg, start, limit, struct{}{}, err,
+			func(ctx context.Context) (struct{}, error) { return struct{}{}, lk.d.Release(ctx, &c) },
+			lk.uncertain, func(_ struct{}, err error) {
+				if err == nil || errors.Is(err, lockswap.ErrLost) {
+					l.settle(err == nil)
+				}
+			})
+		if pending {
+			// The holder gave the lock up: it no longer excludes anyone
+			// it can count on.
+			l.End()
+			return lk.fail("release", key, fmt.Errorf("outcome unknown at the deadline, still releasing in the background: %w", err))
+		}
+	}
+	if err != nil && !errors.Is(err, lockswap.ErrLost) {
+		return lk.fail("release", key, err)
+	}
+	l.settle(err == nil)
+	if err != nil {
+		return lk.fail("release", key, err)
+	}
+	return nil
+}
+
+// settle ends a lock whose release is decided: released, or lost. Our key
+// is free (or was not ours): the next local waiter tries now.
+func (l *lock[D]) settle(released bool) {
+	if released {
+		l.released.Store(true)
+	}
+	l.End()
+	if l.lk.q != nil {
+		l.lk.q.Released(l.c.Key, l)
+	}
+}
+
+// handOver releases l and, in the same request, makes the attempt of the
+// first local waiter (claimed by t).
+func (l *lock[D]) handOver(ctx context.Context, t *localq.Ticket) error {
+	lk, key := l.lk, l.c.Key
+	next := &lock[D]{lk: lk}
+	next.c = Claim[D]{Key: key, Token: lockstate.NewToken(), TTL: t.TTL()}
+	// The claimed waiter waits for this request whatever its own context
+	// does, so the request is bounded even when ctx is not.
+	hctx, stop := attempt.Context(ctx, lockswap.CleanupTimeout)
+	start := time.Now()
+	g, acqErr, relErr := lk.ho.HandOver(hctx, &l.c, &next.c)
+	stop()
+	if lk.uncertain(relErr) {
+		// Unknown outcome: our release and the waiter's attempt may have
+		// been applied; both are undone (by token) in the background.
+		lk.undo(ctx, next.c)
+		lk.undo(ctx, l.c)
+		l.End()
+		t.Deliver(nil, lk.fail("acquire", key, acqErr))
+		return lk.fail("release", key, fmt.Errorf("outcome unknown, still releasing in the background: %w", relErr))
+	}
+	if relErr == nil || errors.Is(relErr, lockswap.ErrLost) {
+		l.End()
+	}
+	if acqErr == nil {
+		next.granted(start, g)
+		t.Deliver(next, nil)
+	} else {
+		t.Deliver(nil, lk.fail("acquire", key, acqErr))
+	}
+	if relErr != nil {
+		return lk.fail("release", key, relErr)
+	}
+	l.released.Store(true)
+	return nil
+}
+
+// Data returns the driver's Data of l, a lock returned by a [Locker] of
+// the same D: what a backend's own accessors read (legacysetnx's stored
+// timestamp). ok is false for any other lock.
+func Data[D any](l lockswap.Lock) (d D, ok bool) {
+	kl, ok := l.(*lock[D])
+	if !ok {
+		return d, false
+	}
+	return kl.c.Data, true
+}
+
+// gate lets one Extend or Release of a lock run at a time; a caller waits
+// for its turn no later than its own limit. It costs no allocation unless
+// two calls meet.
+type gate struct {
+	mu   sync.Mutex
+	busy bool
+	wake chan struct{} // closed when the current holder leaves; made on demand
+}
+
+func (g *gate) enter(limit time.Time) bool {
+	var t *time.Timer
+	defer func() {
+		if t != nil {
+			t.Stop()
+		}
+	}()
+	for {
+		g.mu.Lock()
+		if !g.busy {
+			g.busy = true
+			g.mu.Unlock()
+			return true
+		}
+		if g.wake == nil {
+			g.wake = make(chan struct{})
+		}
+		wake := g.wake
+		g.mu.Unlock()
+		left := time.Until(limit)
+		if left <= 0 {
+			return false
+		}
+		if t == nil {
+			t = time.NewTimer(left)
+		} else {
+			t.Reset(left)
+		}
+		select {
+		case <-wake:
+		case <-t.C:
+			return false
+		}
+	}
+}
+
+func (g *gate) leave() {
+	g.mu.Lock()
+	g.busy = false
+	if g.wake != nil {
+		close(g.wake)
+		g.wake = nil
+	}
+	g.mu.Unlock()
+}

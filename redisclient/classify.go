@@ -1,0 +1,31 @@
+package redisclient
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/lockswap/lockswap"
+)
+
+// Classify turns an error of a request to c into a lock error that names
+// c's server and keeps err: one that retrying cannot fix (a wrong
+// password, a missing permission, an unknown command, a failed script)
+// matches lockswap.ErrInvalid and says what to fix; any other matches
+// lockswap.ErrUnavailable. A nil err stays nil.
+func Classify(c Client, err error) error {
+	if err == nil {
+		return nil
+	}
+	if reason := PermanentReason(err); reason != "" {
+		return fmt.Errorf("on %s: %s: %w: %w", c, reason, lockswap.ErrInvalid, err)
+	}
+	return fmt.Errorf("on %s: %w: %w", c, lockswap.ErrUnavailable, err)
+}
+
+// Uncertain reports whether err, an error from [Classify], leaves the
+// outcome of its request unknown: a transport error (the request may have
+// been applied or not), as opposed to an answer of the server. Errors a
+// backend makes itself (lockswap.ErrHeld, lockswap.ErrLost) are not.
+func Uncertain(err error) bool {
+	return errors.Is(err, lockswap.ErrUnavailable) && IsTransport(err)
+}
