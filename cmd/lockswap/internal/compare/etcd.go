@@ -11,9 +11,8 @@ import (
 	"github.com/lockswap/lockswap/internal/testserver"
 )
 
-func init() {
-	kits = append(kits, kit{name: "etcdlease", guarantees: etcdlease.Guarantees(3), setup: setupEtcd})
-}
+// etcdKit is the etcdlease column.
+var etcdKit = kit{name: "etcdlease", guarantees: etcdlease.Guarantees(3), setup: setupEtcd}
 
 // The etcd column is declared for a three-member cluster; scenarios that
 // do not stop members run on one member, which changes nothing they

@@ -77,9 +77,6 @@ type kit struct {
 	setup func(ctx context.Context, e *env, scenario string) (*fixture, error)
 }
 
-// kits lists the backends in column order; each backend's file adds its own.
-var kits []kit
-
 // BackendNames lists the backends in column order.
 func BackendNames() []string {
 	out := make([]string, len(kits))
