@@ -157,41 +157,14 @@ func (g Guarantees) Require(props ...Property) error {
 	return nil
 }
 
-// GuaranteeRow is one row of the rendered comparison: a label and how to
-// read the value from a [Guarantees].
-type GuaranteeRow struct {
-	Label string
-	Value func(Guarantees) string
-}
-
-func yesNo(b bool) string {
-	if b {
-		return "yes"
-	}
-	return "no"
-}
-
-// GuaranteeRows are the rows of the text and markdown renderings, in their
-// stable order.
-func GuaranteeRows() []GuaranteeRow {
-	return []GuaranteeRow{
-		{"fencing token", func(g Guarantees) string { return yesNo(g.Fencing) }},
-		{"exclusion survives holder pause", func(g Guarantees) string { return yesNo(g.SurvivesHolderPause) }},
-		{"exclusion survives failover", func(g Guarantees) string { return yesNo(g.SurvivesFailover) }},
-		{"exclusion survives restart without persistence", func(g Guarantees) string { return yesNo(g.SurvivesRestart) }},
-		{"clock assumption", func(g Guarantees) string { return g.Clock.String() }},
-		{"faults tolerated", func(g Guarantees) string { return fmt.Sprintf("%d of %d", g.Tolerates, g.Nodes) }},
-		{"stale release safe", func(g Guarantees) string { return yesNo(g.StaleReleaseSafe) }},
-		{"wait style", func(g Guarantees) string { return g.Wait.String() }},
-	}
-}
-
-// String renders g as stable "label: value" lines.
+// String renders g as stable "label: value" lines: the backend, one line
+// per property in a fixed order, then one line per note. The docs table of
+// `lockswap compare` is built from these lines.
 func (g Guarantees) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "backend: %s\n", g.Backend)
-	for _, r := range GuaranteeRows() {
-		fmt.Fprintf(&b, "%s: %s\n", r.Label, r.Value(g))
+	for _, p := range g.rows() {
+		fmt.Fprintf(&b, "%s: %s\n", p.label, p.value)
 	}
 	for _, n := range g.Notes {
 		fmt.Fprintf(&b, "note: %s\n", n)
@@ -199,33 +172,26 @@ func (g Guarantees) String() string {
 	return b.String()
 }
 
-// MarkdownTable renders several backends' guarantees side by side: one
-// column per backend, one row per property, then the notes.
-func MarkdownTable(gs ...Guarantees) string {
-	var b strings.Builder
-	b.WriteString("| property |")
-	for _, g := range gs {
-		fmt.Fprintf(&b, " %s |", g.Backend)
+// row is one property line of [Guarantees.String].
+type row struct{ label, value string }
+
+// rows returns g's properties as labelled values, in their stable order.
+func (g Guarantees) rows() []row {
+	return []row{
+		{"fencing token", yesNo(g.Fencing)},
+		{"exclusion survives holder pause", yesNo(g.SurvivesHolderPause)},
+		{"exclusion survives failover", yesNo(g.SurvivesFailover)},
+		{"exclusion survives restart without persistence", yesNo(g.SurvivesRestart)},
+		{"clock assumption", g.Clock.String()},
+		{"faults tolerated", fmt.Sprintf("%d of %d", g.Tolerates, g.Nodes)},
+		{"stale release safe", yesNo(g.StaleReleaseSafe)},
+		{"wait style", g.Wait.String()},
 	}
-	b.WriteString("\n|---|")
-	for range gs {
-		b.WriteString("---|")
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
 	}
-	b.WriteString("\n")
-	for _, r := range GuaranteeRows() {
-		fmt.Fprintf(&b, "| %s |", r.Label)
-		for _, g := range gs {
-			fmt.Fprintf(&b, " %s |", r.Value(g))
-		}
-		b.WriteString("\n")
-	}
-	for _, g := range gs {
-		for _, n := range g.Notes {
-			fmt.Fprintf(&b, "\n- %s: %s", g.Backend, n)
-		}
-	}
-	if len(gs) > 0 {
-		b.WriteString("\n")
-	}
-	return b.String()
+	return "no"
 }

@@ -775,7 +775,7 @@ func leaked(extra []string) []string {
 	var out []string
 	for _, g := range strings.Split(string(buf), "\n\n") {
 		if strings.Contains(g, "lockswap/conformance.") || strings.Contains(g, "testing.tRunner") ||
-			strings.Contains(g, "internal/testserver.") {
+			strings.Contains(g, "internal/servers.") {
 			continue
 		}
 		match := strings.Contains(g, "github.com/lockswap/lockswap")

@@ -10,8 +10,8 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/lockswap/lockswap/internal/compare"
-	"github.com/lockswap/lockswap/internal/inspect"
+	"github.com/lockswap/lockswap/cmd/lockswap/internal/compare"
+	"github.com/lockswap/lockswap/cmd/lockswap/internal/inspect"
 	"github.com/lockswap/lockswap/redisclient"
 )
 

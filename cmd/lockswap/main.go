@@ -18,7 +18,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/lockswap/lockswap/internal/compare"
+	"github.com/lockswap/lockswap/cmd/lockswap/internal/compare"
 )
 
 func main() {

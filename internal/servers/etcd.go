@@ -1,4 +1,4 @@
-package testserver
+package servers
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
@@ -105,7 +104,7 @@ func isAddrInUse(err error) bool {
 
 func tryStartMembers(n int) ([]*embed.Etcd, []string, []string, error) {
 	if n < 1 {
-		return nil, nil, nil, fmt.Errorf("testserver: etcd cluster of %d members", n)
+		return nil, nil, nil, fmt.Errorf("servers: etcd cluster of %d members", n)
 	}
 	ports, err := FreePorts(2 * n)
 	if err != nil {
@@ -113,7 +112,7 @@ func tryStartMembers(n int) ([]*embed.Etcd, []string, []string, error) {
 	}
 	specs := make([]memberSpec, n)
 	var initial []string
-	tok := fmt.Sprintf("testserver-%d-%d", os.Getpid(), time.Now().UnixNano())
+	tok := fmt.Sprintf("lockswap-%d-%d", os.Getpid(), time.Now().UnixNano())
 	for i := range specs {
 		s := &specs[i]
 		s.name = fmt.Sprintf("m%d", i)
@@ -129,10 +128,10 @@ func tryStartMembers(n int) ([]*embed.Etcd, []string, []string, error) {
 		}
 	}
 	for i := range specs {
-		d, err := os.MkdirTemp("", "testserver-etcd-")
+		d, err := os.MkdirTemp("", "lockswap-etcd-")
 		if err != nil {
 			cleanupDirs()
-			return nil, nil, nil, fmt.Errorf("testserver: etcd temp dir: %w", err)
+			return nil, nil, nil, fmt.Errorf("servers: etcd temp dir: %w", err)
 		}
 		dirs = append(dirs, d)
 		specs[i].dir = d
@@ -149,7 +148,7 @@ func tryStartMembers(n int) ([]*embed.Etcd, []string, []string, error) {
 	for i := range specs {
 		e, err := embed.StartEtcd(newMemberConfig(specs[i]))
 		if err != nil {
-			errs[i] = fmt.Errorf("testserver: start etcd member %s: %w", specs[i].name, err)
+			errs[i] = fmt.Errorf("servers: start etcd member %s: %w", specs[i].name, err)
 			break
 		}
 		members[i] = e
@@ -167,9 +166,9 @@ func tryStartMembers(n int) ([]*embed.Etcd, []string, []string, error) {
 			select {
 			case <-e.Server.ReadyNotify():
 			case err := <-e.Err():
-				errs[i] = fmt.Errorf("testserver: etcd member %s failed: %w", specs[i].name, err)
+				errs[i] = fmt.Errorf("servers: etcd member %s failed: %w", specs[i].name, err)
 			case <-ctx.Done():
-				errs[i] = fmt.Errorf("testserver: etcd member %s not ready after %s", specs[i].name, etcdReadyTimeout)
+				errs[i] = fmt.Errorf("servers: etcd member %s not ready after %s", specs[i].name, etcdReadyTimeout)
 			}
 		}()
 	}
@@ -238,18 +237,6 @@ func (e *Etcd) Close() {
 	})
 }
 
-// EtcdT starts a single-member etcd for the test and closes it when the
-// test ends; it fails the test if etcd does not start.
-func EtcdT(t testing.TB) *Etcd {
-	t.Helper()
-	e, err := StartEtcd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.Close)
-	return e
-}
-
 // StartEtcdCluster starts an n-member embedded etcd cluster, all members
 // concurrently, and waits until every member is ready. Call Close to stop
 // it and remove its data.
@@ -264,18 +251,6 @@ func StartEtcdCluster(n int) (*EtcdCluster, error) {
 		dirs:      dirs,
 		endpoints: endpoints,
 	}, nil
-}
-
-// EtcdClusterT starts an n-member etcd cluster for the test and closes it
-// when the test ends; it fails the test if the cluster does not start.
-func EtcdClusterT(t testing.TB, n int) *EtcdCluster {
-	t.Helper()
-	c, err := StartEtcdCluster(n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return c
 }
 
 // Endpoints returns the client URLs of all members, stopped ones included,
@@ -342,7 +317,7 @@ func (c *EtcdCluster) WaitLeader(ctx context.Context) (int, error) {
 		}
 		select {
 		case <-ctx.Done():
-			return -1, fmt.Errorf("testserver: waiting for an etcd leader: %w", ctx.Err())
+			return -1, fmt.Errorf("servers: waiting for an etcd leader: %w", ctx.Err())
 		case <-tick.C:
 		}
 	}

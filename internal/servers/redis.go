@@ -1,12 +1,11 @@
-// Package testserver starts real servers for tests and for the command-line
-// tool: redis-server processes, a fault-injecting TCP proxy and embedded etcd
-// members or clusters.
-//
-// The core API (StartRedis, StartProxy, StartEtcd, StartEtcdCluster) does not
-// need a *testing.T; the functions ending in T (RedisT, ProxyT, EtcdT,
-// EtcdClusterT) are thin wrappers that fail or skip the test and register
-// cleanup with t.Cleanup.
-package testserver
+// Package servers starts real servers on 127.0.0.1: redis-server
+// processes, a fault-injecting TCP proxy and embedded etcd members or
+// clusters. The lockswap command starts them for compare and bench, and
+// tests start them through internal/testserver, which adds the helpers that
+// take a testing.TB. This package does not import testing, so the command
+// does not link it; no library package may import it (internal/layers
+// checks both).
+package servers
 
 import (
 	"bufio"
@@ -20,15 +19,8 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"testing"
 	"time"
-
-	"github.com/alicebob/miniredis/v2"
 )
-
-// RequireServersEnv is the environment variable that, when set to "1", turns
-// a missing server binary into a test failure instead of a skip.
-const RequireServersEnv = "LOCKSWAP_REQUIRE_SERVERS"
 
 // redisReadyTimeout bounds how long StartRedis and Restart wait for PING.
 const redisReadyTimeout = 5 * time.Second
@@ -76,17 +68,17 @@ func RedisServerPath() (string, bool) {
 func StartRedis(opts RedisOptions) (*Redis, error) {
 	path, ok := RedisServerPath()
 	if !ok {
-		return nil, errors.New("testserver: redis-server not found on PATH")
+		return nil, errors.New("servers: redis-server not found on PATH")
 	}
 	if opts.ReplicaOf != "" {
 		if _, _, err := net.SplitHostPort(opts.ReplicaOf); err != nil {
-			return nil, fmt.Errorf("testserver: ReplicaOf %q: %w", opts.ReplicaOf, err)
+			return nil, fmt.Errorf("servers: ReplicaOf %q: %w", opts.ReplicaOf, err)
 		}
 	}
 	opts.Args = append([]string(nil), opts.Args...)
-	dir, err := os.MkdirTemp("", "testserver-redis-")
+	dir, err := os.MkdirTemp("", "lockswap-redis-")
 	if err != nil {
-		return nil, fmt.Errorf("testserver: redis temp dir: %w", err)
+		return nil, fmt.Errorf("servers: redis temp dir: %w", err)
 	}
 	r := &Redis{path: path, opts: opts, dir: dir}
 
@@ -151,7 +143,7 @@ func (r *Redis) startLocked() error {
 	cmd.Stderr = out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("testserver: start redis-server: %w", err)
+		return fmt.Errorf("servers: start redis-server: %w", err)
 	}
 	exited := make(chan struct{})
 	go func() {
@@ -166,7 +158,7 @@ func (r *Redis) startLocked() error {
 		select {
 		case <-exited:
 			r.cmd = nil
-			return fmt.Errorf("testserver: redis-server on %s exited before it was ready: %s\noutput:\n%s",
+			return fmt.Errorf("servers: redis-server on %s exited before it was ready: %s\noutput:\n%s",
 				addr, cmd.ProcessState, out.String())
 		default:
 		}
@@ -174,7 +166,7 @@ func (r *Redis) startLocked() error {
 			return nil
 		} else if time.Now().After(deadline) {
 			r.killLocked()
-			return fmt.Errorf("testserver: redis-server on %s not ready after %s: %w\noutput:\n%s",
+			return fmt.Errorf("servers: redis-server on %s not ready after %s: %w\noutput:\n%s",
 				addr, redisReadyTimeout, err, out.String())
 		}
 		time.Sleep(10 * time.Millisecond)
@@ -262,7 +254,7 @@ func (r *Redis) Restart() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.stopped {
-		return errors.New("testserver: Restart after Stop")
+		return errors.New("servers: Restart after Stop")
 	}
 	r.killLocked()
 	// The old process's socket may linger briefly; retry binding a little.
@@ -330,57 +322,11 @@ func FreePorts(n int) ([]int, error) {
 	for i := 0; i < n; i++ {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			return nil, fmt.Errorf("testserver: find free port: %w", err)
+			return nil, fmt.Errorf("servers: find free port: %w", err)
 		}
 		// Keep the listener open until all ports are chosen so they differ.
 		defer l.Close()
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
 	return ports, nil
-}
-
-// NeedRedisServer returns the path of redis-server. If it is not on PATH the
-// test is skipped, or fails when LOCKSWAP_REQUIRE_SERVERS=1.
-func NeedRedisServer(t testing.TB) string {
-	t.Helper()
-	p, ok := RedisServerPath()
-	if ok {
-		return p
-	}
-	if os.Getenv(RequireServersEnv) == "1" {
-		t.Fatal("redis-server not found on PATH and " + RequireServersEnv + "=1; install it: apt-get install -y redis-server")
-	}
-	t.Skip("redis-server not found on PATH; set " + RequireServersEnv + "=1 to fail instead of skipping")
-	return ""
-}
-
-// RedisT starts a redis-server for the test and stops it when the test ends.
-// It skips the test if redis-server is missing (see NeedRedisServer) and
-// fails it if the server does not start.
-func RedisT(t testing.TB, opts RedisOptions) *Redis {
-	t.Helper()
-	NeedRedisServer(t)
-	r, err := StartRedis(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(r.Stop)
-	return r
-}
-
-// RedisClusterOfMasters starts n independent redis-servers (no replication,
-// no Redis Cluster), as used by quorum algorithms such as Redlock.
-func RedisClusterOfMasters(t testing.TB, n int) []*Redis {
-	t.Helper()
-	rs := make([]*Redis, n)
-	for i := range rs {
-		rs[i] = RedisT(t, RedisOptions{})
-	}
-	return rs
-}
-
-// Miniredis starts an in-process miniredis and closes it when the test ends.
-func Miniredis(t testing.TB) *miniredis.Miniredis {
-	t.Helper()
-	return miniredis.RunT(t)
 }

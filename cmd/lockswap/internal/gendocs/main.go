@@ -11,7 +11,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/lockswap/lockswap/internal/compare"
+	"github.com/lockswap/lockswap/cmd/lockswap/internal/compare"
 )
 
 func main() {

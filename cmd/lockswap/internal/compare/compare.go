@@ -11,7 +11,7 @@ import (
 
 	"github.com/lockswap/lockswap"
 	"github.com/lockswap/lockswap/internal/lockstate"
-	"github.com/lockswap/lockswap/internal/testserver"
+	"github.com/lockswap/lockswap/internal/servers"
 )
 
 func init() {
@@ -77,9 +77,6 @@ type kit struct {
 	setup func(ctx context.Context, e *env, scenario string) (*fixture, error)
 }
 
-// kits lists the backends in column order; each backend's file adds its own.
-var kits []kit
-
 // BackendNames lists the backends in column order.
 func BackendNames() []string {
 	out := make([]string, len(kits))
@@ -114,7 +111,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 	}
 	e := &env{redisAddrs: o.RedisAddrs, etcdEndpoints: o.EtcdEndpoints, prefix: "lockswap-compare-" + lockstate.NewToken()[:8] + ":"}
-	_, hasRedis := testserver.RedisServerPath()
+	_, hasRedis := servers.RedisServerPath()
 	e.real = hasRedis && !o.Miniredis
 	redisEnv := "real redis-server processes started on loopback"
 	switch {

@@ -1,16 +1,16 @@
-package testserver
+package servers_test
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
-	"runtime"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/lockswap/lockswap/internal/servers"
+	"github.com/lockswap/lockswap/internal/testserver"
 )
 
 func newClient(t *testing.T, addr string, readTimeout time.Duration) *redis.Client {
@@ -31,7 +31,7 @@ func isTimeout(err error) bool {
 }
 
 func TestRedisSetGetKillRestart(t *testing.T) {
-	r := RedisT(t, RedisOptions{})
+	r := testserver.RedisT(t, servers.RedisOptions{})
 	ctx := context.Background()
 	c := newClient(t, r.Addr(), time.Second)
 
@@ -72,7 +72,7 @@ func TestRedisSetGetKillRestart(t *testing.T) {
 }
 
 func TestRedisPersistenceSurvivesKill(t *testing.T) {
-	r := RedisT(t, RedisOptions{Persistence: true})
+	r := testserver.RedisT(t, servers.RedisOptions{Persistence: true})
 	ctx := context.Background()
 	c := newClient(t, r.Addr(), time.Second)
 	if err := c.Set(ctx, "k", "kept", 0).Err(); err != nil {
@@ -88,7 +88,7 @@ func TestRedisPersistenceSurvivesKill(t *testing.T) {
 }
 
 func TestRedisPauseResume(t *testing.T) {
-	r := RedisT(t, RedisOptions{})
+	r := testserver.RedisT(t, servers.RedisOptions{})
 	ctx := context.Background()
 	c := newClient(t, r.Addr(), 200*time.Millisecond)
 	if err := c.Ping(ctx).Err(); err != nil {
@@ -106,8 +106,8 @@ func TestRedisPauseResume(t *testing.T) {
 }
 
 func TestRedisReplicaOfAndArgs(t *testing.T) {
-	master := RedisT(t, RedisOptions{Args: []string{"--maxmemory", "12345678"}})
-	replica := RedisT(t, RedisOptions{ReplicaOf: master.Addr()})
+	master := testserver.RedisT(t, servers.RedisOptions{Args: []string{"--maxmemory", "12345678"}})
+	replica := testserver.RedisT(t, servers.RedisOptions{ReplicaOf: master.Addr()})
 	ctx := context.Background()
 	mc := newClient(t, master.Addr(), time.Second)
 	rc := newClient(t, replica.Addr(), time.Second)
@@ -134,85 +134,15 @@ func TestRedisReplicaOfAndArgs(t *testing.T) {
 	}
 }
 
-func TestRedisClusterOfMasters(t *testing.T) {
-	rs := RedisClusterOfMasters(t, 3)
-	ctx := context.Background()
-	seen := map[string]bool{}
-	for i, r := range rs {
-		if seen[r.Addr()] {
-			t.Fatalf("duplicate address %s", r.Addr())
-		}
-		seen[r.Addr()] = true
-		c := newClient(t, r.Addr(), time.Second)
-		if err := c.Set(ctx, "k", itoa(i), 0).Err(); err != nil {
-			t.Fatalf("SET on %d: %v", i, err)
-		}
-	}
-	for i, r := range rs {
-		c := newClient(t, r.Addr(), time.Second)
-		if got, err := c.Get(ctx, "k").Result(); err != nil || got != itoa(i) {
-			t.Fatalf("server %d GET = %q, %v; want independent data %d", i, got, err, i)
-		}
-	}
-}
-
 func TestStartRedisFixedPortInUse(t *testing.T) {
-	NeedRedisServer(t)
+	testserver.NeedRedisServer(t)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	_, err = StartRedis(RedisOptions{Port: l.Addr().(*net.TCPAddr).Port})
+	_, err = servers.StartRedis(servers.RedisOptions{Port: l.Addr().(*net.TCPAddr).Port})
 	if err == nil {
 		t.Fatal("StartRedis on a taken port succeeded")
-	}
-}
-
-func TestMiniredis(t *testing.T) {
-	m := Miniredis(t)
-	c := newClient(t, m.Addr(), time.Second)
-	if err := c.Set(context.Background(), "k", "v", 0).Err(); err != nil {
-		t.Fatalf("SET: %v", err)
-	}
-	if got, _ := m.Get("k"); got != "v" {
-		t.Fatalf("miniredis GET = %q, want v", got)
-	}
-}
-
-// recordTB records Fatal and Skip instead of ending the real test.
-type recordTB struct {
-	testing.TB
-	fatal, skip string
-}
-
-func (r *recordTB) Helper() {}
-func (r *recordTB) Fatal(args ...any) {
-	r.fatal = fmt.Sprint(args...)
-	runtime.Goexit()
-}
-func (r *recordTB) Skip(args ...any) {
-	r.skip = fmt.Sprint(args...)
-	runtime.Goexit()
-}
-
-func TestNeedRedisServerMissing(t *testing.T) {
-	t.Setenv("PATH", t.TempDir())
-	for _, require := range []string{"", "1"} {
-		t.Setenv(RequireServersEnv, require)
-		rec := &recordTB{TB: t}
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			NeedRedisServer(rec)
-		}()
-		<-done
-		if require == "1" {
-			if !strings.Contains(rec.fatal, "apt-get install -y redis-server") || rec.skip != "" {
-				t.Errorf("with %s=1: fatal %q, skip %q; want a fatal with install hint", RequireServersEnv, rec.fatal, rec.skip)
-			}
-		} else if rec.skip == "" || rec.fatal != "" {
-			t.Errorf("without %s: fatal %q, skip %q; want a skip", RequireServersEnv, rec.fatal, rec.skip)
-		}
 	}
 }

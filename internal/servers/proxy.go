@@ -1,4 +1,4 @@
-package testserver
+package servers
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
-	"testing"
 	"time"
 )
 
@@ -58,7 +57,7 @@ type chunk struct {
 func StartProxy(target string) (*Proxy, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return nil, fmt.Errorf("testserver: proxy listen: %w", err)
+		return nil, fmt.Errorf("servers: proxy listen: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &Proxy{
@@ -71,18 +70,6 @@ func StartProxy(target string) (*Proxy, error) {
 	p.wg.Add(1)
 	go p.acceptLoop()
 	return p, nil
-}
-
-// ProxyT starts a proxy to target for the test and closes it when the test
-// ends; it fails the test if the proxy cannot start.
-func ProxyT(t testing.TB, target string) *Proxy {
-	t.Helper()
-	p, err := StartProxy(target)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Close)
-	return p
 }
 
 // Addr returns the "127.0.0.1:port" address clients should connect to.

@@ -10,7 +10,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/lockswap/lockswap"
-	"github.com/lockswap/lockswap/internal/testserver"
+	"github.com/lockswap/lockswap/internal/servers"
 	"github.com/lockswap/lockswap/redisclient"
 )
 
@@ -43,7 +43,7 @@ type node struct {
 
 func startNode(e *env, f *fixture) (*node, error) {
 	if e.real {
-		r, err := testserver.StartRedis(testserver.RedisOptions{})
+		r, err := servers.StartRedis(servers.RedisOptions{})
 		if err != nil {
 			return nil, err
 		}
@@ -127,12 +127,12 @@ func (rb redisBackend) setup(ctx context.Context, e *env, sc string) (*fixture, 
 	case ScFailover:
 		// Node 0 gets a replica that follows it through a proxy; the link
 		// is cut before the lock is written (asynchronous replication).
-		link, err := testserver.StartProxy(addrs[0])
+		link, err := servers.StartProxy(addrs[0])
 		if err != nil {
 			return nil, err
 		}
 		f.onClose(link.Close)
-		replica, err := testserver.StartRedis(testserver.RedisOptions{ReplicaOf: link.Addr()})
+		replica, err := servers.StartRedis(servers.RedisOptions{ReplicaOf: link.Addr()})
 		if err != nil {
 			return nil, err
 		}
@@ -171,7 +171,7 @@ func (rb redisBackend) setup(ctx context.Context, e *env, sc string) (*fixture, 
 		}
 		f.note = fmt.Sprintf("%d of %d down", majority, rb.n)
 	case ScSlow:
-		proxy, err := testserver.StartProxy(addrs[0])
+		proxy, err := servers.StartProxy(addrs[0])
 		if err != nil {
 			return nil, err
 		}
@@ -202,7 +202,7 @@ func (rb redisBackend) setupUser(e *env, f *fixture, sc string, ok *bool) (*fixt
 		addrs = append([]string(nil), e.redisAddrs...)
 	}
 	if sc == ScSlow {
-		proxy, err := testserver.StartProxy(addrs[0])
+		proxy, err := servers.StartProxy(addrs[0])
 		if err != nil {
 			return nil, err
 		}

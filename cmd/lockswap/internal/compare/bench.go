@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/lockswap/lockswap"
-	"github.com/lockswap/lockswap/internal/testserver"
+	"github.com/lockswap/lockswap/internal/servers"
 )
 
 // BenchOptions configure Bench.
@@ -39,7 +39,7 @@ func Bench(ctx context.Context, o BenchOptions) ([]BenchRow, string, error) {
 		o.Duration = time.Second
 	}
 	e := &env{}
-	_, hasRedis := testserver.RedisServerPath()
+	_, hasRedis := servers.RedisServerPath()
 	e.real = hasRedis && !o.Miniredis
 	envDesc := "real redis-server processes; embedded etcd"
 	if !e.real {

@@ -1,4 +1,4 @@
-package testserver
+package servers_test
 
 import (
 	"bytes"
@@ -12,6 +12,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/lockswap/lockswap/internal/servers"
+	"github.com/lockswap/lockswap/internal/testserver"
 )
 
 func itoa(i int) string { return strconv.Itoa(i) }
@@ -45,8 +48,8 @@ func echoServer(t *testing.T) string {
 }
 
 func TestProxyRedisForwardDelayBlackhole(t *testing.T) {
-	r := RedisT(t, RedisOptions{})
-	p := ProxyT(t, r.Addr())
+	r := testserver.RedisT(t, servers.RedisOptions{})
+	p := testserver.ProxyT(t, r.Addr())
 	ctx := context.Background()
 	c := newClient(t, p.Addr(), 200*time.Millisecond)
 
@@ -89,7 +92,7 @@ func TestProxyRedisForwardDelayBlackhole(t *testing.T) {
 }
 
 func TestProxyPreservesOrderUnderDelay(t *testing.T) {
-	p := ProxyT(t, echoServer(t))
+	p := testserver.ProxyT(t, echoServer(t))
 	p.SetDelay(2 * time.Millisecond)
 	conn, err := net.Dial("tcp", p.Addr())
 	if err != nil {
@@ -116,7 +119,7 @@ func TestProxyPreservesOrderUnderDelay(t *testing.T) {
 }
 
 func TestProxyPartition(t *testing.T) {
-	p := ProxyT(t, echoServer(t))
+	p := testserver.ProxyT(t, echoServer(t))
 	conn, err := net.Dial("tcp", p.Addr())
 	if err != nil {
 		t.Fatal(err)
@@ -160,7 +163,7 @@ func TestProxyPartition(t *testing.T) {
 }
 
 func TestProxyCloseLeavesNoGoroutines(t *testing.T) {
-	p, err := StartProxy(echoServer(t))
+	p, err := servers.StartProxy(echoServer(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +194,7 @@ func TestProxyCloseLeavesNoGoroutines(t *testing.T) {
 	proxyStacks := func() string {
 		buf := make([]byte, 1<<20)
 		stacks := string(buf[:runtime.Stack(buf, true)])
-		for _, fn := range []string{"testserver.(*Proxy)", "testserver.(*proxyConn)", "testserver.sleepUntil"} {
+		for _, fn := range []string{"servers.(*Proxy)", "servers.(*proxyConn)", "servers.sleepUntil"} {
 			if strings.Contains(stacks, fn) {
 				return stacks
 			}

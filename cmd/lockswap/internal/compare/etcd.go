@@ -8,12 +8,11 @@ import (
 
 	"github.com/lockswap/lockswap"
 	"github.com/lockswap/lockswap/etcdlease"
-	"github.com/lockswap/lockswap/internal/testserver"
+	"github.com/lockswap/lockswap/internal/servers"
 )
 
-func init() {
-	kits = append(kits, kit{name: "etcdlease", guarantees: etcdlease.Guarantees(3), setup: setupEtcd})
-}
+// etcdKit is the etcdlease column.
+var etcdKit = kit{name: "etcdlease", guarantees: etcdlease.Guarantees(3), setup: setupEtcd}
 
 // The etcd column is declared for a three-member cluster; scenarios that
 // do not stop members run on one member, which changes nothing they
@@ -47,7 +46,7 @@ func setupEtcd(ctx context.Context, e *env, sc string) (*fixture, error) {
 		}
 		prefix = e.prefix
 	case sc == ScMinorityDown || sc == ScMajorityDown || sc == ScLeaderStop:
-		cl, err := testserver.StartEtcdCluster(3)
+		cl, err := servers.StartEtcdCluster(3)
 		if err != nil {
 			return nil, err
 		}
@@ -80,7 +79,7 @@ func setupEtcd(ctx context.Context, e *env, sc string) (*fixture, error) {
 			f.note = "leader stopped, a new one elected"
 		}
 	default:
-		srv, err := testserver.StartEtcd()
+		srv, err := servers.StartEtcd()
 		if err != nil {
 			return nil, err
 		}
@@ -100,7 +99,7 @@ func setupEtcd(ctx context.Context, e *env, sc string) (*fixture, error) {
 	case ScPause:
 		// The holder reaches etcd through a proxy; the pause cuts it off, so
 		// its keepalives stop as they would in a stopped process.
-		proxy, err := testserver.StartProxy(hostPorts[0])
+		proxy, err := servers.StartProxy(hostPorts[0])
 		if err != nil {
 			return nil, err
 		}
@@ -116,7 +115,7 @@ func setupEtcd(ctx context.Context, e *env, sc string) (*fixture, error) {
 		f.fault = func(context.Context) error { proxy.Blackhole(true); return nil }
 		f.heal = func() { proxy.Blackhole(false) }
 	case ScSlow:
-		proxy, err := testserver.StartProxy(hostPorts[0])
+		proxy, err := servers.StartProxy(hostPorts[0])
 		if err != nil {
 			return nil, err
 		}

@@ -11,7 +11,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 
 	"github.com/lockswap/lockswap"
-	"github.com/lockswap/lockswap/internal/inspect"
+	"github.com/lockswap/lockswap/cmd/lockswap/internal/inspect"
 	"github.com/lockswap/lockswap/internal/redistest"
 	"github.com/lockswap/lockswap/singleredis"
 )

@@ -1,4 +1,4 @@
-package testserver
+package servers_test
 
 import (
 	"context"
@@ -8,6 +8,9 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/lockswap/lockswap/internal/servers"
+	"github.com/lockswap/lockswap/internal/testserver"
 )
 
 func etcdClient(t *testing.T, endpoints []string) *clientv3.Client {
@@ -21,7 +24,7 @@ func etcdClient(t *testing.T, endpoints []string) *clientv3.Client {
 }
 
 func TestEtcdSingleMember(t *testing.T) {
-	e := EtcdT(t)
+	e := testserver.EtcdT(t)
 	c := etcdClient(t, e.Endpoints())
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -38,7 +41,7 @@ func TestEtcdSingleMember(t *testing.T) {
 }
 
 func TestEtcdClusterLeaderFailover(t *testing.T) {
-	cl := EtcdClusterT(t, 3)
+	cl := testserver.EtcdClusterT(t, 3)
 	if n := len(cl.Endpoints()); n != 3 {
 		t.Fatalf("Endpoints has %d entries, want 3", n)
 	}
@@ -91,7 +94,7 @@ func etcdGoroutines() []string {
 
 func TestEtcdCloseLeavesNoServerGoroutines(t *testing.T) {
 	for _, n := range []int{1, 3} {
-		c, err := StartEtcdCluster(n)
+		c, err := servers.StartEtcdCluster(n)
 		if err != nil {
 			t.Fatal(err)
 		}

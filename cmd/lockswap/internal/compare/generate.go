@@ -1,0 +1,3 @@
+package compare
+
+//go:generate go run ../gendocs -doc ../../../../docs/guarantees.md

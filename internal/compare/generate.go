@@ -1,3 +1,0 @@
-package compare
-
-//go:generate go run ../gendocs -doc ../../docs/guarantees.md
