@@ -29,16 +29,14 @@ func Do(ctx context.Context, locker Locker, key string, fn func(ctx context.Cont
 	if err != nil {
 		return fmt.Errorf("lockswap.Do %q: %w", key, err)
 	}
-	if !hasOption(opts, optTTL) {
-		// The Locker may have its own default (backend.Open's ttl=): renew
-		// with the TTL the lock was really taken with.
-		if d, ok := locker.(interface{ DefaultTTL() time.Duration }); ok {
-			o.TTL = d.DefaultTTL()
-		}
-	}
 	l, err := locker.Acquire(ctx, key, opts...)
 	if err != nil {
 		return err
+	}
+	// Renew with the TTL the lock was really taken with (the Locker's
+	// default unless WithTTL was given).
+	if ttl := l.TTL(); ttl > 0 {
+		o.TTL = ttl
 	}
 	fnCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -81,14 +79,6 @@ func Do(ctx context.Context, locker Locker, key string, fn func(ctx context.Cont
 	return fnErr
 }
 
-func hasOption(opts []Option, kind optionKind) bool {
-	for _, o := range opts {
-		if o.kind == kind {
-			return true
-		}
-	}
-	return false
-}
 
 // renewer extends a lock until told to stop, and cancels the work's context
 // before the lock's deadline when it cannot, or when the maximum hold time

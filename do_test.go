@@ -168,8 +168,9 @@ func TestDoRenewIntervalLongerThanTTL(t *testing.T) {
 	}
 }
 
-// ttlLocker gives every acquisition a default TTL, as backend.Open does
-// with ttl=, and says so through DefaultTTL.
+// ttlLocker gives every acquisition a default TTL of its own and tells
+// nobody: Do must renew by the TTL the lock was taken with (Lock.TTL), not
+// by lockswap.DefaultTTL.
 type ttlLocker struct {
 	lockswap.Locker
 	ttl time.Duration
@@ -178,8 +179,6 @@ type ttlLocker struct {
 func (l ttlLocker) Acquire(ctx context.Context, key string, opts ...lockswap.Option) (lockswap.Lock, error) {
 	return l.Locker.Acquire(ctx, key, append([]lockswap.Option{lockswap.WithTTL(l.ttl)}, opts...)...)
 }
-
-func (l ttlLocker) DefaultTTL() time.Duration { return l.ttl }
 
 func TestDoRenewsWithTheLockersTTL(t *testing.T) {
 	lk := ttlLocker{memlock.New(memlock.NewStore()), 200 * time.Millisecond}

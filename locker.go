@@ -76,6 +76,9 @@ type Lock interface {
 	// repeats no fence). Two primaries taking writes at once (split brain)
 	// can give interleaved or equal fences.
 	Fence() (uint64, bool)
+	// TTL is the time to live the lock was taken with, or last extended
+	// with: what [Do] renews it by.
+	TTL() time.Duration
 	// Deadline is the time until which mutual exclusion holds, measured on
 	// this process's monotonic clock from before the first request was sent:
 	// start + validity - clock drift allowance. Extend moves it.

@@ -68,6 +68,7 @@ func Run(t *testing.T, h Harness) {
 		{"ExpiredHolderCannotReleaseOrExtend", s.expiredHolder},
 		{"VanishedHolderFreedAfterTTL", s.vanishedHolder},
 		{"ExtendKeepsLock", s.extendKeepsLock},
+		{"TTLReported", s.ttlReported},
 		{"ReleaseIdempotent", s.releaseIdempotent},
 		{"ReleaseWithCancelledContext", s.releaseCancelled},
 		{"CancelWaitingAcquire", s.cancelWaiting},
@@ -307,6 +308,42 @@ func (s *suite) extendKeepsLock(t *testing.T) {
 	}
 	if err := la.Release(ctx); err != nil {
 		t.Fatalf("Release: %v", err)
+	}
+}
+
+// ttlReported: Lock.TTL is the TTL the lock was taken with (WithTTL, or
+// the Locker's default) and, after Extend, the TTL of the extension: what
+// lockswap.Do renews by.
+func (s *suite) ttlReported(t *testing.T) {
+	lk := s.locker(t)
+	ctx, key := ctxT(t), s.key(t)
+	l, err := lk.TryAcquire(ctx, key, lockswap.WithTTL(10*time.Second))
+	if err != nil {
+		t.Fatalf("TryAcquire: %v", err)
+	}
+	if got := l.TTL(); got != 10*time.Second {
+		t.Errorf("TTL() = %v after TryAcquire with WithTTL(10s)", got)
+	}
+	if err := l.Extend(ctx, 12*time.Second); err != nil {
+		t.Fatalf("Extend: %v", err)
+	}
+	if got := l.TTL(); got != 12*time.Second {
+		t.Errorf("TTL() = %v after Extend(12s)", got)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	l, err = lk.TryAcquire(ctx, key)
+	if err != nil {
+		t.Fatalf("TryAcquire without WithTTL: %v", err)
+	}
+	defer l.Release(ctx)
+	want := lockswap.DefaultTTL
+	if d, ok := lk.(interface{ DefaultTTL() time.Duration }); ok {
+		want = d.DefaultTTL()
+	}
+	if got := l.TTL(); got != want {
+		t.Errorf("TTL() = %v after TryAcquire without WithTTL, want the Locker's default %v", got, want)
 	}
 }
 

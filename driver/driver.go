@@ -392,14 +392,13 @@ type lock[D any] struct {
 	lockstate.State
 	lk       *Locker[D]
 	c        Claim[D] // c.TTL and c.Data change only inside the gate
-	ttl      atomic.Int64
 	released atomic.Bool
 	gate     gate // one Extend or Release at a time
 }
 
 // granted sets up l, whose attempt started at start, as held.
 func (l *lock[D]) granted(start time.Time, g Grant) {
-	l.ttl.Store(int64(l.c.TTL))
+	l.SetTTL(l.c.TTL)
 	l.Init(l.c.Key, l.c.Token, g.Fence, l.lk.cfg.Fence, deadline(start, l.c.TTL, g))
 }
 
@@ -409,9 +408,6 @@ func deadline(start time.Time, ttl time.Duration, g Grant) time.Time {
 	}
 	return start.Add(ttl - lockstate.Drift(ttl))
 }
-
-// TTL returns the TTL the lock was taken or last extended with.
-func (l *lock[D]) TTL() time.Duration { return time.Duration(l.ttl.Load()) }
 
 // Extend asks the driver for ttl more validity; see lockswap.Lock.
 func (l *lock[D]) Extend(ctx context.Context, ttl time.Duration) error {
@@ -445,7 +441,7 @@ func (l *lock[D]) Extend(ctx context.Context, ttl time.Duration) error {
 		return lk.fail("extend", key, err)
 	}
 	l.c.TTL = ttl
-	l.ttl.Store(int64(ttl))
+	l.SetTTL(ttl)
 	if !l.SetDeadline(deadline(start, ttl, g)) {
 		return lk.fail("extend", key, fmt.Errorf("lock ended while extending: %w", lockswap.ErrLost))
 	}

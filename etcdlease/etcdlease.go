@@ -1142,6 +1142,7 @@ func (lk *Locker) held(ctx context.Context, key, token, myKey string, slot int, 
 	}
 	l := &Lock{lk: lk, ls: ls, etcdKey: myKey, slot: slot, rev: rev,
 		State: lockstate.New(key, token, uint64(rev), true, deadline)}
+	l.SetTTL(ttl)
 	lk.mu.Lock()
 	if lk.closed {
 		lk.mu.Unlock()

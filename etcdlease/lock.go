@@ -145,6 +145,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if !l.SetDeadline(nd) {
 		return fmt.Errorf("%s: extend %s: lock ended while extending: %w", Backend, lockstate.QuoteKey(l.Key()), lockswap.ErrLost)
 	}
+	l.SetTTL(ttl)
 	return nil
 }
 

@@ -377,6 +377,10 @@ func (l *lock) Token() string { return l.locks[l.decider].Token() }
 // Fence is the deciding lock's fence, where it has one.
 func (l *lock) Fence() (uint64, bool) { return l.locks[l.decider].Fence() }
 
+// TTL is the decider lock's TTL (every lock of the handle is taken and
+// extended with the same).
+func (l *lock) TTL() time.Duration { return l.locks[l.decider].TTL() }
+
 // Deadline is the earliest of the held locks' deadlines: exclusion against
 // every kind of client holds only until then.
 func (l *lock) Deadline() time.Time {

@@ -704,6 +704,7 @@ func (lk *Locker) settle(ctx context.Context, key string, l *lock, c *call, star
 	validity := ttl - elapsed - lk.drift(ttl)
 	if votes >= lk.quorum && validity > 0 {
 		l.Init(key, token, 0, false, start.Add(validity))
+		l.SetTTL(ttl)
 		l.acquired, l.unknown = start, unknown
 		return l, nil
 	}
@@ -1004,6 +1005,7 @@ func (l *lock) Extend(ctx context.Context, ttl time.Duration) error {
 		if !l.SetDeadline(start.Add(ttl - lk.drift(ttl))) {
 			return fmt.Errorf("redlock: extend %s: lock ended while extending: %w", lockstate.QuoteKey(key), lockswap.ErrLost)
 		}
+		l.SetTTL(ttl)
 		l.extensions.Add(1)
 		return nil
 	case yes >= q:

@@ -51,6 +51,7 @@ type State struct {
 	hasFence   bool
 
 	mu       sync.Mutex
+	ttl      time.Duration // taken with, or last extended with
 	deadline time.Time
 	timer    *time.Timer   // nil until Done is first called
 	done     chan struct{} // nil until Done is first called
@@ -82,6 +83,21 @@ func (s *State) Token() string { return s.token }
 
 // Fence returns the fence and whether there is one.
 func (s *State) Fence() (uint64, bool) { return s.fence, s.hasFence }
+
+// TTL returns the TTL the lock was taken or last extended with (zero
+// until SetTTL is called).
+func (s *State) TTL() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ttl
+}
+
+// SetTTL records the TTL the lock was taken or extended with.
+func (s *State) SetTTL(ttl time.Duration) {
+	s.mu.Lock()
+	s.ttl = ttl
+	s.mu.Unlock()
+}
 
 // Deadline returns the current deadline.
 func (s *State) Deadline() time.Time {
