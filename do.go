@@ -79,7 +79,6 @@ func Do(ctx context.Context, locker Locker, key string, fn func(ctx context.Cont
 	return fnErr
 }
 
-
 // renewer extends a lock until told to stop, and cancels the work's context
 // before the lock's deadline when it cannot, or when the maximum hold time
 // is reached.
