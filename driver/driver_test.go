@@ -1,0 +1,274 @@
+package driver_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/driver"
+)
+
+// fake is a driver whose requests the test scripts. Unset functions
+// succeed.
+type fake struct {
+	acquire  func(ctx context.Context, c *driver.Claim[int]) (driver.Grant, error)
+	extend   func(ctx context.Context, c *driver.Claim[int], ttl time.Duration) (driver.Grant, error)
+	release  func(ctx context.Context, c *driver.Claim[int]) error
+	released atomic.Int64 // Release calls
+}
+
+func (f *fake) Acquire(ctx context.Context, c *driver.Claim[int]) (driver.Grant, error) {
+	if f.acquire != nil {
+		return f.acquire(ctx, c)
+	}
+	return driver.Grant{}, nil
+}
+
+func (f *fake) Extend(ctx context.Context, c *driver.Claim[int], ttl time.Duration) (driver.Grant, error) {
+	if f.extend != nil {
+		return f.extend(ctx, c, ttl)
+	}
+	return driver.Grant{}, nil
+}
+
+func (f *fake) Release(ctx context.Context, c *driver.Claim[int]) error {
+	f.released.Add(1)
+	if f.release != nil {
+		return f.release(ctx, c)
+	}
+	return nil
+}
+
+// errLostReply is a transport error: the request may have been applied.
+var errLostReply = fmt.Errorf("reply lost: %w", lockswap.ErrUnavailable)
+
+func isLostReply(err error) bool { return errors.Is(err, errLostReply) }
+
+func newLocker(t *testing.T, f *fake, cfg driver.Config) *driver.Locker[int] {
+	t.Helper()
+	if cfg.Name == "" {
+		cfg.Name = "fake"
+	}
+	cfg.Uncertain = isLostReply
+	lk, err := driver.New[int](f, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lk.Close() })
+	return lk
+}
+
+// waitFor polls cond for at most 5 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 5s: %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestErrorsNameBackendOpAndKey: the kit prefixes the driver's error with
+// the backend, the operation and the key, and keeps its sentinel.
+func TestErrorsNameBackendOpAndKey(t *testing.T) {
+	f := &fake{acquire: func(context.Context, *driver.Claim[int]) (driver.Grant, error) {
+		return driver.Grant{}, lockswap.ErrHeld
+	}}
+	_, err := newLocker(t, f, driver.Config{}).TryAcquire(context.Background(), "k")
+	if !errors.Is(err, lockswap.ErrHeld) || err.Error() != `fake: acquire "k": lock held by another owner` {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+// TestTTLRange: a default TTL outside the backend's range is refused by
+// New, a call's TTL outside it by the call, before the driver hears of it.
+func TestTTLRange(t *testing.T) {
+	f := &fake{acquire: func(context.Context, *driver.Claim[int]) (driver.Grant, error) {
+		t.Error("the driver was asked for a TTL outside its range")
+		return driver.Grant{}, nil
+	}}
+	for _, cfg := range []driver.Config{
+		{Name: "fake", TTL: time.Millisecond},
+		{Name: "fake", MinTTL: time.Second, MaxTTL: time.Millisecond * 500},
+		{Name: "fake", MaxTTL: time.Second, TTL: 2 * time.Second},
+		{Name: ""},
+	} {
+		if _, err := driver.New[int](f, cfg); !errors.Is(err, lockswap.ErrInvalid) {
+			t.Errorf("New(%+v): err = %v, want ErrInvalid", cfg, err)
+		}
+	}
+	lk := newLocker(t, f, driver.Config{MinTTL: time.Second, MaxTTL: time.Minute})
+	if min, max := lk.TTLRange(); min != time.Second || max != time.Minute {
+		t.Errorf("TTLRange() = %v, %v", min, max)
+	}
+	for _, ttl := range []time.Duration{500 * time.Millisecond, 2 * time.Minute} {
+		if _, err := lk.TryAcquire(context.Background(), "k", lockswap.WithTTL(ttl)); !errors.Is(err, lockswap.ErrInvalid) || !strings.Contains(err.Error(), `"k"`) {
+			t.Errorf("TryAcquire WithTTL(%v): err = %v, want ErrInvalid naming the key", ttl, err)
+		}
+	}
+}
+
+// TestReleaseDoesNotWaitBehindAHungExtend: Extend and Release of one lock
+// take turns, but a Release does not wait for its turn past its own
+// deadline: with an Extend hung on a server that does not answer, it
+// returns ErrUnavailable within its deadline plus the grace, and leaves
+// the lock alone.
+func TestReleaseDoesNotWaitBehindAHungExtend(t *testing.T) {
+	inExtend, unhang := make(chan struct{}), make(chan struct{})
+	f := &fake{extend: func(ctx context.Context, _ *driver.Claim[int], _ time.Duration) (driver.Grant, error) {
+		close(inExtend)
+		select {
+		case <-unhang:
+		case <-ctx.Done():
+		}
+		return driver.Grant{}, errLostReply
+	}}
+	lk := newLocker(t, f, driver.Config{})
+	l, err := lk.TryAcquire(context.Background(), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	extended := make(chan error)
+	go func() { extended <- l.Extend(context.Background(), 10*time.Second) }()
+	<-inExtend
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err = l.Release(ctx)
+	took := time.Since(start)
+	if !errors.Is(err, lockswap.ErrUnavailable) {
+		t.Errorf("Release behind a hung Extend: err = %v, want ErrUnavailable", err)
+	}
+	if limit := 200*time.Millisecond + lockswap.DeadlineGrace + 300*time.Millisecond; took > limit {
+		t.Errorf("Release took %v behind a hung Extend, want within its deadline plus the grace (%v with slack)", took, limit)
+	}
+	if n := f.released.Load(); n != 0 {
+		t.Errorf("the driver's Release was called %d times while the Extend held the lock's turn", n)
+	}
+	close(unhang)
+	if err := <-extended; !errors.Is(err, lockswap.ErrUnavailable) {
+		t.Errorf("Extend: err = %v", err)
+	}
+	if err := l.Release(context.Background()); err != nil {
+		t.Errorf("Release once the Extend returned: %v", err)
+	}
+}
+
+// TestUncertainReleaseGoesOnInTheBackground: a release whose outcome stays
+// unknown at the caller's deadline returns ErrUnavailable and is retried
+// in the background until it is confirmed.
+func TestUncertainReleaseGoesOnInTheBackground(t *testing.T) {
+	var answer, confirmed atomic.Bool // answer: the server answers again
+	f := &fake{release: func(ctx context.Context, _ *driver.Claim[int]) error {
+		if !answer.Load() {
+			return errLostReply
+		}
+		confirmed.Store(true)
+		return nil
+	}}
+	lk := newLocker(t, f, driver.Config{})
+	l, err := lk.TryAcquire(context.Background(), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+	defer cancel()
+	<-ctx.Done()
+	err = l.Release(ctx)
+	if !errors.Is(err, lockswap.ErrUnavailable) || !strings.Contains(err.Error(), "background") {
+		t.Fatalf("Release with an unknown outcome: err = %v, want ErrUnavailable saying it goes on in the background", err)
+	}
+	select {
+	case <-l.Done():
+	default:
+		t.Error("Done is open after a Release that goes on in the background")
+	}
+	answer.Store(true)
+	waitFor(t, "the background release was never confirmed", confirmed.Load)
+	if err := l.Release(context.Background()); err != nil {
+		t.Errorf("Release after the background confirmed it: %v, want nil", err)
+	}
+}
+
+// TestUndoAttemptWithUnknownOutcome: an attempt whose request may have
+// taken the lock (Config.Undo) is released by its own token in the
+// background; one that certainly did not is not.
+func TestUndoAttemptWithUnknownOutcome(t *testing.T) {
+	var mu sync.Mutex
+	var tried, undone []string
+	f := &fake{
+		acquire: func(_ context.Context, c *driver.Claim[int]) (driver.Grant, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			tried = append(tried, c.Token)
+			return driver.Grant{}, errLostReply
+		},
+		release: func(_ context.Context, c *driver.Claim[int]) error {
+			mu.Lock()
+			defer mu.Unlock()
+			undone = append(undone, c.Token)
+			return nil
+		},
+	}
+	lk := newLocker(t, f, driver.Config{Undo: isLostReply})
+	if _, err := lk.TryAcquire(context.Background(), "k"); !errors.Is(err, lockswap.ErrUnavailable) {
+		t.Fatalf("err = %v", err)
+	}
+	waitFor(t, "the attempt with an unknown outcome was never undone", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(undone) == 1
+	})
+	mu.Lock()
+	if undone[0] != tried[0] {
+		t.Errorf("undone token %q, want the attempt's %q", undone[0], tried[0])
+	}
+	mu.Unlock()
+
+	f2 := &fake{acquire: f.acquire}
+	lk2 := newLocker(t, f2, driver.Config{})
+	lk2.TryAcquire(context.Background(), "k")
+	lk2.Close() // waits for background work: an undo would have run by now
+	if n := f2.released.Load(); n != 0 {
+		t.Errorf("without Config.Undo the kit released %d times", n)
+	}
+}
+
+// TestCloseEndsBackgroundWork: Close cancels a background release that
+// never completes, and nothing is sent for it after Close returns.
+func TestCloseEndsBackgroundWork(t *testing.T) {
+	f := &fake{release: func(context.Context, *driver.Claim[int]) error { return errLostReply }}
+	lk, err := driver.New[int](f, driver.Config{Name: "fake", Uncertain: isLostReply})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := lk.TryAcquire(context.Background(), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	if err := l.Release(ctx); !errors.Is(err, lockswap.ErrUnavailable) {
+		t.Fatalf("err = %v", err)
+	}
+	start := time.Now()
+	lk.Close()
+	if took := time.Since(start); took > time.Second+300*time.Millisecond {
+		t.Errorf("Close took %v with a release retrying in the background, want within 1s", took)
+	}
+	n := f.released.Load()
+	if err := l.Release(context.Background()); !errors.Is(err, lockswap.ErrClosed) {
+		t.Errorf("Release after Close: err = %v, want ErrClosed", err)
+	}
+	if m := f.released.Load(); m != n {
+		t.Errorf("%d releases sent after Close", m-n)
+	}
+}
