@@ -762,9 +762,18 @@ func (s *suite) closeEndsWaiters(t *testing.T) {
 // waitBlocked waits (bounded) until n goroutines started by the suite's
 // case fn are blocked inside an Acquire call: waiting on a channel, a
 // timer, a lock or the network, which is what a waiting Acquire does.
+//
+// Blocked must be seen twice, 20 ms apart: a goroutine is also blocked for
+// the millisecond its first request is in flight, and a call cancelled
+// then has not yet learned what it waits for (an etcd Acquire writing its
+// queue entry).
 func waitBlocked(t *testing.T, n int, fn string) {
 	t.Helper()
 	eventually(t, 5*time.Second, fmt.Sprintf("%d Acquire calls waiting", n), func() bool {
+		if blockedIn(".Acquire(", "conformance.(*suite)."+fn) < n {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
 		return blockedIn(".Acquire(", "conformance.(*suite)."+fn) >= n
 	})
 }
