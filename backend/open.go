@@ -9,12 +9,14 @@ import (
 	"os"
 	"time"
 
-	redigo "github.com/gomodule/redigo/redis"
-	goredis "github.com/redis/go-redis/v9"
+	redigoredis "github.com/gomodule/redigo/redis"
+	"github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/lockswap/lockswap"
 	"github.com/lockswap/lockswap/redisclient"
+	"github.com/lockswap/lockswap/redisclient/goredis"
+	"github.com/lockswap/lockswap/redisclient/redigo"
 )
 
 // EnvVar is the environment variable FromEnv reads by default.
@@ -157,27 +159,27 @@ func redisClients(c Config, cl Clients) ([]redisclient.Client, io.Closer, error)
 	for _, addr := range c.Addrs {
 		switch c.Client {
 		case "", "goredis":
-			rdb := goredis.NewClient(&goredis.Options{
+			rdb := redis.NewClient(&redis.Options{
 				Addr: addr, Username: c.Username, Password: c.Password, DB: c.DB,
 				TLSConfig: tlsConf, DialTimeout: dialTimeout, ContextTimeoutEnabled: true,
 			})
 			closers = append(closers, rdb)
-			out = append(out, redisclient.GoRedis(rdb))
+			out = append(out, goredis.New(rdb))
 		case "redigo":
-			opts := []redigo.DialOption{
-				redigo.DialConnectTimeout(dialTimeout), redigo.DialDatabase(c.DB),
-				redigo.DialUsername(c.Username), redigo.DialPassword(c.Password),
+			opts := []redigoredis.DialOption{
+				redigoredis.DialConnectTimeout(dialTimeout), redigoredis.DialDatabase(c.DB),
+				redigoredis.DialUsername(c.Username), redigoredis.DialPassword(c.Password),
 			}
 			if tlsConf != nil {
-				opts = append(opts, redigo.DialUseTLS(true), redigo.DialTLSConfig(tlsConf))
+				opts = append(opts, redigoredis.DialUseTLS(true), redigoredis.DialTLSConfig(tlsConf))
 			}
 			a := addr
-			pool := &redigo.Pool{MaxIdle: 64, IdleTimeout: 5 * time.Minute,
-				DialContext: func(ctx context.Context) (redigo.Conn, error) {
-					return redigo.DialContext(ctx, "tcp", a, opts...)
+			pool := &redigoredis.Pool{MaxIdle: 64, IdleTimeout: 5 * time.Minute,
+				DialContext: func(ctx context.Context) (redigoredis.Conn, error) {
+					return redigoredis.DialContext(ctx, "tcp", a, opts...)
 				}}
 			closers = append(closers, pool)
-			out = append(out, redisclient.RedigoNamed(pool, addr))
+			out = append(out, redigo.NewNamed(pool, addr))
 		}
 	}
 	return out, closers, nil

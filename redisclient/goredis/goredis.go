@@ -1,4 +1,7 @@
-package redisclient
+// Package goredis adapts go-redis v9 clients to [redisclient.Client], so
+// that lockswap's Redis backends can use them. A program that imports it
+// links go-redis and not redigo.
+package goredis
 
 import (
 	"context"
@@ -7,6 +10,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/lockswap/lockswap/redisclient"
+	"github.com/lockswap/lockswap/redisclient/internal/adapt"
 )
 
 // goRedis adapts any go-redis v9 command interface.
@@ -19,7 +25,7 @@ type goRedis struct {
 	guard bool
 }
 
-// GoRedis adapts a go-redis v9 client: *redis.Client, *redis.ClusterClient,
+// New adapts a go-redis v9 client: *redis.Client, *redis.ClusterClient,
 // *redis.Ring, or any redis.UniversalClient, as they are. It returns nil for
 // a nil client, which the backends reject with lockswap.ErrInvalid.
 //
@@ -30,8 +36,8 @@ type goRedis struct {
 // runs each command in a goroutine of its own and returns when the context
 // ends, while the abandoned command finishes on the client's own timeouts.
 // That costs a goroutine per command.
-func GoRedis(c redis.Cmdable) Client {
-	if IsNil(c) {
+func New(c redis.Cmdable) redisclient.Client {
+	if redisclient.IsNil(c) {
 		return nil
 	}
 	name, guard := "go-redis", true
@@ -107,13 +113,13 @@ func goRedisErr(err error) error {
 	}
 	var re redis.Error
 	if errors.As(err, &re) && !errors.Is(err, redis.Nil) {
-		return &ReplyError{Msg: re.Error()}
+		return &redisclient.ReplyError{Msg: re.Error()}
 	}
 	return err
 }
 
 func (g *goRedis) setnxpxOnce(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
-	ok, err := g.c.SetNX(ctx, key, value, time.Duration(millis(ttl))*time.Millisecond).Result()
+	ok, err := g.c.SetNX(ctx, key, value, time.Duration(adapt.Millis(ttl))*time.Millisecond).Result()
 	return ok, goRedisErr(err)
 }
 
@@ -206,10 +212,10 @@ func (g *goRedis) Time(ctx context.Context) (time.Time, error) {
 	return bounded(ctx, func(ctx context.Context) (time.Time, error) { return g.timeOnce(ctx) })
 }
 
-func (g *goRedis) runOnce(ctx context.Context, s *Script, keys []string, args ...any) (any, error) {
-	v, err := g.c.EvalSha(ctx, s.sha, keys, args...).Result()
-	if err != nil && isNoScript(goRedisErr(err)) {
-		v, err = g.c.Eval(ctx, s.src, keys, args...).Result()
+func (g *goRedis) runOnce(ctx context.Context, s *redisclient.Script, keys []string, args ...any) (any, error) {
+	v, err := g.c.EvalSha(ctx, s.SHA(), keys, args...).Result()
+	if err != nil && adapt.IsNoScript(goRedisErr(err)) {
+		v, err = g.c.Eval(ctx, s.Source(), keys, args...).Result()
 	}
 	if err == redis.Nil {
 		return nil, nil
@@ -217,7 +223,7 @@ func (g *goRedis) runOnce(ctx context.Context, s *Script, keys []string, args ..
 	return v, goRedisErr(err)
 }
 
-func (g *goRedis) Run(ctx context.Context, s *Script, keys []string, args ...any) (any, error) {
+func (g *goRedis) Run(ctx context.Context, s *redisclient.Script, keys []string, args ...any) (any, error) {
 	if g.unguarded(ctx) {
 		return g.runOnce(ctx, s, keys, args...)
 	}
