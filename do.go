@@ -30,7 +30,7 @@ func Do(ctx context.Context, locker Locker, key string, fn func(ctx context.Cont
 		return fmt.Errorf("lockswap.Do %q: %w", key, err)
 	}
 	if !hasOption(opts, optTTL) {
-		// The Locker may have its own default (backend.Open's ttl=): renew
+		// The Locker may have its own default (a backend's Options.TTL): renew
 		// with the TTL the lock was really taken with.
 		if d, ok := locker.(interface{ DefaultTTL() time.Duration }); ok {
 			o.TTL = d.DefaultTTL()

@@ -104,32 +104,8 @@ func Open(ctx context.Context, c Config, cl Clients) (lockswap.Locker, error) {
 			return nil, fmt.Errorf("backend: open %s: %w", c, err)
 		}
 	}
-	if c.TTL > 0 {
-		lk = &withTTL{Locker: lk, ttl: time.Duration(c.TTL)}
-	}
 	return lk, nil
 }
-
-// withTTL makes Config.TTL the default TTL of every call.
-type withTTL struct {
-	lockswap.Locker
-	ttl time.Duration
-}
-
-func (w *withTTL) opts(opts []lockswap.Option) []lockswap.Option {
-	return append([]lockswap.Option{lockswap.WithTTL(w.ttl)}, opts...)
-}
-
-func (w *withTTL) Acquire(ctx context.Context, key string, opts ...lockswap.Option) (lockswap.Lock, error) {
-	return w.Locker.Acquire(ctx, key, w.opts(opts)...)
-}
-
-func (w *withTTL) TryAcquire(ctx context.Context, key string, opts ...lockswap.Option) (lockswap.Lock, error) {
-	return w.Locker.TryAcquire(ctx, key, w.opts(opts)...)
-}
-
-// Unwrap returns the backend's own Locker.
-func (w *withTTL) Unwrap() lockswap.Locker { return w.Locker }
 
 // redisClients returns the Redis clients for c: cl.Redis when given (not
 // closed by the Locker), otherwise new clients for c.Addrs and a closer for
@@ -194,6 +170,3 @@ func (m multiCloser) Close() error {
 	}
 	return errors.Join(errs...)
 }
-
-// DefaultTTL is the configured TTL, which lockswap.Do renews with.
-func (w *withTTL) DefaultTTL() time.Duration { return w.ttl }

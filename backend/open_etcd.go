@@ -12,7 +12,7 @@ import (
 func init() {
 	openers[Etcd] = func(_ context.Context, c Config, cl Clients) (lockswap.Locker, error) {
 		if cl.Etcd != nil {
-			return etcdlease.New(cl.Etcd, etcdlease.Options{Prefix: c.Prefix})
+			return etcdlease.New(cl.Etcd, etcdlease.Options{Prefix: c.Prefix, TTL: time.Duration(c.TTL)})
 		}
 		scheme := "http://"
 		var tlsConf *tls.Config
@@ -28,6 +28,6 @@ func init() {
 			eps[i] = scheme + a
 		}
 		return etcdlease.Open(etcdlease.Config{Endpoints: eps, Username: c.Username, Password: c.Password,
-			TLS: tlsConf, DialTimeout: time.Duration(c.DialTimeout), Prefix: c.Prefix})
+			TLS: tlsConf, DialTimeout: time.Duration(c.DialTimeout), Prefix: c.Prefix, TTL: time.Duration(c.TTL)})
 	}
 }

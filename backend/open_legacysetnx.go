@@ -22,7 +22,7 @@ func init() {
 		if len(rcs) != 1 {
 			return nil, invalid("legacysetnx needs exactly one Redis client, got %d", len(rcs))
 		}
-		lk, err := legacysetnx.New(rcs[0], legacysetnx.Options{Prefix: c.Prefix, Unit: unit,
+		lk, err := legacysetnx.New(rcs[0], legacysetnx.Options{Prefix: c.Prefix, Unit: unit, TTL: time.Duration(c.TTL),
 			ServerTime: c.ServerTime, SetRedisExpiry: c.RedisExpiry, Closer: closer})
 		if err != nil && closer != nil {
 			closer.Close()

@@ -3,6 +3,7 @@ package backend
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"github.com/lockswap/lockswap"
 	"github.com/lockswap/lockswap/migrate"
@@ -14,7 +15,7 @@ func init() {
 		if err != nil {
 			return nil, err
 		}
-		o := migrate.Options{Phase: phase, LegacyNet: c.LegacyNet}
+		o := migrate.Options{Phase: phase, LegacyNet: c.LegacyNet, TTL: time.Duration(c.TTL)}
 		if o.LegacyNet {
 			o.OnLegacyNet = func(key string) {
 				slog.Warn("lockswap: live legacy lock found in target phase; an old client is still running", "key", key)
@@ -39,7 +40,6 @@ func init() {
 				return nil, err
 			}
 		}
-		o.Legacy, o.Target = unwrap(o.Legacy), unwrap(o.Target)
 		lk, err := migrate.New(o)
 		if err != nil {
 			closeAll(o.Legacy, o.Target)
@@ -47,16 +47,6 @@ func init() {
 		}
 		return lk, nil
 	}
-}
-
-// unwrap removes the default-TTL wrapper so that the migration Locker sees
-// the backends' own types (Locator); the migrate URL's ttl
-// applies to both.
-func unwrap(lk lockswap.Locker) lockswap.Locker {
-	if w, ok := lk.(*withTTL); ok {
-		return w.Locker
-	}
-	return lk
 }
 
 func closeAll(lks ...lockswap.Locker) {

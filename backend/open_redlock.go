@@ -15,7 +15,7 @@ func init() {
 		if err != nil {
 			return nil, err
 		}
-		o := redlock.Options{Prefix: c.Prefix, DriftFactor: c.Drift,
+		o := redlock.Options{Prefix: c.Prefix, TTL: time.Duration(c.TTL), DriftFactor: c.Drift,
 			RestartSafety: c.RestartSafety, MaxTTL: time.Duration(c.MaxTTL)}
 		if closer != nil {
 			o.Closers = []io.Closer{closer}

@@ -2,6 +2,7 @@ package backend
 
 import (
 	"context"
+	"time"
 
 	"github.com/lockswap/lockswap"
 	"github.com/lockswap/lockswap/singleredis"
@@ -16,7 +17,7 @@ func init() {
 		if len(rcs) != 1 {
 			return nil, invalid("singleredis needs exactly one Redis client, got %d", len(rcs))
 		}
-		lk, err := singleredis.New(rcs[0], singleredis.Options{Prefix: c.Prefix, Fence: c.Fence, Closer: closer})
+		lk, err := singleredis.New(rcs[0], singleredis.Options{Prefix: c.Prefix, Fence: c.Fence, TTL: time.Duration(c.TTL), Closer: closer})
 		if err != nil && closer != nil {
 			closer.Close()
 		}

@@ -253,6 +253,10 @@ type Options struct {
 	SetRedisExpiry bool
 	// Retry is Acquire's default retry policy; nil means DefaultRetry.
 	Retry lockswap.RetryStrategy
+	// TTL is the default lock TTL for Acquire and TryAcquire; 0 means
+	// lockswap.DefaultTTL. It must be in
+	// Unit.TTLRange(). A call's lockswap.WithTTL wins over it.
+	TTL time.Duration
 	// Closer, when set, is closed by Locker.Close (for a client the Locker
 	// owns, such as one opened from a URL).
 	Closer io.Closer
@@ -347,6 +351,9 @@ func New(c redisclient.Client, opts Options) (*Locker, error) {
 	}
 	if !opts.Unit.valid() {
 		return nil, fmt.Errorf("legacysetnx: unknown timestamp unit %v (want Seconds or Milliseconds): %w", opts.Unit, lockswap.ErrInvalid)
+	}
+	if err := opts.checkTTL(); err != nil {
+		return nil, err
 	}
 	if opts.Retry == nil {
 		opts.Retry = DefaultRetry
@@ -456,7 +463,7 @@ func (lk *Locker) prepare(op, key string, opts []lockswap.Option) (lockswap.Opti
 	if err := lockswap.ValidateKey(key); err != nil {
 		return lockswap.Options{}, fmt.Errorf("legacysetnx: %s: %w", op, err)
 	}
-	o, err := lockswap.ApplyOptions(lk.opts.Retry, opts)
+	o, err := lockswap.ApplyOptions(lk.opts.Retry, lk.withTTL(opts))
 	if err != nil {
 		return o, fmt.Errorf("legacysetnx: %s %s: %w", op, lockstate.QuoteKey(key), err)
 	}

@@ -46,6 +46,9 @@ type Options struct {
 	Fence bool
 	// Retry is Acquire's default retry policy; nil means DefaultRetry.
 	Retry lockswap.RetryStrategy
+	// TTL is the default lock TTL for Acquire and TryAcquire; 0 means
+	// lockswap.DefaultTTL. A call's lockswap.WithTTL wins over it.
+	TTL time.Duration
 	// Closer, when set, is closed by Locker.Close (for a client the Locker
 	// owns, such as one opened from a URL).
 	Closer io.Closer
@@ -188,6 +191,9 @@ func New(c redisclient.Client, opts Options) (*Locker, error) {
 	if redisclient.IsNil(c) {
 		return nil, fmt.Errorf("singleredis: nil redis client: %w", lockswap.ErrInvalid)
 	}
+	if err := opts.checkTTL(); err != nil {
+		return nil, err
+	}
 	if opts.Retry == nil {
 		opts.Retry = DefaultRetry
 	}
@@ -308,7 +314,7 @@ func (lk *Locker) TryAcquire(ctx context.Context, key string, opts ...lockswap.O
 }
 
 func (lk *Locker) prepare(key string, opts []lockswap.Option) (lockswap.Options, error) {
-	return lockswap.PrepareAcquire("singleredis", lk.closed.Load(), key, lk.opts.Retry, opts)
+	return lockswap.PrepareAcquire("singleredis", lk.closed.Load(), key, lk.opts.Retry, lk.withTTL(opts))
 }
 
 // try makes one attempt; a caller that gives up while the request is on
