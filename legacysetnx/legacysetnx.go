@@ -424,7 +424,7 @@ func (lk *Locker) TTLRange() (min, max time.Duration) { return lk.opts.Unit.TTLR
 // Locate returns the Redis server and key under which the lock named key is
 // stored (see migrate.Locator).
 func (lk *Locker) Locate(key string) (store, storedKey string) {
-	return lk.c.String(), lk.opts.Prefix + key
+	return redisclient.Store(lk.c), lk.opts.Prefix + key
 }
 
 // Acquire waits for the lock per the retry policy (Options.Retry or

@@ -68,7 +68,8 @@ func ParsePhase(s string) (Phase, error) {
 // Redis key a lock name maps to, so that New can refuse a configuration in
 // which the legacy and the target lock are the same Redis key.
 type Locator interface {
-	// Locate returns an identity of the store (such as its address) and the
+	// Locate returns an identity of the store (the Redis backends give
+	// redisclient.Store of their client: its address and database) and the
 	// key under which the lock for key is stored there.
 	Locate(key string) (store, storedKey string)
 }

@@ -48,6 +48,13 @@ type Client interface {
 	// String names the client for messages: the address where known. It
 	// never contains a password.
 	String() string
+	// Addr identifies the data the client reaches: "host:port/db" for one
+	// server (host lower case, IP addresses in canonical form),
+	// "cluster:host:port,..." or "ring:host:port,.../db" for a go-redis
+	// cluster or ring (sorted). Two clients with the same non-empty Addr
+	// reach the same keys. "" means unknown (a redigo pool given no
+	// address, a go-redis failover client): see [Store].
+	Addr() string
 }
 
 // ErrReply is matched by errors that are Redis error replies (WRONGTYPE,

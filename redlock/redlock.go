@@ -29,7 +29,6 @@ import (
 	"io"
 	"math"
 	"math/bits"
-	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -253,15 +252,10 @@ func New(clients []redisclient.Client, opts Options) (*Locker, error) {
 }
 
 // sameClient reports whether a and b are the same client, or two clients
-// that name the same address (a name with a port in it).
-func sameClient(a, b redisclient.Client) bool {
-	ta, tb := reflect.TypeOf(a), reflect.TypeOf(b)
-	if ta == tb && ta.Comparable() && a == b {
-		return true
-	}
-	sa := a.String()
-	return strings.Contains(sa, ":") && sa == b.String()
-}
+// of the same address and database (redisclient.Client.Addr), whatever
+// their client libraries. Clients of unknown address (a redigo pool given
+// none) are the same only when they are the same client.
+func sameClient(a, b redisclient.Client) bool { return redisclient.SameStore(a, b) }
 
 // DefaultTTL returns the TTL of an Acquire or TryAcquire without
 // lockswap.WithTTL: Options.TTL, or lockswap.DefaultTTL.

@@ -597,5 +597,5 @@ func (l *lock) runRelease(ctx context.Context) (any, error) {
 // Locate returns the Redis server and key under which the lock named key is
 // stored (see migrate.Locator).
 func (lk *Locker) Locate(key string) (store, storedKey string) {
-	return lk.c.String(), lk.opts.Prefix + key
+	return redisclient.Store(lk.c), lk.opts.Prefix + key
 }

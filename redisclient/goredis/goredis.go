@@ -7,6 +7,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -19,6 +21,7 @@ import (
 type goRedis struct {
 	c    redis.Cmdable
 	name string
+	addr string // Addr
 	// guard: the client ignores contexts (ContextTimeoutEnabled is off, or
 	// unknown), so each command runs in a goroutine of its own and the
 	// adapter returns when the context ends.
@@ -40,17 +43,62 @@ func New(c redis.Cmdable) redisclient.Client {
 	if redisclient.IsNil(c) {
 		return nil
 	}
-	name, guard := "go-redis", true
+	name, addr, guard := "go-redis", "", true
 	switch cc := c.(type) {
 	case *redis.Client:
-		name, guard = "go-redis "+cc.Options().Addr, !cc.Options().ContextTimeoutEnabled
+		o := cc.Options()
+		name, guard = "go-redis "+o.Addr, !o.ContextTimeoutEnabled
+		switch {
+		case o.Addr == "FailoverClient":
+			// A failover client (sentinel) does not say which master set
+			// it follows: its address is unknown.
+			name = "go-redis failover"
+		case o.Network == "unix":
+			addr = fmt.Sprintf("unix:%s/%d", o.Addr, o.DB)
+		default:
+			addr = adapt.Addr(o.Addr, o.DB)
+		}
 	case *redis.ClusterClient:
-		name, guard = fmt.Sprintf("go-redis cluster %v", cc.Options().Addrs), !cc.Options().ContextTimeoutEnabled
+		o := cc.Options()
+		name, guard = fmt.Sprintf("go-redis cluster %v", o.Addrs), !o.ContextTimeoutEnabled
+		if hosts := normalizeAll(o.Addrs); hosts != "" {
+			addr = "cluster:" + hosts
+		}
 	case *redis.Ring:
-		name, guard = "go-redis ring", !cc.Options().ContextTimeoutEnabled
+		o := cc.Options()
+		name, guard = "go-redis ring", !o.ContextTimeoutEnabled
+		var addrs []string
+		for _, a := range o.Addrs {
+			addrs = append(addrs, a)
+		}
+		if hosts := normalizeAll(addrs); hosts != "" {
+			addr = fmt.Sprintf("ring:%s/%d", hosts, o.DB)
+		}
 	}
-	return &goRedis{c: c, name: name, guard: guard}
+	return &goRedis{c: c, name: name, addr: addr, guard: guard}
 }
+
+// normalizeAll returns the sorted normalized addresses joined by commas,
+// or "" when one of them is not host:port.
+func normalizeAll(addrs []string) string {
+	out := make([]string, 0, len(addrs))
+	for _, a := range addrs {
+		n := adapt.HostPort(a)
+		if n == "" {
+			return ""
+		}
+		out = append(out, n)
+	}
+	if len(out) == 0 {
+		return ""
+	}
+	slices.Sort(out)
+	return strings.Join(slices.Compact(out), ",")
+}
+
+// Addr implements [redisclient.Client]: from the client's Options (see
+// there for the forms); "" for a failover client or another Cmdable.
+func (g *goRedis) Addr() string { return g.addr }
 
 // unguarded reports whether a command under ctx can go to the client as
 // it is: the client obeys contexts, or ctx can neither end nor expire.

@@ -2,6 +2,7 @@ package redigo
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"time"
 
@@ -28,5 +29,5 @@ func dial(s registry.RedisServer) (redisclient.Client, io.Closer, error) {
 		DialContext: func(ctx context.Context) (redis.Conn, error) {
 			return redis.DialContext(ctx, "tcp", addr, opts...)
 		}}
-	return NewNamed(pool, addr), pool, nil
+	return NewNamed(pool, fmt.Sprintf("%s/%d", addr, s.DB)), pool, nil
 }

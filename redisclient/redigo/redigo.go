@@ -18,6 +18,7 @@ import (
 type redigo struct {
 	pool *redis.Pool
 	name string
+	addr string // Addr; "" when unknown
 }
 
 // New adapts a redigo connection pool. Connections must support
@@ -31,16 +32,25 @@ func New(pool *redis.Pool) redisclient.Client {
 	return &redigo{pool: pool, name: "redigo pool"}
 }
 
-// NewNamed is [New] with a name for messages, such as the address.
-// The name must not contain a password.
+// NewNamed is [New] with the address the pool dials, "host:port" or
+// "host:port/db" (database 0 when not given). It names the client in
+// messages and is its identity ([redisclient.Client.Addr]), by which
+// redlock refuses the same master twice and migrate refuses one Redis key
+// for both locks. A pool adapted by New, or given a name that is not an
+// address, has no known address: it is the same as another client only
+// when it is that client. The name must not contain a password.
 func NewNamed(pool *redis.Pool, name string) redisclient.Client {
 	if pool == nil {
 		return nil
 	}
-	return &redigo{pool: pool, name: "redigo " + name}
+	return &redigo{pool: pool, name: "redigo " + name, addr: adapt.ParseAddr(name)}
 }
 
 func (r *redigo) String() string { return r.name }
+
+// Addr implements [redisclient.Client]: the address given to NewNamed, or
+// "" when unknown.
+func (r *redigo) Addr() string { return r.addr }
 
 func redigoErr(err error) error {
 	if re, ok := err.(redis.Error); ok {

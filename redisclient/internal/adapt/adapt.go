@@ -5,6 +5,8 @@ package adapt
 import (
 	"errors"
 	"fmt"
+	"net"
+	"strconv"
 	"strings"
 	"time"
 
@@ -44,4 +46,45 @@ func ParseTime(v any) (time.Time, error) {
 func IsNoScript(err error) bool {
 	var re *redisclient.ReplyError
 	return errors.As(err, &re) && strings.HasPrefix(re.Msg, "NOSCRIPT")
+}
+
+// Addr normalizes a server address and database into the form of
+// redisclient.Client.Addr, "host:port/db": the host in lower case, an IP
+// address in canonical form. It returns "" when hostport is not host:port.
+func Addr(hostport string, db int) string {
+	n := HostPort(hostport)
+	if n == "" || db < 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s/%d", n, db)
+}
+
+// HostPort normalizes host:port as Addr does, or returns "".
+func HostPort(hostport string) string {
+	host, port, err := net.SplitHostPort(strings.TrimSpace(hostport))
+	if err != nil || host == "" {
+		return ""
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p < 1 || p > 65535 {
+		return ""
+	}
+	if ip := net.ParseIP(host); ip != nil {
+		host = ip.String()
+	}
+	return net.JoinHostPort(strings.ToLower(host), strconv.Itoa(p))
+}
+
+// ParseAddr reads "host:port" or "host:port/db" and returns its Addr form,
+// or "" when s is not an address (a display name).
+func ParseAddr(s string) string {
+	hp, dbs, hasDB := strings.Cut(s, "/")
+	db := 0
+	if hasDB {
+		var err error
+		if db, err = strconv.Atoi(dbs); err != nil {
+			return ""
+		}
+	}
+	return Addr(hp, db)
 }
