@@ -35,6 +35,7 @@ var packages = map[string]string{
 	"etcdlease":   "github.com/lockswap/lockswap/etcdlease",
 	"migrate":     "github.com/lockswap/lockswap/migrate",
 	"redisclient": "github.com/lockswap/lockswap/redisclient",
+	"registry":    "github.com/lockswap/lockswap/registry",
 	"memlock":     "github.com/lockswap/lockswap/memlock",
 	"fenced":      "github.com/lockswap/lockswap/fenced",
 	"goredis":     "github.com/lockswap/lockswap/redisclient/goredis",
