@@ -254,8 +254,8 @@ type Options struct {
 	// Retry is Acquire's default retry policy; nil means DefaultRetry.
 	Retry lockswap.RetryStrategy
 	// TTL is the default lock TTL for Acquire and TryAcquire; 0 means
-	// lockswap.DefaultTTL. It must be in
-	// Unit.TTLRange(). A call's lockswap.WithTTL wins over it.
+	// lockswap.DefaultTTL. It must be in Unit.TTLRange(). A call's
+	// lockswap.WithTTL wins over it.
 	TTL time.Duration
 	// Closer, when set, is closed by Locker.Close (for a client the Locker
 	// owns, such as one opened from a URL).

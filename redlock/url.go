@@ -54,6 +54,7 @@ func parseURL(u *registry.URL, c registry.Clients) (registry.OpenFunc, error) {
 		return nil, fmt.Errorf("ttl=%v exceeds max_ttl=%v: %w", o.TTL, o.MaxTTL, lockswap.ErrInvalid)
 	}
 	return func(context.Context) (lockswap.Locker, error) {
+		o := o
 		rcs, closer, err := registry.RedisClients(u, c)
 		if err != nil {
 			return nil, err

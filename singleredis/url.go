@@ -40,6 +40,7 @@ func parseURL(u *registry.URL, c registry.Clients) (registry.OpenFunc, error) {
 		return nil, err
 	}
 	return func(context.Context) (lockswap.Locker, error) {
+		o := o
 		rcs, closer, err := registry.RedisClients(u, c)
 		if err != nil {
 			return nil, err
