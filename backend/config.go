@@ -6,26 +6,31 @@
 //	singlerediss://...                       (TLS; also redlocks://, legacysetnxs://)
 //	redlock://host1:6379,host2:6379,host3:6379?ttl=10s&drift=0.01
 //	legacysetnx://host:6379?prefix=lock.&unit=s
-//	etcd://host1:2379,host2:2379?prefix=/locks/&ttl=10s   (etcds:// for TLS)
+//	etcd://host1:2379,host2:2379?prefix=/locks/&ttl=10s   (etcdlease:// too; etcds:// for TLS)
 //	migrate://?phase=dual&legacy=<url>&target=<url>
 //
 // Every Redis scheme takes client=goredis|redigo. Any scheme takes
 // require=fencing,failover,... (lockswap.Property names): opening a backend
 // whose Guarantees lack one fails with an error naming it. docs/configuration.md
 // lists every parameter.
+//
+// Each backend parses and checks its own parameters and registers its
+// scheme with package registry; this package imports every built-in
+// backend and both Redis clients, and routes to them. A program that wants
+// to link only one backend and one client imports those and opens URLs with
+// registry.OpenURL instead.
 package backend
 
 import (
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/url"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/registry"
 )
 
 // The backend names, as in URL schemes and Config.Backend.
@@ -33,7 +38,8 @@ const (
 	SingleRedis = "singleredis"
 	Redlock     = "redlock"
 	LegacySetNX = "legacysetnx"
-	Etcd        = "etcd"
+	Etcd        = "etcd" // etcdlease; EtcdLease is the same backend
+	EtcdLease   = "etcdlease"
 	Migrate     = "migrate"
 )
 
@@ -65,7 +71,8 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 // Config selects and configures one backend. The zero value of each field
 // means the backend's default.
 type Config struct {
-	// Backend is singleredis, redlock, legacysetnx, etcd or migrate.
+	// Backend is singleredis, redlock, legacysetnx, etcd (or etcdlease),
+	// migrate, or a scheme another package registered (package registry).
 	Backend string `json:"backend"`
 	// Addrs are host:port pairs: one for singleredis and legacysetnx, N (odd,
 	// at least 3) independent masters for redlock, etcd endpoints for etcd.
@@ -109,15 +116,9 @@ type Config struct {
 	Legacy    *Config `json:"legacy,omitempty"`
 	Target    *Config `json:"target,omitempty"`
 	LegacyNet bool    `json:"legacy_net,omitempty"`
-}
-
-// params lists, per backend, the URL query parameters it accepts.
-var params = map[string][]string{
-	SingleRedis: {"ttl", "prefix", "fence", "client", "dial_timeout", "require"},
-	Redlock:     {"ttl", "prefix", "drift", "client", "dial_timeout", "require", "restart_safety", "max_ttl"},
-	LegacySetNX: {"ttl", "prefix", "unit", "client", "dial_timeout", "require", "server_time", "redis_expiry"},
-	Etcd:        {"ttl", "prefix", "dial_timeout", "require"},
-	Migrate:     {"phase", "legacy", "target", "legacy_net", "ttl", "require"},
+	// Params are the parameters of a backend registered by another
+	// package that have no field here.
+	Params map[string]string `json:"params,omitempty"`
 }
 
 func invalid(format string, args ...any) error {
@@ -128,144 +129,57 @@ func invalid(format string, args ...any) error {
 // match lockswap.ErrInvalid, name the parameter at fault, and never contain
 // the password.
 func ParseURL(raw string) (Config, error) {
-	var c Config
-	scheme, rest, ok := strings.Cut(raw, "://")
-	if !ok || scheme == "" {
-		return c, invalid("%q is not a backend URL (want scheme://...)", redactRaw(raw))
+	u, err := registry.ParseURL(raw)
+	if err != nil {
+		return Config{}, fmt.Errorf("backend: %w", err)
 	}
-	scheme = strings.ToLower(scheme)
-	c.Backend = scheme
-	if _, known := params[scheme]; !known && strings.HasSuffix(scheme, "s") {
-		if _, known := params[strings.TrimSuffix(scheme, "s")]; known {
-			c.Backend, c.TLS = strings.TrimSuffix(scheme, "s"), true
-		}
+	return fromURL(u)
+}
+
+// fromURL turns a checked URL into a Config.
+func fromURL(u *registry.URL) (Config, error) {
+	c := Config{Backend: u.Scheme, TLS: u.TLS, Username: u.Username, Password: u.Password, Addrs: u.Hosts}
+	if u.Scheme == "redis" {
+		c.Backend = SingleRedis
 	}
-	if scheme == "rediss" || scheme == "redis" {
-		c.Backend, c.TLS = SingleRedis, scheme == "rediss"
-	}
-	allowed, known := params[c.Backend]
-	if !known {
-		return Config{}, invalid("unknown scheme %q (want singleredis, redlock, legacysetnx, etcd or migrate, with an s suffix for TLS)", scheme)
-	}
-	// Split authority, path and query by hand: net/url rejects the comma
-	// separated host lists that redlock and etcd URLs use.
-	authority, query, _ := strings.Cut(rest, "?")
-	if at := strings.LastIndex(authority, "@"); at >= 0 {
-		// Credentials end at the last "@" before the query, so that a "/"
-		// in a password does not leak into the path.
-		userinfo := authority[:at]
-		authority = authority[at+1:]
-		user, pass, hasPass := strings.Cut(userinfo, ":")
-		var err error
-		if c.Username, err = url.PathUnescape(user); err != nil {
-			return Config{}, invalid("username is not valid percent-encoding")
-		}
-		if hasPass {
-			if c.Password, err = url.PathUnescape(pass); err != nil {
-				return Config{}, invalid("password is not valid percent-encoding") // the password itself is not repeated
-			}
-		}
-	}
-	authority, path, _ := strings.Cut(authority, "/")
-	if authority != "" {
-		for _, h := range strings.Split(authority, ",") {
-			if err := checkHostPort(h); err != nil {
-				return Config{}, err
-			}
-			c.Addrs = append(c.Addrs, h)
-		}
-	}
-	if path != "" {
-		if c.Backend == Etcd || c.Backend == Migrate {
-			return Config{}, invalid("%s URLs take no path (got /%s); use prefix=", c.Backend, path)
-		}
-		db, err := strconv.Atoi(path)
-		if err != nil || db < 0 {
-			return Config{}, invalid("database %q in the path is not a non-negative number", path)
+	if u.Path != "" {
+		db, err := u.DB()
+		if err != nil {
+			return Config{}, fmt.Errorf("backend: %w", err)
 		}
 		c.DB = db
 	}
-	q, err := url.ParseQuery(query)
-	if err != nil {
-		return Config{}, invalid("query: %v", err)
-	}
-	keys := make([]string, 0, len(q))
-	for k := range q {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		if !contains(allowed, k) {
-			return Config{}, invalid("unknown parameter %q for %s (known: %s)", k, c.Backend, strings.Join(allowed, ", "))
-		}
-		if len(q[k]) != 1 {
-			return Config{}, invalid("parameter %q given %d times", k, len(q[k]))
-		}
-		if err := c.set(k, q[k][0]); err != nil {
+	for k, vs := range u.Query {
+		if err := c.set(k, vs[0]); err != nil {
 			return Config{}, err
 		}
-	}
-	if err := c.Validate(); err != nil {
-		return Config{}, err
 	}
 	return c, nil
 }
 
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-func checkHostPort(h string) error {
-	host, port, err := net.SplitHostPort(h)
-	if err != nil || host == "" {
-		return invalid("address %q: want host:port", h)
-	}
-	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
-		return invalid("address %q: port %q is not a number between 1 and 65535", h, port)
-	}
-	return nil
-}
-
+// set sets the field of parameter k, from a URL its backend has checked.
 func (c *Config) set(k, v string) error {
-	parseBool := func() (bool, error) {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return false, invalid("parameter %s=%q: want true or false", k, v)
-		}
-		return b, nil
-	}
-	parseDur := func() (Duration, error) {
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			return 0, invalid("parameter %s=%q: want a positive duration such as 10s or 500ms", k, v)
-		}
-		return Duration(d), nil
-	}
-	var err error
+	parseBool := func() bool { b, _ := strconv.ParseBool(v); return b }
+	parseDur := func() Duration { d, _ := time.ParseDuration(v); return Duration(d) }
 	switch k {
 	case "ttl":
-		c.TTL, err = parseDur()
+		c.TTL = parseDur()
 	case "max_ttl":
-		c.MaxTTL, err = parseDur()
+		c.MaxTTL = parseDur()
 	case "dial_timeout":
-		c.DialTimeout, err = parseDur()
+		c.DialTimeout = parseDur()
 	case "prefix":
 		c.Prefix = v
 	case "fence":
-		c.Fence, err = parseBool()
+		c.Fence = parseBool()
 	case "restart_safety":
-		c.RestartSafety, err = parseBool()
+		c.RestartSafety = parseBool()
 	case "server_time":
-		c.ServerTime, err = parseBool()
+		c.ServerTime = parseBool()
 	case "redis_expiry":
-		c.RedisExpiry, err = parseBool()
+		c.RedisExpiry = parseBool()
 	case "legacy_net":
-		c.LegacyNet, err = parseBool()
+		c.LegacyNet = parseBool()
 	case "client":
 		c.Client = v
 	case "unit":
@@ -273,11 +187,7 @@ func (c *Config) set(k, v string) error {
 	case "phase":
 		c.Phase = v
 	case "drift":
-		f, perr := strconv.ParseFloat(v, 64)
-		if perr != nil {
-			return invalid("parameter drift=%q: want a number such as 0.01", v)
-		}
-		c.Drift = f
+		c.Drift, _ = strconv.ParseFloat(v, 64)
 	case "require":
 		for _, p := range strings.Split(v, ",") {
 			if p = strings.TrimSpace(p); p != "" {
@@ -285,133 +195,51 @@ func (c *Config) set(k, v string) error {
 			}
 		}
 	case "legacy", "target":
-		sub, perr := ParseURL(v)
-		if perr != nil {
-			return fmt.Errorf("backend: parameter %s: %w", k, perr)
+		su, err := registry.ParseURL(v)
+		if err != nil {
+			return fmt.Errorf("backend: parameter %s: %w", k, err)
+		}
+		sub, err := fromURL(su)
+		if err != nil {
+			return fmt.Errorf("backend: parameter %s: %w", k, err)
 		}
 		if k == "legacy" {
 			c.Legacy = &sub
 		} else {
 			c.Target = &sub
 		}
-	}
-	return err
-}
-
-// Validate checks a Config (from JSON or ParseURL). Errors match
-// lockswap.ErrInvalid and name the field at fault.
-func (c Config) Validate() error {
-	if _, ok := params[c.Backend]; !ok {
-		return invalid("unknown backend %q (want singleredis, redlock, legacysetnx, etcd or migrate)", c.Backend)
-	}
-	if c.TTL < 0 || (c.TTL > 0 && time.Duration(c.TTL) < lockswap.MinTTL) {
-		return invalid("ttl %v: want at least %v", time.Duration(c.TTL), lockswap.MinTTL)
-	}
-	if time.Duration(c.TTL) > lockswap.MaxTTL {
-		return invalid("ttl %v: want at most %v", time.Duration(c.TTL), lockswap.MaxTTL)
-	}
-	for _, a := range c.Addrs {
-		if err := checkHostPort(a); err != nil {
-			return err
-		}
-	}
-	for _, r := range c.Require {
-		if _, err := (lockswap.Guarantees{}).Has(lockswap.Property(r)); err != nil {
-			return invalid("require=%s: unknown property (known: %v)", r, lockswap.Properties())
-		}
-	}
-	switch c.Client {
-	case "", "goredis", "redigo":
 	default:
-		return invalid("client=%q: want goredis or redigo", c.Client)
-	}
-	switch c.Backend {
-	case SingleRedis, LegacySetNX:
-		if len(c.Addrs) != 1 {
-			return invalid("%s needs exactly one host:port, got %d", c.Backend, len(c.Addrs))
+		if c.Params == nil {
+			c.Params = map[string]string{}
 		}
-	case Redlock:
-		if n := len(c.Addrs); n < 3 || n%2 == 0 {
-			return invalid("redlock needs an odd number of at least 3 independent masters, got %d hosts", n)
-		}
-		if !(c.Drift >= 0 && c.Drift < 0.5) { // also NaN, which fails every comparison
-			return invalid("drift=%v: want a factor in [0, 0.5) such as 0.01", c.Drift)
-		}
-		if c.RestartSafety && c.MaxTTL <= 0 {
-			return invalid("restart_safety needs max_ttl, the longest TTL any client uses on these masters")
-		}
-	case Etcd:
-		if len(c.Addrs) == 0 {
-			return invalid("etcd needs at least one endpoint host:port")
-		}
-	case Migrate:
-		if len(c.Addrs) != 0 {
-			return invalid("migrate takes no hosts; give legacy= and target= URLs")
-		}
-		switch c.Phase {
-		case "legacy", "dual", "target":
-		case "":
-			return invalid("migrate needs phase=legacy|dual|target")
-		default:
-			return invalid("phase=%q: want legacy, dual or target", c.Phase)
-		}
-		if c.Legacy != nil && c.Legacy.Backend != LegacySetNX {
-			return invalid("migrate legacy= must be a legacysetnx URL, got %s", c.Legacy.Backend)
-		}
-		if (c.Phase != "target" || c.LegacyNet) && c.Legacy == nil {
-			return invalid("migrate phase %s needs legacy=<legacysetnx URL>", c.Phase)
-		}
-		if c.Phase != "legacy" && c.Target == nil {
-			return invalid("migrate phase %s needs target=<backend URL>", c.Phase)
-		}
-		for name, sub := range map[string]*Config{"legacy": c.Legacy, "target": c.Target} {
-			if sub == nil {
-				continue
-			}
-			if sub.Backend == Migrate {
-				return invalid("migrate %s= cannot itself be a migrate URL", name)
-			}
-			if sub.TTL != 0 {
-				return invalid("migrate %s= has its own ttl; give ttl= once, on the migrate URL", name)
-			}
-			if err := sub.Validate(); err != nil {
-				return fmt.Errorf("backend: migrate %s=: %w", name, err)
-			}
-		}
-	}
-	if c.Backend != LegacySetNX {
-		if c.Unit != "" || c.ServerTime || c.RedisExpiry {
-			return invalid("unit, server_time and redis_expiry are legacysetnx parameters, not %s", c.Backend)
-		}
-	}
-	if err := validateLegacySetNX(c); err != nil {
-		return err
-	}
-	if c.Fence && c.Backend != SingleRedis {
-		return invalid("fence is a singleredis parameter (etcd always fences), not %s", c.Backend)
+		c.Params[k] = v
 	}
 	return nil
 }
 
-// String renders the Config as a URL with the password replaced by "xxxxx".
-func (c Config) String() string {
-	var b strings.Builder
-	b.WriteString(c.Backend)
-	if c.TLS {
-		b.WriteString("s")
+// Validate checks a Config (from JSON or ParseURL) the way its backend
+// checks a URL. Errors match lockswap.ErrInvalid and name the field at
+// fault.
+func (c Config) Validate() error {
+	if err := registry.Check(c.url(), registry.Clients{}); err != nil {
+		return fmt.Errorf("backend: %w", err)
 	}
-	b.WriteString("://")
-	if c.Username != "" || c.Password != "" {
-		b.WriteString(url.PathEscape(c.Username))
-		if c.Password != "" {
-			b.WriteString(":xxxxx")
-		}
-		b.WriteString("@")
-	}
-	b.WriteString(strings.Join(c.Addrs, ","))
+	return nil
+}
+
+// url returns c as a registry URL, with its password.
+func (c Config) url() *registry.URL {
+	u := &registry.URL{Scheme: c.Backend, TLS: c.TLS, Username: c.Username, Password: c.Password,
+		Hosts: c.Addrs, Query: c.query(false)}
 	if c.DB != 0 {
-		fmt.Fprintf(&b, "/%d", c.DB)
+		u.Path = strconv.Itoa(c.DB)
 	}
+	return u
+}
+
+// query returns c's parameters; with redact, the URLs of legacy= and
+// target= have their passwords replaced.
+func (c Config) query(redact bool) url.Values {
 	q := url.Values{}
 	setIf := func(k, v string, ok bool) {
 		if ok {
@@ -432,30 +260,27 @@ func (c Config) String() string {
 	setIf("require", strings.Join(c.Require, ","), len(c.Require) > 0)
 	setIf("phase", c.Phase, c.Phase != "")
 	setIf("legacy_net", "true", c.LegacyNet)
-	if c.Legacy != nil {
-		q.Set("legacy", c.Legacy.String())
+	for name, sub := range map[string]*Config{"legacy": c.Legacy, "target": c.Target} {
+		if sub == nil {
+			continue
+		}
+		if redact {
+			q.Set(name, sub.String())
+		} else {
+			q.Set(name, sub.url().Unredacted())
+		}
 	}
-	if c.Target != nil {
-		q.Set("target", c.Target.String())
+	for k, v := range c.Params {
+		if !q.Has(k) {
+			q.Set(k, v)
+		}
 	}
-	if len(q) > 0 {
-		b.WriteString("?")
-		b.WriteString(q.Encode())
-	}
-	return b.String()
+	return q
 }
 
-// redactRaw hides anything between "://" and "@" in an unparsed URL.
-func redactRaw(raw string) string {
-	scheme, rest, ok := strings.Cut(raw, "://")
-	if !ok {
-		if at := strings.LastIndex(raw, "@"); at >= 0 {
-			return "xxxxx" + raw[at:]
-		}
-		return raw
-	}
-	if at := strings.LastIndex(rest, "@"); at >= 0 {
-		return scheme + "://xxxxx" + rest[at:]
-	}
-	return raw
+// String renders the Config as a URL with the password replaced by "xxxxx".
+func (c Config) String() string {
+	u := c.url()
+	u.Query = c.query(true)
+	return u.String()
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/lockswap/lockswap/internal/redistest"
 	"github.com/lockswap/lockswap/legacysetnx"
 	"github.com/lockswap/lockswap/redisclient"
+	"github.com/lockswap/lockswap/redisclient/goredis"
 )
 
 // TestLegacySetNXUnitRequired: a legacysetnx URL or Config without unit= is
@@ -121,7 +122,7 @@ func TestOpenLegacySetNX(t *testing.T) {
 		lk.Close()
 	}
 	// A given client: the unit is still required.
-	rc := redisclient.GoRedis(redistest.GoRedisClient(t, mr.Addr()))
+	rc := goredis.New(redistest.GoRedisClient(t, mr.Addr()))
 	if _, err := backend.Open(ctx, backend.Config{Backend: backend.LegacySetNX}, backend.Clients{Redis: []redisclient.Client{rc}}); !errors.Is(err, lockswap.ErrInvalid) {
 		t.Errorf("Open with a given client and no unit: %v, want ErrInvalid", err)
 	}

@@ -3,18 +3,23 @@ package backend
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
-	"io"
 	"os"
-	"time"
 
-	redigo "github.com/gomodule/redigo/redis"
-	goredis "github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/lockswap/lockswap"
 	"github.com/lockswap/lockswap/redisclient"
+	"github.com/lockswap/lockswap/registry"
+
+	// The built-in backends and Redis clients register themselves.
+	_ "github.com/lockswap/lockswap/etcdlease"
+	_ "github.com/lockswap/lockswap/legacysetnx"
+	_ "github.com/lockswap/lockswap/migrate"
+	_ "github.com/lockswap/lockswap/redisclient/goredis"
+	_ "github.com/lockswap/lockswap/redisclient/redigo"
+	_ "github.com/lockswap/lockswap/redlock"
+	_ "github.com/lockswap/lockswap/singleredis"
 )
 
 // EnvVar is the environment variable FromEnv reads by default.
@@ -60,138 +65,19 @@ func FromEnv(ctx context.Context, name string) (lockswap.Locker, error) {
 	return lk, nil
 }
 
-// opener opens one backend from a validated Config.
-type opener func(ctx context.Context, c Config, cl Clients) (lockswap.Locker, error)
-
-// openers is filled by the files of each backend (init), keyed by name.
-var openers = map[string]opener{}
-
 // Open opens the backend c describes, using the clients in cl where given.
-// It fails with an error matching lockswap.ErrInvalid, naming the missing
-// property, when the backend's Guarantees lack one of c.Require.
+// It returns the backend's own Locker (a *singleredis.Locker for
+// singleredis, and so on). It fails with an error matching
+// lockswap.ErrInvalid, naming the missing property, when the backend's
+// Guarantees lack one of c.Require.
 func Open(ctx context.Context, c Config, cl Clients) (lockswap.Locker, error) {
-	v := c
-	if cl.Etcd != nil && c.Backend == Etcd && len(v.Addrs) == 0 {
-		v.Addrs = []string{"given-client:1"}
+	rc := registry.Clients{Redis: cl.Redis, TLS: cl.TLS}
+	if cl.Etcd != nil {
+		rc.Client = cl.Etcd
 	}
-	if len(cl.Redis) > 0 {
-		// Given clients stand for the hosts: validate their number instead.
-		v.Addrs = nil
-		for range cl.Redis {
-			v.Addrs = append(v.Addrs, "given-client:1")
-		}
-	}
-	if err := v.Validate(); err != nil {
-		return nil, err
-	}
-	open, ok := openers[c.Backend]
-	if !ok {
-		return nil, invalid("backend %q is not available in this build", c.Backend)
-	}
-	lk, err := open(ctx, c, cl)
+	lk, err := registry.Open(ctx, c.url(), rc)
 	if err != nil {
-		return nil, fmt.Errorf("backend: open %s: %w", c, err)
-	}
-	if len(c.Require) > 0 {
-		props := make([]lockswap.Property, len(c.Require))
-		for i, r := range c.Require {
-			props[i] = lockswap.Property(r)
-		}
-		if err := lk.Guarantees().Require(props...); err != nil {
-			lk.Close()
-			return nil, fmt.Errorf("backend: open %s: %w", c, err)
-		}
-	}
-	if c.TTL > 0 {
-		lk = &withTTL{Locker: lk, ttl: time.Duration(c.TTL)}
+		return nil, fmt.Errorf("backend: %w", err)
 	}
 	return lk, nil
 }
-
-// withTTL makes Config.TTL the default TTL of every call.
-type withTTL struct {
-	lockswap.Locker
-	ttl time.Duration
-}
-
-func (w *withTTL) opts(opts []lockswap.Option) []lockswap.Option {
-	return append([]lockswap.Option{lockswap.WithTTL(w.ttl)}, opts...)
-}
-
-func (w *withTTL) Acquire(ctx context.Context, key string, opts ...lockswap.Option) (lockswap.Lock, error) {
-	return w.Locker.Acquire(ctx, key, w.opts(opts)...)
-}
-
-func (w *withTTL) TryAcquire(ctx context.Context, key string, opts ...lockswap.Option) (lockswap.Lock, error) {
-	return w.Locker.TryAcquire(ctx, key, w.opts(opts)...)
-}
-
-// Unwrap returns the backend's own Locker.
-func (w *withTTL) Unwrap() lockswap.Locker { return w.Locker }
-
-// redisClients returns the Redis clients for c: cl.Redis when given (not
-// closed by the Locker), otherwise new clients for c.Addrs and a closer for
-// them.
-func redisClients(c Config, cl Clients) ([]redisclient.Client, io.Closer, error) {
-	if len(cl.Redis) > 0 {
-		for i, rc := range cl.Redis {
-			if redisclient.IsNil(rc) {
-				return nil, nil, invalid("Clients.Redis[%d] is nil", i)
-			}
-		}
-		return cl.Redis, nil, nil
-	}
-	var closers multiCloser
-	var out []redisclient.Client
-	dialTimeout := time.Duration(c.DialTimeout)
-	if dialTimeout == 0 {
-		dialTimeout = 5 * time.Second
-	}
-	var tlsConf *tls.Config
-	if c.TLS {
-		tlsConf = cl.TLS
-		if tlsConf == nil {
-			tlsConf = &tls.Config{MinVersion: tls.VersionTLS12}
-		}
-	}
-	for _, addr := range c.Addrs {
-		switch c.Client {
-		case "", "goredis":
-			rdb := goredis.NewClient(&goredis.Options{
-				Addr: addr, Username: c.Username, Password: c.Password, DB: c.DB,
-				TLSConfig: tlsConf, DialTimeout: dialTimeout, ContextTimeoutEnabled: true,
-			})
-			closers = append(closers, rdb)
-			out = append(out, redisclient.GoRedis(rdb))
-		case "redigo":
-			opts := []redigo.DialOption{
-				redigo.DialConnectTimeout(dialTimeout), redigo.DialDatabase(c.DB),
-				redigo.DialUsername(c.Username), redigo.DialPassword(c.Password),
-			}
-			if tlsConf != nil {
-				opts = append(opts, redigo.DialUseTLS(true), redigo.DialTLSConfig(tlsConf))
-			}
-			a := addr
-			pool := &redigo.Pool{MaxIdle: 64, IdleTimeout: 5 * time.Minute,
-				DialContext: func(ctx context.Context) (redigo.Conn, error) {
-					return redigo.DialContext(ctx, "tcp", a, opts...)
-				}}
-			closers = append(closers, pool)
-			out = append(out, redisclient.RedigoNamed(pool, addr))
-		}
-	}
-	return out, closers, nil
-}
-
-type multiCloser []io.Closer
-
-func (m multiCloser) Close() error {
-	var errs []error
-	for _, c := range m {
-		errs = append(errs, c.Close())
-	}
-	return errors.Join(errs...)
-}
-
-// DefaultTTL is the configured TTL, which lockswap.Do renews with.
-func (w *withTTL) DefaultTTL() time.Duration { return w.ttl }

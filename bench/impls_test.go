@@ -19,6 +19,8 @@ import (
 	"github.com/lockswap/lockswap"
 	"github.com/lockswap/lockswap/etcdlease"
 	"github.com/lockswap/lockswap/redisclient"
+	lsgoredis "github.com/lockswap/lockswap/redisclient/goredis"
+	lsredigo "github.com/lockswap/lockswap/redisclient/redigo"
 	"github.com/lockswap/lockswap/redlock"
 	"github.com/lockswap/lockswap/singleredis"
 )
@@ -104,11 +106,11 @@ func redsyncCycle(rs *redsync.Redsync, retry lockswap.RetryStrategy) cycleFunc {
 func redis1Impls(b *testing.B, s *servers) []impl {
 	gr, pool := s.goredis[0], s.redigo[0]
 	retry := singleredis.DefaultRetry
-	grLocker, err := singleredis.New(redisclient.GoRedis(gr), singleredis.Options{})
+	grLocker, err := singleredis.New(lsgoredis.New(gr), singleredis.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	rgLocker, err := singleredis.New(redisclient.Redigo(pool), singleredis.Options{})
+	rgLocker, err := singleredis.New(lsredigo.New(pool), singleredis.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -199,8 +201,8 @@ func redlockImpls(b *testing.B, s *servers, n int) []impl {
 	rsGRPools := make([]rsredis.Pool, n)
 	rsRGPools := make([]rsredis.Pool, n)
 	for i := range n {
-		grs[i] = redisclient.GoRedis(s.goredis[i])
-		rgs[i] = redisclient.RedigoNamed(s.redigo[i], s.redisAddrs[i])
+		grs[i] = lsgoredis.New(s.goredis[i])
+		rgs[i] = lsredigo.NewNamed(s.redigo[i], s.redisAddrs[i])
 		rsGRPools[i] = rsgoredis.NewPool(s.goredis[i])
 		rsRGPools[i] = rsredigo.NewPool(s.redigo[i])
 	}

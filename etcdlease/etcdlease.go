@@ -167,6 +167,9 @@ const probeEvery = 5 * time.Second
 type Options struct {
 	// Prefix is prepended to every etcd key (default DefaultPrefix).
 	Prefix string
+	// TTL is the default lock TTL for Acquire and TryAcquire; 0 means
+	// lockswap.DefaultTTL. A call's lockswap.WithTTL wins over it.
+	TTL time.Duration
 	// RequestTimeout bounds each request to etcd (default
 	// DefaultRequestTimeout), so that a call fails with ErrUnavailable
 	// instead of waiting for a member to come back.
@@ -192,8 +195,9 @@ type Config struct {
 	TLS *tls.Config
 	// DialTimeout bounds connecting (default 5 s).
 	DialTimeout time.Duration
-	// Prefix, RequestTimeout, Retry and ClusterSize are as in Options.
+	// Prefix, TTL, RequestTimeout, Retry and ClusterSize are as in Options.
 	Prefix         string
+	TTL            time.Duration
 	RequestTimeout time.Duration
 	Retry          lockswap.RetryStrategy
 	ClusterSize    int
@@ -253,7 +257,7 @@ func Open(cfg Config) (*Locker, error) {
 	if cfg.DialTimeout < 0 {
 		return nil, fmt.Errorf("%s: dial timeout %v is negative: %w", Backend, cfg.DialTimeout, lockswap.ErrInvalid)
 	}
-	opts := Options{Prefix: cfg.Prefix, RequestTimeout: cfg.RequestTimeout, Retry: cfg.Retry, ClusterSize: cfg.ClusterSize}
+	opts := Options{Prefix: cfg.Prefix, TTL: cfg.TTL, RequestTimeout: cfg.RequestTimeout, Retry: cfg.Retry, ClusterSize: cfg.ClusterSize}
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
@@ -313,7 +317,19 @@ func (o *Options) validate() error {
 	if o.ClusterSize < 0 {
 		return fmt.Errorf("%s: cluster size %d is negative: %w", Backend, o.ClusterSize, lockswap.ErrInvalid)
 	}
+	if min, max := ttlRange(); o.TTL != 0 && (o.TTL < min || o.TTL > max) {
+		return fmt.Errorf("%s: Options.TTL %v is outside the accepted range [%v, %v]: %w", Backend, o.TTL, min, max, lockswap.ErrInvalid)
+	}
 	return nil
+}
+
+// DefaultTTL returns the TTL of an Acquire or TryAcquire without
+// lockswap.WithTTL: Options.TTL, or lockswap.DefaultTTL.
+func (lk *Locker) DefaultTTL() time.Duration {
+	if lk.opts.TTL != 0 {
+		return lk.opts.TTL
+	}
+	return lockswap.DefaultTTL
 }
 
 func newLocker(c *clientv3.Client, opts Options) (*Locker, error) {
@@ -349,7 +365,10 @@ func newLocker(c *clientv3.Client, opts Options) (*Locker, error) {
 // whole second or more (see the package doc), and a TTL so short that the
 // acquisition itself used it up is refused with lockswap.ErrInvalid when
 // Acquire returns.
-func (lk *Locker) TTLRange() (min, max time.Duration) {
+func (lk *Locker) TTLRange() (min, max time.Duration) { return ttlRange() }
+
+// ttlRange is TTLRange, the same for every Locker.
+func ttlRange() (min, max time.Duration) {
 	min, max = lockswap.MinTTL, lockswap.MaxTTL
 	// A TTL must leave validity after the drift allowance.
 	for min-lockstate.Drift(min) <= 0 {
@@ -655,6 +674,9 @@ func (lk *Locker) prepare(key string, opts []lockswap.Option) (lockswap.Options,
 	if n := len(lk.QueuePrefix(key)); n > MaxQueuePrefixBytes {
 		return lockswap.Options{}, fmt.Errorf("%s: acquire %s: key too large: its queue prefix (prefix + escaped key, %q and %q counting 3 bytes) is %d bytes, the most is %d (MaxQueuePrefixBytes, from etcd's 1.5 MiB request limit): %w",
 			Backend, lockstate.QuoteKey(key), "%", "/", n, MaxQueuePrefixBytes, lockswap.ErrInvalid)
+	}
+	if lk.opts.TTL != 0 {
+		opts = append([]lockswap.Option{lockswap.WithTTL(lk.opts.TTL)}, opts...)
 	}
 	o, err := lockswap.ApplyOptions(lk.opts.Retry, opts)
 	if err != nil {

@@ -8,11 +8,11 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
-	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/lockswap/lockswap"
 	"github.com/lockswap/lockswap/legacysetnx"
-	"github.com/lockswap/lockswap/redisclient"
+	"github.com/lockswap/lockswap/redisclient/goredis"
 )
 
 // Take part in the locks old clients write under "lock.<name>": a live
@@ -21,11 +21,11 @@ import (
 func Example() {
 	mr, _ := miniredis.Run()
 	defer mr.Close()
-	rdb := goredis.NewClient(&goredis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
 	defer rdb.Close()
 	ctx := context.Background()
 
-	locker, err := legacysetnx.New(redisclient.GoRedis(rdb), legacysetnx.Options{Prefix: "lock.", Unit: legacysetnx.Seconds})
+	locker, err := legacysetnx.New(goredis.New(rdb), legacysetnx.Options{Prefix: "lock.", Unit: legacysetnx.Seconds})
 	if err != nil {
 		panic(err)
 	}
@@ -61,9 +61,9 @@ func Example() {
 func ExampleLocker_TryAcquire_notATimestamp() {
 	mr, _ := miniredis.Run()
 	defer mr.Close()
-	rdb := goredis.NewClient(&goredis.Options{Addr: mr.Addr()})
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	defer rdb.Close()
-	locker, _ := legacysetnx.New(redisclient.GoRedis(rdb), legacysetnx.Options{Prefix: "lock.", Unit: legacysetnx.Seconds})
+	locker, _ := legacysetnx.New(goredis.New(rdb), legacysetnx.Options{Prefix: "lock.", Unit: legacysetnx.Seconds})
 	defer locker.Close()
 
 	mr.Set("lock.cache", "some application data")
@@ -80,13 +80,13 @@ func ExampleLocker_TryAcquire_notATimestamp() {
 func ExampleNew_unitRequired() {
 	mr, _ := miniredis.Run()
 	defer mr.Close()
-	rdb := goredis.NewClient(&goredis.Options{Addr: mr.Addr()})
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	defer rdb.Close()
-	_, err := legacysetnx.New(redisclient.GoRedis(rdb), legacysetnx.Options{Prefix: "lock."})
+	_, err := legacysetnx.New(goredis.New(rdb), legacysetnx.Options{Prefix: "lock."})
 	fmt.Println(errors.Is(err, lockswap.ErrInvalid))
 
 	// npm redis-lock writes milliseconds under lock.<name>.
-	locker, err := legacysetnx.New(redisclient.GoRedis(rdb), legacysetnx.Options{Prefix: "lock.", Unit: legacysetnx.Milliseconds})
+	locker, err := legacysetnx.New(goredis.New(rdb), legacysetnx.Options{Prefix: "lock.", Unit: legacysetnx.Milliseconds})
 	if err != nil {
 		panic(err)
 	}

@@ -411,7 +411,7 @@ func (lk *Locker) Unit() Unit { return lk.p.opts.Unit }
 // Locate returns the Redis server and key under which the lock named key is
 // stored (see migrate.Locator).
 func (lk *Locker) Locate(key string) (store, storedKey string) {
-	return lk.p.c.String(), lk.p.opts.Prefix + key
+	return redisclient.Store(lk.p.c), lk.p.opts.Prefix + key
 }
 
 // proto is the legacy timestamp protocol: the kit's driver.Driver.

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
-	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/lockswap/lockswap"
 	"github.com/lockswap/lockswap/fenced"
@@ -18,7 +18,7 @@ import (
 	"github.com/lockswap/lockswap/internal/testserver"
 	"github.com/lockswap/lockswap/legacysetnx"
 	"github.com/lockswap/lockswap/migrate"
-	"github.com/lockswap/lockswap/redisclient"
+	"github.com/lockswap/lockswap/redisclient/goredis"
 )
 
 // The migration Locker relies on this.
@@ -623,8 +623,8 @@ func TestNewAndParseUnit(t *testing.T) {
 	if _, err := legacysetnx.New(nil, legacysetnx.Options{Unit: legacysetnx.Seconds}); !errors.Is(err, lockswap.ErrInvalid) {
 		t.Errorf("New(nil) = %v, want ErrInvalid", err)
 	}
-	var nilClient *goredis.Client
-	if _, err := legacysetnx.New(redisclient.GoRedis(nilClient), legacysetnx.Options{Unit: legacysetnx.Seconds}); !errors.Is(err, lockswap.ErrInvalid) {
+	var nilClient *redis.Client
+	if _, err := legacysetnx.New(goredis.New(nilClient), legacysetnx.Options{Unit: legacysetnx.Seconds}); !errors.Is(err, lockswap.ErrInvalid) {
 		t.Errorf("New(nil go-redis) = %v, want ErrInvalid", err)
 	}
 	if _, err := legacysetnx.New(redistest.GoRedis(t, mr.Addr()), legacysetnx.Options{Unit: 7}); !errors.Is(err, lockswap.ErrInvalid) || !strings.Contains(err.Error(), "unit") {

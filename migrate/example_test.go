@@ -6,21 +6,21 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
-	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/lockswap/lockswap"
 	"github.com/lockswap/lockswap/legacysetnx"
 	"github.com/lockswap/lockswap/migrate"
-	"github.com/lockswap/lockswap/redisclient"
+	"github.com/lockswap/lockswap/redisclient/goredis"
 	"github.com/lockswap/lockswap/singleredis"
 )
 
 func Example() {
 	mr, _ := miniredis.Run() // stands in for the Redis the old services use
 	defer mr.Close()
-	rdb := goredis.NewClient(&goredis.Options{Addr: mr.Addr()})
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	defer rdb.Close()
-	rc := redisclient.GoRedis(rdb)
+	rc := goredis.New(rdb)
 
 	legacy, _ := legacysetnx.New(rc, legacysetnx.Options{Prefix: "lock.", Unit: legacysetnx.Seconds})
 	target, _ := singleredis.New(rc, singleredis.Options{Prefix: "locks:"})

@@ -68,7 +68,8 @@ func ParsePhase(s string) (Phase, error) {
 // Redis key a lock name maps to, so that New can refuse a configuration in
 // which the legacy and the target lock are the same Redis key.
 type Locator interface {
-	// Locate returns an identity of the store (such as its address) and the
+	// Locate returns an identity of the store (the Redis backends give
+	// redisclient.Store of their client: its address and database) and the
 	// key under which the lock for key is stored there.
 	Locate(key string) (store, storedKey string)
 }
@@ -97,6 +98,10 @@ type Options struct {
 	OnLegacyNet func(key string)
 	// Retry is Acquire's default retry policy; nil means a random 5-25 ms.
 	Retry lockswap.RetryStrategy
+	// TTL is the default lock TTL for Acquire and TryAcquire, of both
+	// locks; 0 means lockswap.DefaultTTL. A call's lockswap.WithTTL wins
+	// over it.
+	TTL time.Duration
 }
 
 // ErrSameKey is wrapped by New's error when the legacy and the target lock
@@ -140,7 +145,29 @@ func New(o Options) (*Locker, error) {
 			return nil, err
 		}
 	}
-	return &Locker{o: o, closing: make(chan struct{})}, nil
+	lk := &Locker{o: o, closing: make(chan struct{})}
+	if min, max := lk.TTLRange(); o.TTL != 0 && (o.TTL < min || o.TTL > max) {
+		return nil, fmt.Errorf("migrate: Options.TTL %v is outside [%v, %v], the TTLs both locks of the migration accept: %w", o.TTL, min, max, lockswap.ErrInvalid)
+	}
+	return lk, nil
+}
+
+// DefaultTTL returns the TTL of an Acquire or TryAcquire without
+// lockswap.WithTTL: Options.TTL, or lockswap.DefaultTTL.
+func (lk *Locker) DefaultTTL() time.Duration {
+	if lk.o.TTL != 0 {
+		return lk.o.TTL
+	}
+	return lockswap.DefaultTTL
+}
+
+// withTTL puts Options.TTL before a call's options, which win over it,
+// and which are passed on to the phase's Lockers.
+func (lk *Locker) withTTL(opts []lockswap.Option) []lockswap.Option {
+	if lk.o.TTL == 0 {
+		return opts
+	}
+	return append([]lockswap.Option{lockswap.WithTTL(lk.o.TTL)}, opts...)
 }
 
 func checkDistinct(o Options) error {
@@ -243,6 +270,7 @@ func (lk *Locker) Close() error {
 // keeps its way of waiting (etcd's queue); with two it polls per the retry
 // policy, never holding one lock while waiting for the other.
 func (lk *Locker) Acquire(ctx context.Context, key string, opts ...lockswap.Option) (lockswap.Lock, error) {
+	opts = lk.withTTL(opts)
 	o, err := lockswap.ApplyOptions(lk.o.Retry, opts)
 	if err != nil {
 		return nil, fmt.Errorf("migrate: acquire %s: %w", lockstate.QuoteKey(key), err)
@@ -274,6 +302,7 @@ func (lk *Locker) Acquire(ctx context.Context, key string, opts ...lockswap.Opti
 
 // TryAcquire makes one attempt at the lock(s) of the phase.
 func (lk *Locker) TryAcquire(ctx context.Context, key string, opts ...lockswap.Option) (lockswap.Lock, error) {
+	opts = lk.withTTL(opts)
 	opts = append(opts[:len(opts):len(opts)], lockswap.WithRetry(lockswap.NoRetry()))
 	if err := lockswap.ValidateKey(key); err != nil {
 		return nil, fmt.Errorf("migrate: %w", err)

@@ -4,12 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
-	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/lockswap/lockswap/internal/redistest"
 	"github.com/lockswap/lockswap/internal/testserver"
@@ -144,83 +142,6 @@ func TestTransportErrorIsNotReply(t *testing.T) {
 		if err == nil || errors.Is(err, redisclient.ErrReply) {
 			t.Errorf("%s: Get on a closed port: err = %v, want a transport error, not ErrReply", c.Name, err)
 		}
-	}
-}
-
-func TestNilClients(t *testing.T) {
-	var rc *goredis.Client
-	if redisclient.GoRedis(rc) != nil || redisclient.GoRedis(nil) != nil || redisclient.Redigo(nil) != nil {
-		t.Error("adapters of nil clients must be nil, so that backends reject them")
-	}
-}
-
-func TestStringHidesPassword(t *testing.T) {
-	c := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:6379", Password: "hunter2", Username: "app"})
-	defer c.Close()
-	s := redisclient.GoRedis(c).String()
-	if strings.Contains(s, "hunter2") || !strings.Contains(s, "127.0.0.1:6379") {
-		t.Errorf("String() = %q: must name the address and never the password", s)
-	}
-}
-
-// TestSplitter: the redigo adapter pipelines commands on one connection and
-// reads the replies in order.
-func TestSplitter(t *testing.T) {
-	mr := miniredis.RunT(t)
-	c := redistest.Redigo(t, mr.Addr())
-	sp, ok := c.(redisclient.Splitter)
-	if !ok {
-		t.Fatal("the redigo adapter does not implement Splitter")
-	}
-	conn, err := sp.Split(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	conn.Send("SET", "a", "1", "NX", "PX", 1000)
-	conn.Send("SET", "a", "2", "NX", "PX", 1000)
-	conn.Send("GET", "a")
-	conn.Send("HSET", "a", "f", "v")
-	if err := conn.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	want := []any{"OK", nil, "1"}
-	for i, w := range want {
-		v, err := conn.Receive(time.Second)
-		if err != nil || v != w {
-			t.Errorf("reply %d = %#v, %v; want %#v", i, v, err, w)
-		}
-	}
-	if _, err := conn.Receive(time.Second); !redisclient.IsWrongType(err) {
-		t.Errorf("pipelined error reply: %v, want WRONGTYPE matching ErrReply", err)
-	}
-	if _, ok := redistest.GoRedis(t, mr.Addr()).(redisclient.Splitter); ok {
-		t.Error("go-redis adapter claims Splitter; it cannot split send and receive")
-	}
-}
-
-// TestGoRedisClientKinds: every go-redis client type is accepted as it is.
-func TestGoRedisClientKinds(t *testing.T) {
-	mr := miniredis.RunT(t)
-	cluster := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: []string{mr.Addr()}})
-	ring := goredis.NewRing(&goredis.RingOptions{Addrs: map[string]string{"a": mr.Addr()}})
-	var universal goredis.UniversalClient = goredis.NewUniversalClient(&goredis.UniversalOptions{Addrs: []string{mr.Addr()}})
-	defer cluster.Close()
-	defer ring.Close()
-	defer universal.Close()
-	for name, c := range map[string]redisclient.Client{
-		"cluster":   redisclient.GoRedis(cluster),
-		"ring":      redisclient.GoRedis(ring),
-		"universal": redisclient.GoRedis(universal),
-	} {
-		if c == nil || c.String() == "" {
-			t.Errorf("%s: adapter %v", name, c)
-		}
-	}
-	// A ring over miniredis runs commands through the adapter.
-	ok, err := redisclient.GoRedis(ring).SetNX(context.Background(), "k", "v")
-	if err != nil || !ok {
-		t.Errorf("SETNX through a Ring: %v, %v", ok, err)
 	}
 }
 

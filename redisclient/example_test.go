@@ -5,10 +5,12 @@ import (
 	"fmt"
 
 	"github.com/alicebob/miniredis/v2"
-	redigo "github.com/gomodule/redigo/redis"
-	goredis "github.com/redis/go-redis/v9"
+	redigoredis "github.com/gomodule/redigo/redis"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/lockswap/lockswap/redisclient"
+	"github.com/lockswap/lockswap/redisclient/goredis"
+	"github.com/lockswap/lockswap/redisclient/redigo"
 )
 
 func Example() {
@@ -16,16 +18,16 @@ func Example() {
 	defer mr.Close()
 
 	// go-redis: *redis.Client, *redis.ClusterClient, *redis.Ring, redis.UniversalClient.
-	rdb := goredis.NewClient(&goredis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
 	defer rdb.Close()
-	viaGoRedis := redisclient.GoRedis(rdb)
+	viaGoRedis := goredis.New(rdb)
 
 	// redigo: a *redis.Pool.
-	pool := &redigo.Pool{DialContext: func(ctx context.Context) (redigo.Conn, error) {
-		return redigo.DialContext(ctx, "tcp", mr.Addr())
+	pool := &redigoredis.Pool{DialContext: func(ctx context.Context) (redigoredis.Conn, error) {
+		return redigoredis.DialContext(ctx, "tcp", mr.Addr())
 	}}
 	defer pool.Close()
-	viaRedigo := redisclient.Redigo(pool)
+	viaRedigo := redigo.New(pool)
 
 	ctx := context.Background()
 	ok, _ := viaGoRedis.SetNX(ctx, "k", "v")

@@ -1,9 +1,9 @@
 // Package redisclient is the small interface through which every Redis
-// backend of lockswap talks to Redis, with one adapter for go-redis v9 and
-// one for redigo. Users pass their own clients in:
+// backend of lockswap talks to Redis. The adapters are sub-packages, one per
+// client library, so that a program links only the library it uses:
 //
-//	rc := redisclient.GoRedis(rdb)   // *redis.Client, *redis.ClusterClient, *redis.Ring, redis.UniversalClient
-//	rc := redisclient.Redigo(pool)   // *redigo.Pool
+//	rc := goredis.New(rdb)   // redisclient/goredis: *redis.Client, *redis.ClusterClient, *redis.Ring, redis.UniversalClient
+//	rc := redigo.New(pool)   // redisclient/redigo: *redis.Pool
 //
 // Every command is bounded by its context: redigo through DoContext; go-redis
 // only when the client was built with Options.ContextTimeoutEnabled = true
@@ -17,7 +17,6 @@ import (
 	"crypto/sha1"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"reflect"
 	"strings"
 	"time"
@@ -49,6 +48,13 @@ type Client interface {
 	// String names the client for messages: the address where known. It
 	// never contains a password.
 	String() string
+	// Addr identifies the data the client reaches: "host:port/db" for one
+	// server (host lower case, IP addresses in canonical form),
+	// "cluster:host:port,..." or "ring:host:port,.../db" for a go-redis
+	// cluster or ring (sorted). Two clients with the same non-empty Addr
+	// reach the same keys. "" means unknown (a redigo pool given no
+	// address, a go-redis failover client): see [Store].
+	Addr() string
 }
 
 // ErrReply is matched by errors that are Redis error replies (WRONGTYPE,
@@ -145,11 +151,6 @@ func permanentReason(msg string) string {
 	return ""
 }
 
-func isNoScript(err error) bool {
-	var re *ReplyError
-	return errors.As(err, &re) && strings.HasPrefix(re.Msg, "NOSCRIPT")
-}
-
 // Script is a Lua script with its SHA1, for EVALSHA.
 type Script struct {
 	src, sha string
@@ -180,33 +181,6 @@ func IsNil(c any) bool {
 		return v.IsNil()
 	}
 	return false
-}
-
-func millis(ttl time.Duration) int64 {
-	ms := ttl.Milliseconds()
-	if ms < 1 {
-		ms = 1
-	}
-	return ms
-}
-
-// parseTime turns a TIME reply [seconds, microseconds] into a time.Time.
-func parseTime(v any) (time.Time, error) {
-	arr, ok := v.([]any)
-	if !ok || len(arr) != 2 {
-		return time.Time{}, fmt.Errorf("redis TIME: unexpected reply %v", v)
-	}
-	var parts [2]int64
-	for i, p := range arr {
-		s, ok := p.(string)
-		if !ok {
-			return time.Time{}, fmt.Errorf("redis TIME: unexpected reply %v", v)
-		}
-		if _, err := fmt.Sscan(s, &parts[i]); err != nil {
-			return time.Time{}, fmt.Errorf("redis TIME: %w", err)
-		}
-	}
-	return time.Unix(parts[0], parts[1]*1000), nil
 }
 
 // Splitter is implemented by adapters that can hold one connection and

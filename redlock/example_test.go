@@ -7,10 +7,11 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
-	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/lockswap/lockswap"
 	"github.com/lockswap/lockswap/redisclient"
+	"github.com/lockswap/lockswap/redisclient/goredis"
 	"github.com/lockswap/lockswap/redlock"
 )
 
@@ -21,9 +22,9 @@ func Example() {
 	for range 3 {
 		mr, _ := miniredis.Run()
 		defer mr.Close()
-		rdb := goredis.NewClient(&goredis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
+		rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
 		defer rdb.Close()
-		clients = append(clients, redisclient.GoRedis(rdb))
+		clients = append(clients, goredis.New(rdb))
 	}
 	lk, err := redlock.New(clients, redlock.Options{Prefix: "app:"})
 	if err != nil {

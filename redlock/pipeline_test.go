@@ -12,13 +12,14 @@ import (
 	"testing"
 	"time"
 
-	redigo "github.com/gomodule/redigo/redis"
+	redigoredis "github.com/gomodule/redigo/redis"
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/lockswap/lockswap"
 	"github.com/lockswap/lockswap/internal/redistest"
 	"github.com/lockswap/lockswap/internal/testserver"
 	"github.com/lockswap/lockswap/redisclient"
+	"github.com/lockswap/lockswap/redisclient/redigo"
 	"github.com/lockswap/lockswap/redlock"
 )
 
@@ -27,7 +28,7 @@ import (
 // one-command-per-round-trip methods.
 type countingClient struct {
 	redisclient.Client
-	pool           *redigo.Pool
+	pool           *redigoredis.Pool
 	splits, direct atomic.Int64
 }
 
@@ -52,7 +53,7 @@ func countingLocker(t *testing.T, addrs []string, opts redlock.Options) (*redloc
 	ccs := make([]*countingClient, len(addrs))
 	for i, a := range addrs {
 		p := redistest.RedigoPool(t, a)
-		ccs[i] = &countingClient{Client: redisclient.RedigoNamed(p, a), pool: p}
+		ccs[i] = &countingClient{Client: redigo.NewNamed(p, a), pool: p}
 		cs[i] = ccs[i]
 	}
 	if opts.InstanceTimeout == 0 {

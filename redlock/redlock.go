@@ -29,7 +29,6 @@ import (
 	"io"
 	"math"
 	"math/bits"
-	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -74,6 +73,9 @@ var DefaultRetry = lockswap.JitterRetry(10*time.Millisecond, 50*time.Millisecond
 type Options struct {
 	// Prefix is prepended to every key in Redis.
 	Prefix string
+	// TTL is the default lock TTL for Acquire and TryAcquire; 0 means
+	// lockswap.DefaultTTL. A call's lockswap.WithTTL wins over it.
+	TTL time.Duration
 	// Retry is Acquire's default retry policy; nil means DefaultRetry.
 	Retry lockswap.RetryStrategy
 	// InstanceTimeout bounds each request to one instance, so that a dead
@@ -227,6 +229,9 @@ func New(clients []redisclient.Client, opts Options) (*Locker, error) {
 	if err := lk.setTTLRange(); err != nil {
 		return nil, err
 	}
+	if opts.TTL != 0 && (opts.TTL < lk.minTTL || opts.TTL > lk.maxTTL) {
+		return nil, fmt.Errorf("redlock: Options.TTL %v is outside [%v, %v], the TTLs this Locker accepts: %w", opts.TTL, lk.minTTL, lk.maxTTL, lockswap.ErrInvalid)
+	}
 	split := make([]redisclient.Splitter, 0, len(clients))
 	for i, c := range clients {
 		lk.inst[i].c = c
@@ -247,14 +252,18 @@ func New(clients []redisclient.Client, opts Options) (*Locker, error) {
 }
 
 // sameClient reports whether a and b are the same client, or two clients
-// that name the same address (a name with a port in it).
-func sameClient(a, b redisclient.Client) bool {
-	ta, tb := reflect.TypeOf(a), reflect.TypeOf(b)
-	if ta == tb && ta.Comparable() && a == b {
-		return true
+// of the same address and database (redisclient.Client.Addr), whatever
+// their client libraries. Clients of unknown address (a redigo pool given
+// none) are the same only when they are the same client.
+func sameClient(a, b redisclient.Client) bool { return redisclient.SameStore(a, b) }
+
+// DefaultTTL returns the TTL of an Acquire or TryAcquire without
+// lockswap.WithTTL: Options.TTL, or lockswap.DefaultTTL.
+func (lk *Locker) DefaultTTL() time.Duration {
+	if lk.opts.TTL != 0 {
+		return lk.opts.TTL
 	}
-	sa := a.String()
-	return strings.Contains(sa, ":") && sa == b.String()
+	return lockswap.DefaultTTL
 }
 
 // Quorum returns the number of instances that must agree: N/2+1.
@@ -624,6 +633,9 @@ func (lk *Locker) prepare(key string, opts []lockswap.Option) (lockswap.Options,
 	}
 	if err := lockswap.ValidateKey(key); err != nil {
 		return lockswap.Options{}, fmt.Errorf("redlock: acquire: %w", err)
+	}
+	if lk.opts.TTL != 0 {
+		opts = append([]lockswap.Option{lockswap.WithTTL(lk.opts.TTL)}, opts...)
 	}
 	o, err := lockswap.ApplyOptions(lk.opts.Retry, opts)
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/lockswap/lockswap/internal/redistest"
 	"github.com/lockswap/lockswap/internal/testserver"
 	"github.com/lockswap/lockswap/redisclient"
+	"github.com/lockswap/lockswap/redisclient/redigo"
 	"github.com/lockswap/lockswap/redlock"
 )
 
@@ -29,7 +30,7 @@ func ctxT(t *testing.T) context.Context {
 func TestNewRejectsBadConfiguration(t *testing.T) {
 	mr := miniredis.RunT(t)
 	a, b := redistest.GoRedis(t, mr.Addr()), redistest.Redigo(t, miniredis.RunT(t).Addr())
-	var nilPool redisclient.Client = redisclient.Redigo(nil)
+	var nilPool redisclient.Client = redigo.New(nil)
 	cases := []struct {
 		name    string
 		clients []redisclient.Client

@@ -7,10 +7,10 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
-	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/lockswap/lockswap"
-	"github.com/lockswap/lockswap/redisclient"
+	"github.com/lockswap/lockswap/redisclient/goredis"
 	"github.com/lockswap/lockswap/singleredis"
 )
 
@@ -18,10 +18,10 @@ func Example() {
 	mr, _ := miniredis.Run() // stands in for your Redis
 	defer mr.Close()
 	mr.SetTime(time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)) // the server clock, which the first fence reads
-	rdb := goredis.NewClient(&goredis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
 	defer rdb.Close()
 
-	locker, err := singleredis.New(redisclient.GoRedis(rdb), singleredis.Options{Prefix: "locks:", Fence: true})
+	locker, err := singleredis.New(goredis.New(rdb), singleredis.Options{Prefix: "locks:", Fence: true})
 	if err != nil {
 		panic(err)
 	}

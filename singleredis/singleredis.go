@@ -216,7 +216,7 @@ func (lk *Locker) String() string { return "singleredis(" + lk.p.c.String() + ")
 // Locate returns the Redis server and key under which the lock named key is
 // stored (see migrate.Locator).
 func (lk *Locker) Locate(key string) (store, storedKey string) {
-	return lk.p.c.String(), lk.p.prefix + key
+	return redisclient.Store(lk.p.c), lk.p.prefix + key
 }
 
 // Guarantees returns the single-Redis backend's guarantees, with or without

@@ -8,11 +8,11 @@ import (
 	"os"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/lockswap/lockswap/cmd/lockswap/internal/compare"
 	"github.com/lockswap/lockswap/cmd/lockswap/internal/inspect"
-	"github.com/lockswap/lockswap/redisclient"
+	"github.com/lockswap/lockswap/redisclient/goredis"
 )
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -52,12 +52,12 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if pw == "" {
 		pw = os.Getenv("REDIS_PASSWORD")
 	}
-	c := goredis.NewClient(&goredis.Options{Addr: *addr, Password: pw, ContextTimeoutEnabled: true})
+	c := redis.NewClient(&redis.Options{Addr: *addr, Password: pw, ContextTimeoutEnabled: true})
 	defer c.Close()
 	ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	now := time.Now()
-	entries, err := inspect.Scan(ictx, redisclient.GoRedis(c), *prefix, *limit, now)
+	entries, err := inspect.Scan(ictx, goredis.New(c), *prefix, *limit, now)
 	if err != nil {
 		return fmt.Errorf("inspect %s: %w", *addr, err)
 	}

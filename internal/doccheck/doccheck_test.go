@@ -35,15 +35,18 @@ var packages = map[string]string{
 	"etcdlease":   "github.com/lockswap/lockswap/etcdlease",
 	"migrate":     "github.com/lockswap/lockswap/migrate",
 	"redisclient": "github.com/lockswap/lockswap/redisclient",
+	"registry":    "github.com/lockswap/lockswap/registry",
 	"memlock":     "github.com/lockswap/lockswap/memlock",
 	"fenced":      "github.com/lockswap/lockswap/fenced",
-	"goredis":     "github.com/redis/go-redis/v9",
-	"redigo":      "github.com/gomodule/redigo/redis",
+	"goredis":     "github.com/lockswap/lockswap/redisclient/goredis",
+	"redigo":      "github.com/lockswap/lockswap/redisclient/redigo",
+	"redis":       "github.com/redis/go-redis/v9",
+	"redigoredis": "github.com/gomodule/redigo/redis",
 	"clientv3":    "go.etcd.io/etcd/client/v3",
 }
 
-const prelude = `ctx context.Context, rdb, rdb1, rdb2, rdb3 *goredis.Client, myClusterClient *goredis.ClusterClient,
-	pool *redigo.Pool, client, cli *clientv3.Client, secret string, tlsConfig *tls.Config, v string,
+const prelude = `ctx context.Context, rdb, rdb1, rdb2, rdb3 *redis.Client, myClusterClient *redis.ClusterClient,
+	pool *redigoredis.Pool, client, cli *clientv3.Client, secret string, tlsConfig *tls.Config, v string,
 	work func(context.Context) error, lk *etcdlease.Locker`
 
 type block struct {
@@ -90,7 +93,7 @@ var importBlock = regexp.MustCompile(`(?s)^\s*import\s*\(.*?\)\s*\n`)
 // source turns a block into a Go file: the body of a function.
 func source(i int, b block) (string, []string) {
 	body := importBlock.ReplaceAllString(b.src, "")
-	used := map[string]bool{"context": true, "goredis": true, "redigo": true, "clientv3": true, "tls": true, "etcdlease": true}
+	used := map[string]bool{"context": true, "redis": true, "redigoredis": true, "clientv3": true, "tls": true, "etcdlease": true}
 	// Identifiers followed by a dot, outside comments and strings.
 	var sc scanner.Scanner
 	fset := token.NewFileSet()
@@ -206,7 +209,7 @@ func TestCheckerRejects(t *testing.T) {
 	c := newChecker(t)
 	for _, src := range []string{
 		"l, err := singleredis.New(nil, singleredis.Options{NoSuchField: true})\n_ = l\nreturn err\n",
-		"locker, err := singleredis.New(redisclient.GoRedis(rdb), singleredis.Options{})\n_ = locker\n",
+		"locker, err := singleredis.New(goredis.New(rdb), singleredis.Options{})\n_ = locker\n",
 		"lockswap.NoSuchFunc()\n",
 	} {
 		if errs := c.check(0, block{file: "self-test.md", line: 1, src: src}); len(errs) == 0 {

@@ -5,21 +5,22 @@ import (
 	"testing"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/lockswap/lockswap"
 	"github.com/lockswap/lockswap/conformance"
 	"github.com/lockswap/lockswap/internal/testserver"
 	"github.com/lockswap/lockswap/redisclient"
+	"github.com/lockswap/lockswap/redisclient/goredis"
 )
 
 // GoRedisDefaults returns a go-redis adapter with its own client to addr,
 // built with go-redis's default options: ContextTimeoutEnabled is off, so
 // the client itself ignores contexts (the adapter must keep deadlines).
 func GoRedisDefaults(t testing.TB, addr string) redisclient.Client {
-	c := goredis.NewClient(&goredis.Options{Addr: addr})
+	c := redis.NewClient(&redis.Options{Addr: addr})
 	t.Cleanup(func() { c.Close() })
-	return redisclient.GoRedis(c)
+	return goredis.New(c)
 }
 
 // FaultClients are the clients the fault suite runs with: those of

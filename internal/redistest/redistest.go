@@ -8,10 +8,12 @@ import (
 	"testing"
 	"time"
 
-	redigo "github.com/gomodule/redigo/redis"
-	goredis "github.com/redis/go-redis/v9"
+	redigoredis "github.com/gomodule/redigo/redis"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/lockswap/lockswap/redisclient"
+	"github.com/lockswap/lockswap/redisclient/goredis"
+	"github.com/lockswap/lockswap/redisclient/redigo"
 )
 
 // NewClient makes a new client to addr with its own connections.
@@ -29,8 +31,8 @@ var Clients = []struct {
 
 // GoRedisClient returns a raw go-redis client to addr, closed at cleanup.
 // ContextTimeoutEnabled is on, so contexts bound commands.
-func GoRedisClient(t testing.TB, addr string) *goredis.Client {
-	c := goredis.NewClient(&goredis.Options{Addr: addr, ContextTimeoutEnabled: true,
+func GoRedisClient(t testing.TB, addr string) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true,
 		MaxRetries: -1, DialTimeout: time.Second, PoolSize: 64})
 	t.Cleanup(func() { c.Close() })
 	return c
@@ -38,16 +40,16 @@ func GoRedisClient(t testing.TB, addr string) *goredis.Client {
 
 // GoRedis returns a go-redis adapter with its own client to addr.
 func GoRedis(t testing.TB, addr string) redisclient.Client {
-	return redisclient.GoRedis(GoRedisClient(t, addr))
+	return goredis.New(GoRedisClient(t, addr))
 }
 
 // RedigoPool returns a raw redigo pool to addr, closed at cleanup.
-func RedigoPool(t testing.TB, addr string) *redigo.Pool {
-	p := &redigo.Pool{
+func RedigoPool(t testing.TB, addr string) *redigoredis.Pool {
+	p := &redigoredis.Pool{
 		MaxIdle:     64,
 		IdleTimeout: time.Minute,
-		DialContext: func(ctx context.Context) (redigo.Conn, error) {
-			return redigo.DialContext(ctx, "tcp", addr, redigo.DialConnectTimeout(time.Second))
+		DialContext: func(ctx context.Context) (redigoredis.Conn, error) {
+			return redigoredis.DialContext(ctx, "tcp", addr, redigoredis.DialConnectTimeout(time.Second))
 		},
 	}
 	t.Cleanup(func() { p.Close() })
@@ -56,5 +58,5 @@ func RedigoPool(t testing.TB, addr string) *redigo.Pool {
 
 // Redigo returns a redigo adapter with its own pool to addr.
 func Redigo(t testing.TB, addr string) redisclient.Client {
-	return redisclient.RedigoNamed(RedigoPool(t, addr), addr)
+	return redigo.NewNamed(RedigoPool(t, addr), addr)
 }

@@ -7,11 +7,12 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
-	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/lockswap/lockswap"
 	"github.com/lockswap/lockswap/internal/servers"
 	"github.com/lockswap/lockswap/redisclient"
+	"github.com/lockswap/lockswap/redisclient/goredis"
 )
 
 // redisBackend describes a backend over n Redis servers.
@@ -59,10 +60,10 @@ func startNode(e *env, f *fixture) (*node, error) {
 }
 
 func newGoRedis(f *fixture, addr string) redisclient.Client {
-	c := goredis.NewClient(&goredis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1,
+	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1,
 		DialTimeout: 250 * time.Millisecond, ReadTimeout: time.Second, WriteTimeout: time.Second})
 	f.onClose(func() { c.Close() })
-	return redisclient.GoRedis(c)
+	return goredis.New(c)
 }
 
 func (rb redisBackend) kit() kit {
@@ -137,7 +138,7 @@ func (rb redisBackend) setup(ctx context.Context, e *env, sc string) (*fixture, 
 			return nil, err
 		}
 		f.onClose(replica.Stop)
-		admin := goredis.NewClient(&goredis.Options{Addr: replica.Addr()})
+		admin := redis.NewClient(&redis.Options{Addr: replica.Addr()})
 		f.onClose(func() { admin.Close() })
 		if err := waitLinked(ctx, admin); err != nil {
 			return nil, err
@@ -227,7 +228,7 @@ func (rb redisBackend) locker(f *fixture, addrs []string, skew time.Duration, pr
 	return rb.build(clients, skew, prefix, user)
 }
 
-func waitLinked(ctx context.Context, admin *goredis.Client) error {
+func waitLinked(ctx context.Context, admin *redis.Client) error {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		info, _ := admin.Info(ctx, "replication").Result()

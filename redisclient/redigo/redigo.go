@@ -1,4 +1,7 @@
-package redisclient
+// Package redigo adapts redigo connection pools to [redisclient.Client], so
+// that lockswap's Redis backends can use them. A program that imports it
+// links redigo and not go-redis.
+package redigo
 
 import (
 	"context"
@@ -7,43 +10,56 @@ import (
 	"time"
 
 	"github.com/gomodule/redigo/redis"
+
+	"github.com/lockswap/lockswap/redisclient"
+	"github.com/lockswap/lockswap/redisclient/internal/adapt"
 )
 
 type redigo struct {
 	pool *redis.Pool
 	name string
+	addr string // Addr; "" when unknown
 }
 
-// Redigo adapts a redigo connection pool. Connections must support
+// New adapts a redigo connection pool. Connections must support
 // redis.ConnWithContext (those from redis.Dial do), so that every command is
 // bounded by its context. It returns nil for a nil pool, which the backends
 // reject with lockswap.ErrInvalid.
-func Redigo(pool *redis.Pool) Client {
+func New(pool *redis.Pool) redisclient.Client {
 	if pool == nil {
 		return nil
 	}
 	return &redigo{pool: pool, name: "redigo pool"}
 }
 
-// RedigoNamed is [Redigo] with a name for messages, such as the address.
-// The name must not contain a password.
-func RedigoNamed(pool *redis.Pool, name string) Client {
+// NewNamed is [New] with the address the pool dials, "host:port" or
+// "host:port/db" (database 0 when not given). It names the client in
+// messages and is its identity ([redisclient.Client.Addr]), by which
+// redlock refuses the same master twice and migrate refuses one Redis key
+// for both locks. A pool adapted by New, or given a name that is not an
+// address, has no known address: it is the same as another client only
+// when it is that client. The name must not contain a password.
+func NewNamed(pool *redis.Pool, name string) redisclient.Client {
 	if pool == nil {
 		return nil
 	}
-	return &redigo{pool: pool, name: "redigo " + name}
+	return &redigo{pool: pool, name: "redigo " + name, addr: adapt.ParseAddr(name)}
 }
 
 func (r *redigo) String() string { return r.name }
 
+// Addr implements [redisclient.Client]: the address given to NewNamed, or
+// "" when unknown.
+func (r *redigo) Addr() string { return r.addr }
+
 func redigoErr(err error) error {
 	if re, ok := err.(redis.Error); ok {
-		return &ReplyError{Msg: string(re)}
+		return &redisclient.ReplyError{Msg: string(re)}
 	}
 	var re redis.Error
 	if errors.As(err, &re) {
 		// An error reply wrapped by the dial (AUTH, SELECT): keep the text.
-		return fmt.Errorf("%v: %w", err, &ReplyError{Msg: string(re)})
+		return fmt.Errorf("%v: %w", err, &redisclient.ReplyError{Msg: string(re)})
 	}
 	return err
 }
@@ -73,7 +89,7 @@ func (r *redigo) do(ctx context.Context, cmd string, args ...any) (any, error) {
 }
 
 func (r *redigo) SetNXPX(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
-	v, err := r.do(ctx, "SET", key, value, "NX", "PX", millis(ttl))
+	v, err := r.do(ctx, "SET", key, value, "NX", "PX", adapt.Millis(ttl))
 	return v != nil && err == nil, err
 }
 
@@ -118,24 +134,24 @@ func (r *redigo) Time(ctx context.Context) (time.Time, error) {
 	if err != nil {
 		return time.Time{}, err
 	}
-	return parseTime(normalize(v))
+	return adapt.ParseTime(normalize(v))
 }
 
-func (r *redigo) Run(ctx context.Context, s *Script, keys []string, args ...any) (any, error) {
+func (r *redigo) Run(ctx context.Context, s *redisclient.Script, keys []string, args ...any) (any, error) {
 	conn, err := r.pool.GetContext(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("redigo: get connection: %w", redigoErr(err))
 	}
 	defer conn.Close()
 	cmdArgs := make([]any, 0, 2+len(keys)+len(args))
-	cmdArgs = append(cmdArgs, s.sha, len(keys))
+	cmdArgs = append(cmdArgs, s.SHA(), len(keys))
 	for _, k := range keys {
 		cmdArgs = append(cmdArgs, k)
 	}
 	cmdArgs = append(cmdArgs, args...)
 	v, err := redis.DoContext(conn, ctx, "EVALSHA", cmdArgs...)
-	if err = redigoErr(err); err != nil && isNoScript(err) {
-		cmdArgs[0] = s.src
+	if err = redigoErr(err); err != nil && adapt.IsNoScript(err) {
+		cmdArgs[0] = s.Source()
 		v, err = redis.DoContext(conn, ctx, "EVAL", cmdArgs...)
 		err = redigoErr(err)
 	}
@@ -160,8 +176,8 @@ func (r *redigo) Do(ctx context.Context, args ...any) (any, error) {
 	return normalize(v), nil
 }
 
-// Split implements Splitter.
-func (r *redigo) Split(ctx context.Context) (SplitConn, error) {
+// Split implements [redisclient.Splitter].
+func (r *redigo) Split(ctx context.Context) (redisclient.SplitConn, error) {
 	c, err := r.pool.GetContext(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("redigo: get connection: %w", redigoErr(err))

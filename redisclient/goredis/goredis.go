@@ -1,25 +1,34 @@
-package redisclient
+// Package goredis adapts go-redis v9 clients to [redisclient.Client], so
+// that lockswap's Redis backends can use them. A program that imports it
+// links go-redis and not redigo.
+package goredis
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/lockswap/lockswap/redisclient"
+	"github.com/lockswap/lockswap/redisclient/internal/adapt"
 )
 
 // goRedis adapts any go-redis v9 command interface.
 type goRedis struct {
 	c    redis.Cmdable
 	name string
+	addr string // Addr
 	// guard: the client ignores contexts (ContextTimeoutEnabled is off, or
 	// unknown), so each command runs in a goroutine of its own and the
 	// adapter returns when the context ends.
 	guard bool
 }
 
-// GoRedis adapts a go-redis v9 client: *redis.Client, *redis.ClusterClient,
+// New adapts a go-redis v9 client: *redis.Client, *redis.ClusterClient,
 // *redis.Ring, or any redis.UniversalClient, as they are. It returns nil for
 // a nil client, which the backends reject with lockswap.ErrInvalid.
 //
@@ -30,21 +39,66 @@ type goRedis struct {
 // runs each command in a goroutine of its own and returns when the context
 // ends, while the abandoned command finishes on the client's own timeouts.
 // That costs a goroutine per command.
-func GoRedis(c redis.Cmdable) Client {
-	if IsNil(c) {
+func New(c redis.Cmdable) redisclient.Client {
+	if redisclient.IsNil(c) {
 		return nil
 	}
-	name, guard := "go-redis", true
+	name, addr, guard := "go-redis", "", true
 	switch cc := c.(type) {
 	case *redis.Client:
-		name, guard = "go-redis "+cc.Options().Addr, !cc.Options().ContextTimeoutEnabled
+		o := cc.Options()
+		name, guard = "go-redis "+o.Addr, !o.ContextTimeoutEnabled
+		switch {
+		case o.Addr == "FailoverClient":
+			// A failover client (sentinel) does not say which master set
+			// it follows: its address is unknown.
+			name = "go-redis failover"
+		case o.Network == "unix":
+			addr = fmt.Sprintf("unix:%s/%d", o.Addr, o.DB)
+		default:
+			addr = adapt.Addr(o.Addr, o.DB)
+		}
 	case *redis.ClusterClient:
-		name, guard = fmt.Sprintf("go-redis cluster %v", cc.Options().Addrs), !cc.Options().ContextTimeoutEnabled
+		o := cc.Options()
+		name, guard = fmt.Sprintf("go-redis cluster %v", o.Addrs), !o.ContextTimeoutEnabled
+		if hosts := normalizeAll(o.Addrs); hosts != "" {
+			addr = "cluster:" + hosts
+		}
 	case *redis.Ring:
-		name, guard = "go-redis ring", !cc.Options().ContextTimeoutEnabled
+		o := cc.Options()
+		name, guard = "go-redis ring", !o.ContextTimeoutEnabled
+		var addrs []string
+		for _, a := range o.Addrs {
+			addrs = append(addrs, a)
+		}
+		if hosts := normalizeAll(addrs); hosts != "" {
+			addr = fmt.Sprintf("ring:%s/%d", hosts, o.DB)
+		}
 	}
-	return &goRedis{c: c, name: name, guard: guard}
+	return &goRedis{c: c, name: name, addr: addr, guard: guard}
 }
+
+// normalizeAll returns the sorted normalized addresses joined by commas,
+// or "" when one of them is not host:port.
+func normalizeAll(addrs []string) string {
+	out := make([]string, 0, len(addrs))
+	for _, a := range addrs {
+		n := adapt.HostPort(a)
+		if n == "" {
+			return ""
+		}
+		out = append(out, n)
+	}
+	if len(out) == 0 {
+		return ""
+	}
+	slices.Sort(out)
+	return strings.Join(slices.Compact(out), ",")
+}
+
+// Addr implements [redisclient.Client]: from the client's Options (see
+// there for the forms); "" for a failover client or another Cmdable.
+func (g *goRedis) Addr() string { return g.addr }
 
 // unguarded reports whether a command under ctx can go to the client as
 // it is: the client obeys contexts, or ctx can neither end nor expire.
@@ -107,13 +161,13 @@ func goRedisErr(err error) error {
 	}
 	var re redis.Error
 	if errors.As(err, &re) && !errors.Is(err, redis.Nil) {
-		return &ReplyError{Msg: re.Error()}
+		return &redisclient.ReplyError{Msg: re.Error()}
 	}
 	return err
 }
 
 func (g *goRedis) setnxpxOnce(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
-	ok, err := g.c.SetNX(ctx, key, value, time.Duration(millis(ttl))*time.Millisecond).Result()
+	ok, err := g.c.SetNX(ctx, key, value, time.Duration(adapt.Millis(ttl))*time.Millisecond).Result()
 	return ok, goRedisErr(err)
 }
 
@@ -206,10 +260,10 @@ func (g *goRedis) Time(ctx context.Context) (time.Time, error) {
 	return bounded(ctx, func(ctx context.Context) (time.Time, error) { return g.timeOnce(ctx) })
 }
 
-func (g *goRedis) runOnce(ctx context.Context, s *Script, keys []string, args ...any) (any, error) {
-	v, err := g.c.EvalSha(ctx, s.sha, keys, args...).Result()
-	if err != nil && isNoScript(goRedisErr(err)) {
-		v, err = g.c.Eval(ctx, s.src, keys, args...).Result()
+func (g *goRedis) runOnce(ctx context.Context, s *redisclient.Script, keys []string, args ...any) (any, error) {
+	v, err := g.c.EvalSha(ctx, s.SHA(), keys, args...).Result()
+	if err != nil && adapt.IsNoScript(goRedisErr(err)) {
+		v, err = g.c.Eval(ctx, s.Source(), keys, args...).Result()
 	}
 	if err == redis.Nil {
 		return nil, nil
@@ -217,7 +271,7 @@ func (g *goRedis) runOnce(ctx context.Context, s *Script, keys []string, args ..
 	return v, goRedisErr(err)
 }
 
-func (g *goRedis) Run(ctx context.Context, s *Script, keys []string, args ...any) (any, error) {
+func (g *goRedis) Run(ctx context.Context, s *redisclient.Script, keys []string, args ...any) (any, error) {
 	if g.unguarded(ctx) {
 		return g.runOnce(ctx, s, keys, args...)
 	}

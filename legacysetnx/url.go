@@ -1,0 +1,64 @@
+package legacysetnx
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/registry"
+)
+
+// The URL of this backend, registered with package registry:
+//
+//	legacysetnx://[user:password@]host:port[/db]?unit=s&prefix=lock.&ttl=10s&server_time=true&redis_expiry=true&client=goredis&dial_timeout=5s
+//
+// legacysetnxs:// is the same over TLS. unit= is required and takes what
+// ParseUnit takes; ttl= must be in the unit's Unit.TTLRange.
+func init() {
+	registry.Register(registry.Scheme{
+		Name: "legacysetnx", TLS: true,
+		Params: []string{"ttl", "prefix", "unit", "client", "dial_timeout", "server_time", "redis_expiry"},
+		Parse:  parseURL,
+	})
+}
+
+func parseURL(u *registry.URL, c registry.Clients) (registry.OpenFunc, error) {
+	n, err := u.RedisServers(c)
+	if err != nil {
+		return nil, err
+	}
+	if n != 1 {
+		return nil, fmt.Errorf("legacysetnx needs exactly one host:port, got %d: %w", n, lockswap.ErrInvalid)
+	}
+	o := Options{Prefix: u.Query.Get("prefix")}
+	if o.Unit, err = ParseUnit(u.Query.Get("unit")); err != nil {
+		return nil, err
+	}
+	if o.TTL, err = u.TTL(); err != nil {
+		return nil, err
+	}
+	if o.TTL != 0 {
+		if err := o.Unit.ValidateTTL(o.TTL); err != nil {
+			return nil, fmt.Errorf("ttl=%v: %w", o.TTL, err)
+		}
+	}
+	if o.ServerTime, err = u.Bool("server_time"); err != nil {
+		return nil, err
+	}
+	if o.SetRedisExpiry, err = u.Bool("redis_expiry"); err != nil {
+		return nil, err
+	}
+	return func(context.Context) (lockswap.Locker, error) {
+		o := o
+		rcs, closer, err := registry.RedisClients(u, c)
+		if err != nil {
+			return nil, err
+		}
+		o.Closer = closer
+		lk, err := New(rcs[0], o)
+		if err != nil && closer != nil {
+			closer.Close()
+		}
+		return lk, err
+	}, nil
+}

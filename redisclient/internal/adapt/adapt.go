@@ -1,0 +1,90 @@
+// Package adapt holds what the Redis client adapters (redisclient/goredis,
+// redisclient/redigo) share but do not export.
+package adapt
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/lockswap/lockswap/redisclient"
+)
+
+// Millis is ttl in whole milliseconds, at least 1 (PX 0 is an error).
+func Millis(ttl time.Duration) int64 {
+	ms := ttl.Milliseconds()
+	if ms < 1 {
+		ms = 1
+	}
+	return ms
+}
+
+// ParseTime turns a TIME reply [seconds, microseconds] into a time.Time.
+func ParseTime(v any) (time.Time, error) {
+	arr, ok := v.([]any)
+	if !ok || len(arr) != 2 {
+		return time.Time{}, fmt.Errorf("redis TIME: unexpected reply %v", v)
+	}
+	var parts [2]int64
+	for i, p := range arr {
+		s, ok := p.(string)
+		if !ok {
+			return time.Time{}, fmt.Errorf("redis TIME: unexpected reply %v", v)
+		}
+		if _, err := fmt.Sscan(s, &parts[i]); err != nil {
+			return time.Time{}, fmt.Errorf("redis TIME: %w", err)
+		}
+	}
+	return time.Unix(parts[0], parts[1]*1000), nil
+}
+
+// IsNoScript reports whether err is a NOSCRIPT reply: the server does not
+// know the script's SHA, so the adapter loads it with EVAL.
+func IsNoScript(err error) bool {
+	var re *redisclient.ReplyError
+	return errors.As(err, &re) && strings.HasPrefix(re.Msg, "NOSCRIPT")
+}
+
+// Addr normalizes a server address and database into the form of
+// redisclient.Client.Addr, "host:port/db": the host in lower case, an IP
+// address in canonical form. It returns "" when hostport is not host:port.
+func Addr(hostport string, db int) string {
+	n := HostPort(hostport)
+	if n == "" || db < 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s/%d", n, db)
+}
+
+// HostPort normalizes host:port as Addr does, or returns "".
+func HostPort(hostport string) string {
+	host, port, err := net.SplitHostPort(strings.TrimSpace(hostport))
+	if err != nil || host == "" {
+		return ""
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p < 1 || p > 65535 {
+		return ""
+	}
+	if ip := net.ParseIP(host); ip != nil {
+		host = ip.String()
+	}
+	return net.JoinHostPort(strings.ToLower(host), strconv.Itoa(p))
+}
+
+// ParseAddr reads "host:port" or "host:port/db" and returns its Addr form,
+// or "" when s is not an address (a display name).
+func ParseAddr(s string) string {
+	hp, dbs, hasDB := strings.Cut(s, "/")
+	db := 0
+	if hasDB {
+		var err error
+		if db, err = strconv.Atoi(dbs); err != nil {
+			return ""
+		}
+	}
+	return Addr(hp, db)
+}

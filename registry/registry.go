@@ -1,0 +1,465 @@
+// Package registry maps backend URLs to the backends that open them, as
+// database/sql maps driver names to drivers: each backend package registers
+// its scheme, its parameters and how to check and open a URL of it (in an
+// init function), and a program opens the schemes of the packages it
+// imports.
+//
+//	import (
+//		_ "github.com/lockswap/lockswap/redisclient/goredis" // client=goredis
+//		_ "github.com/lockswap/lockswap/singleredis"         // singleredis://
+//		"github.com/lockswap/lockswap/registry"
+//	)
+//
+//	locker, err := registry.OpenURL(ctx, "singleredis://127.0.0.1:6379?ttl=10s")
+//
+// Such a program links only what it imports: no etcd and no redigo. Package
+// backend imports every built-in backend and both Redis clients, and adds
+// the JSON Config.
+//
+// Every scheme takes require=fencing,failover,... (lockswap.Property
+// names): opening a backend whose Guarantees lack one fails with an error
+// naming it.
+package registry
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/redisclient"
+)
+
+// Scheme is one backend's registration.
+type Scheme struct {
+	// Name is the backend's name and URL scheme, such as "singleredis".
+	Name string
+	// Aliases are other schemes that open the same backend ("etcd" for
+	// etcdlease).
+	Aliases []string
+	// TLS makes the name and each alias with an "s" appended
+	// ("singlerediss") the same backend over TLS.
+	TLS bool
+	// Params are the query parameters the backend takes; require is taken
+	// by every scheme and need not be listed.
+	Params []string
+	// Parse checks u, with the clients given in c, and returns what opens
+	// it. It must not dial: URLs are checked with it before anything is
+	// opened. Errors match lockswap.ErrInvalid, name the problem and never
+	// contain the password.
+	Parse func(u *URL, c Clients) (OpenFunc, error)
+}
+
+// OpenFunc opens a checked URL.
+type OpenFunc func(ctx context.Context) (lockswap.Locker, error)
+
+// Clients are already built clients and settings for Open. A backend uses a
+// given client instead of dialing the URL's hosts, and does not close it.
+type Clients struct {
+	// Redis are Redis clients: one for singleredis and legacysetnx, one per
+	// master for redlock.
+	Redis []redisclient.Client
+	// Client is a client of another kind, such as the *clientv3.Client of
+	// etcdlease.
+	Client any
+	// TLS is the TLS configuration for clients a backend dials itself over
+	// a TLS scheme; nil means the system roots.
+	TLS *tls.Config
+}
+
+// TLSConfig returns c.TLS, or a default (TLS 1.2 or later, the system
+// roots) when it is nil.
+func (c Clients) TLSConfig() *tls.Config {
+	if c.TLS != nil {
+		return c.TLS
+	}
+	return &tls.Config{MinVersion: tls.VersionTLS12}
+}
+
+var (
+	mu      sync.RWMutex
+	schemes = map[string]*Scheme{} // by name and alias
+	names   []string               // registered names, sorted
+)
+
+// Register makes a backend's schemes available. It panics if a scheme is
+// taken, or s lacks a name or Parse: it is meant for init functions.
+func Register(s Scheme) {
+	mu.Lock()
+	defer mu.Unlock()
+	if s.Name == "" || s.Parse == nil {
+		panic("registry: Register needs a Name and a Parse function")
+	}
+	sp := &s
+	for _, n := range append([]string{s.Name}, s.Aliases...) {
+		n = strings.ToLower(n)
+		if _, dup := schemes[n]; dup {
+			panic("registry: scheme " + n + " registered twice")
+		}
+		schemes[n] = sp
+	}
+	names = append(names, s.Name)
+	sort.Strings(names)
+}
+
+// Lookup returns the backend registered for scheme (a name or an alias,
+// without the TLS "s").
+func Lookup(scheme string) (Scheme, bool) {
+	mu.RLock()
+	defer mu.RUnlock()
+	s, ok := schemes[strings.ToLower(scheme)]
+	if !ok {
+		return Scheme{}, false
+	}
+	return *s, true
+}
+
+// Names returns the names of the registered backends, sorted.
+func Names() []string {
+	mu.RLock()
+	defer mu.RUnlock()
+	return append([]string(nil), names...)
+}
+
+// URL is a backend URL, split into the parts every backend shares:
+//
+//	scheme://[user:password@]host:port[,host:port...][/path][?name=value&...]
+type URL struct {
+	// Scheme is the scheme as written, lower case, without the TLS "s".
+	Scheme string
+	// TLS is set by a TLS scheme ("singlerediss").
+	TLS bool
+	// Username and Password are the credentials, decoded.
+	Username, Password string
+	// Hosts are host:port pairs.
+	Hosts []string
+	// Path is what follows the hosts' "/", such as a Redis database number.
+	Path string
+	// Query holds the parameters, one value each.
+	Query url.Values
+}
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf(format+": %w", append(args, lockswap.ErrInvalid)...)
+}
+
+// ParseURL splits raw into a URL and checks it (Check, with no given
+// clients). Errors match lockswap.ErrInvalid, name the parameter at fault,
+// and never contain the password.
+func ParseURL(raw string) (*URL, error) {
+	u, err := split(raw)
+	if err != nil {
+		return nil, err
+	}
+	if err := Check(u, Clients{}); err != nil {
+		return nil, err
+	}
+	return u, nil
+}
+
+// split parses the syntax of a backend URL.
+func split(raw string) (*URL, error) {
+	scheme, rest, ok := strings.Cut(raw, "://")
+	if !ok || scheme == "" {
+		return nil, invalid("%q is not a backend URL (want scheme://...)", redactRaw(raw))
+	}
+	u := &URL{Scheme: strings.ToLower(scheme)}
+	if _, known := Lookup(u.Scheme); !known && strings.HasSuffix(u.Scheme, "s") {
+		if s, known := Lookup(strings.TrimSuffix(u.Scheme, "s")); known && s.TLS {
+			u.Scheme, u.TLS = strings.TrimSuffix(u.Scheme, "s"), true
+		}
+	}
+	if _, known := Lookup(u.Scheme); !known {
+		return nil, unknownScheme(scheme)
+	}
+	// Split authority, path and query by hand: net/url rejects the comma
+	// separated host lists that redlock and etcd URLs use.
+	authority, query, _ := strings.Cut(rest, "?")
+	if at := strings.LastIndex(authority, "@"); at >= 0 {
+		// Credentials end at the last "@" before the query, so that a "/"
+		// in a password does not leak into the path.
+		userinfo := authority[:at]
+		authority = authority[at+1:]
+		user, pass, hasPass := strings.Cut(userinfo, ":")
+		var err error
+		if u.Username, err = url.PathUnescape(user); err != nil {
+			return nil, invalid("username is not valid percent-encoding")
+		}
+		if hasPass {
+			if u.Password, err = url.PathUnescape(pass); err != nil {
+				return nil, invalid("password is not valid percent-encoding") // the password itself is not repeated
+			}
+		}
+	}
+	authority, u.Path, _ = strings.Cut(authority, "/")
+	if authority != "" {
+		u.Hosts = strings.Split(authority, ",")
+	}
+	q, err := url.ParseQuery(query)
+	if err != nil {
+		return nil, invalid("query: %v", err)
+	}
+	u.Query = q
+	return u, nil
+}
+
+func unknownScheme(scheme string) error {
+	return invalid("unknown scheme %q (want %s, with an s suffix for TLS)", scheme, strings.Join(Names(), ", "))
+}
+
+// Check checks u: its scheme, hosts, parameter names, require= and then
+// everything else by the backend's Parse, with the clients in c (given
+// clients stand for hosts). It dials nothing.
+func Check(u *URL, c Clients) error {
+	_, _, err := check(u, c)
+	return err
+}
+
+func check(u *URL, c Clients) (*Scheme, OpenFunc, error) {
+	s, ok := Lookup(u.Scheme)
+	if !ok {
+		return nil, nil, unknownScheme(u.Scheme)
+	}
+	if u.TLS && !s.TLS {
+		return nil, nil, invalid("%s has no TLS scheme", s.Name)
+	}
+	for _, h := range u.Hosts {
+		if err := checkHostPort(h); err != nil {
+			return nil, nil, err
+		}
+	}
+	allowed := append(append([]string(nil), s.Params...), "require")
+	keys := make([]string, 0, len(u.Query))
+	for k := range u.Query {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if !contains(allowed, k) {
+			return nil, nil, invalid("unknown parameter %q for %s (known: %s)", k, u.Scheme, strings.Join(allowed, ", "))
+		}
+		if len(u.Query[k]) != 1 {
+			return nil, nil, invalid("parameter %q given %d times", k, len(u.Query[k]))
+		}
+	}
+	for _, r := range u.Require() {
+		if _, err := (lockswap.Guarantees{}).Has(r); err != nil {
+			return nil, nil, invalid("require=%s: unknown property (known: %v)", r, lockswap.Properties())
+		}
+	}
+	open, err := s.Parse(u, c)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &s, open, nil
+}
+
+// Open checks u and opens its backend with the clients in c. It fails with
+// an error matching lockswap.ErrInvalid, naming the missing property, when
+// the backend's Guarantees lack one of require=.
+func Open(ctx context.Context, u *URL, c Clients) (lockswap.Locker, error) {
+	_, open, err := check(u, c)
+	if err != nil {
+		return nil, err
+	}
+	lk, err := open(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", u, err)
+	}
+	if req := u.Require(); len(req) > 0 {
+		if err := lk.Guarantees().Require(req...); err != nil {
+			lk.Close()
+			return nil, fmt.Errorf("open %s: %w", u, err)
+		}
+	}
+	return lk, nil
+}
+
+// OpenURL parses raw and opens the backend it names.
+func OpenURL(ctx context.Context, raw string) (lockswap.Locker, error) {
+	u, err := split(raw)
+	if err != nil {
+		return nil, err
+	}
+	return Open(ctx, u, Clients{})
+}
+
+// Require returns the properties of require=.
+func (u *URL) Require() []lockswap.Property {
+	var out []lockswap.Property
+	for _, p := range strings.Split(u.Query.Get("require"), ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, lockswap.Property(p))
+		}
+	}
+	return out
+}
+
+// Bool returns parameter name as a boolean; false when absent.
+func (u *URL) Bool(name string) (bool, error) {
+	v, ok := u.get(name)
+	if !ok {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, invalid("parameter %s=%q: want true or false", name, v)
+	}
+	return b, nil
+}
+
+// Duration returns parameter name as a positive duration; 0 when absent.
+func (u *URL) Duration(name string) (time.Duration, error) {
+	v, ok := u.get(name)
+	if !ok {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return 0, invalid("parameter %s=%q: want a positive duration such as 10s or 500ms", name, v)
+	}
+	return d, nil
+}
+
+// Float returns parameter name as a number; 0 when absent.
+func (u *URL) Float(name string) (float64, error) {
+	v, ok := u.get(name)
+	if !ok {
+		return 0, nil
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil {
+		return 0, invalid("parameter %s=%q: want a number such as 0.01", name, v)
+	}
+	return f, nil
+}
+
+// TTL returns ttl=, checked against [lockswap.MinTTL, lockswap.MaxTTL]; 0
+// when absent. A backend checks its own range on top.
+func (u *URL) TTL() (time.Duration, error) {
+	ttl, err := u.Duration("ttl")
+	if err != nil || ttl == 0 {
+		return 0, err
+	}
+	if err := lockswap.ValidateTTL(ttl); err != nil {
+		return 0, fmt.Errorf("ttl=%v: %w", ttl, err)
+	}
+	return ttl, nil
+}
+
+// DB returns the path as a Redis database number; 0 when there is none.
+func (u *URL) DB() (int, error) {
+	if u.Path == "" {
+		return 0, nil
+	}
+	db, err := strconv.Atoi(u.Path)
+	if err != nil || db < 0 {
+		return 0, invalid("database %q in the path is not a non-negative number", u.Path)
+	}
+	return db, nil
+}
+
+// NoPath refuses a path, for backends that take none.
+func (u *URL) NoPath() error {
+	if u.Path != "" {
+		return invalid("%s URLs take no path (got /%s); use prefix=", u.Scheme, u.Path)
+	}
+	return nil
+}
+
+func (u *URL) get(name string) (string, bool) {
+	vs, ok := u.Query[name]
+	if !ok || len(vs) == 0 {
+		return "", false
+	}
+	return vs[0], true
+}
+
+// String renders u with the password replaced by "xxxxx".
+func (u *URL) String() string { return u.render(true) }
+
+// Unredacted renders u with its password, to pass it on (a URL inside a
+// parameter). Never print it.
+func (u *URL) Unredacted() string { return u.render(false) }
+
+func (u *URL) render(redact bool) string {
+	var b strings.Builder
+	b.WriteString(u.Scheme)
+	if u.TLS {
+		b.WriteString("s")
+	}
+	b.WriteString("://")
+	if u.Username != "" || u.Password != "" {
+		b.WriteString(url.PathEscape(u.Username))
+		if u.Password != "" {
+			b.WriteString(":")
+			if redact {
+				b.WriteString("xxxxx")
+			} else {
+				b.WriteString(url.PathEscape(u.Password))
+			}
+		}
+		b.WriteString("@")
+	}
+	b.WriteString(strings.Join(u.Hosts, ","))
+	if u.Path != "" {
+		b.WriteString("/" + u.Path)
+	}
+	if len(u.Query) > 0 {
+		b.WriteString("?" + u.Query.Encode())
+	}
+	return b.String()
+}
+
+// WithParam returns a copy of u with parameter name set to value.
+func (u *URL) WithParam(name, value string) *URL {
+	c := *u
+	c.Query = url.Values{}
+	for k, v := range u.Query {
+		c.Query[k] = v
+	}
+	c.Query.Set(name, value)
+	return &c
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func checkHostPort(h string) error {
+	host, port, err := net.SplitHostPort(h)
+	if err != nil || host == "" {
+		return invalid("address %q: want host:port", h)
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+		return invalid("address %q: port %q is not a number between 1 and 65535", h, port)
+	}
+	return nil
+}
+
+// redactRaw hides anything between "://" and "@" in an unparsed URL.
+func redactRaw(raw string) string {
+	scheme, rest, ok := strings.Cut(raw, "://")
+	if !ok {
+		if at := strings.LastIndex(raw, "@"); at >= 0 {
+			return "xxxxx" + raw[at:]
+		}
+		return raw
+	}
+	if at := strings.LastIndex(rest, "@"); at >= 0 {
+		return scheme + "://xxxxx" + rest[at:]
+	}
+	return raw
+}
