@@ -764,7 +764,7 @@ func (p *proto) settle(ctx context.Context, l *rlock, c *call, start time.Time, 
 // it exists, for the key's type. It returns nil when each holds a string
 // (a lock, whoever's) or did not say; otherwise, per instance, the error
 // that describes a value that is not a lock. It runs on the caller's time:
-// ctx is the attempt's request context (see internal/attempt, whose
+// ctx is the attempt's request context (the kit's, see internal/attempt, whose
 // deadline already has the grace), and the check ends with it; an
 // instance that has not answered by then did not say, and when ctx has
 // already ended nothing is asked.
