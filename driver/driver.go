@@ -494,10 +494,10 @@ func (l *lock[D]) Release(ctx context.Context) error {
 			return lk.fail("release", key, fmt.Errorf("outcome unknown at the deadline, still releasing in the background: %w", err))
 		}
 	}
-	if err != nil && !errors.Is(err, lockswap.ErrLost) {
+	if err != nil && !errors.Is(err, lockswap.ErrLost) && !gaveUp(err) {
 		return lk.fail("release", key, err)
 	}
-	l.settle(err == nil)
+	l.settle(err == nil || gaveUp(err)) // see GaveUp
 	if err != nil {
 		return lk.fail("release", key, err)
 	}
@@ -537,7 +537,7 @@ func (l *lock[D]) handOver(ctx context.Context, t *localq.Ticket) error {
 		t.Deliver(nil, lk.fail("acquire", key, acqErr))
 		return lk.fail("release", key, fmt.Errorf("outcome unknown, still releasing in the background: %w", relErr))
 	}
-	if relErr == nil || errors.Is(relErr, lockswap.ErrLost) {
+	if relErr == nil || errors.Is(relErr, lockswap.ErrLost) || gaveUp(relErr) {
 		l.End()
 	}
 	if acqErr == nil {
@@ -545,6 +545,9 @@ func (l *lock[D]) handOver(ctx context.Context, t *localq.Ticket) error {
 		t.Deliver(next, nil)
 	} else {
 		t.Deliver(nil, lk.fail("acquire", key, acqErr))
+	}
+	if gaveUp(relErr) {
+		l.released.Store(true) // see GaveUp
 	}
 	if relErr != nil {
 		return lk.fail("release", key, relErr)

@@ -35,7 +35,7 @@ type result struct {
 // call is one request fanned out to a set of instances. Calls are pooled;
 // the fields other than res are set by the caller for each use.
 type call struct {
-	lk     *Locker
+	lk     *proto
 	op     opKind
 	keys   []string
 	key    any // keys[0], boxed once per lock (pipelined path)
@@ -48,7 +48,7 @@ type call struct {
 	conns  []redisclient.SplitConn // pipelined path: connections awaiting a reply
 	sargs  []any                   // pipelined path: scratch command arguments
 	epochs []*epochState           // RestartSafety: the epoch each request sent as known
-	cctx   *callCtx                // c.ctx: the call's deadline (see freshCtx)
+	cctx   *callCtx                // c.ctx: the call's deadline, new for each run
 }
 
 // task is one instance's part of a call, handed to a worker.
@@ -68,7 +68,7 @@ type task struct {
 // fresh goroutine per request spends much of its time copying its stack
 // as it grows).
 type fanout struct {
-	lk       *Locker
+	lk       *proto
 	tasks    chan task
 	quit     chan struct{}
 	wg       sync.WaitGroup
@@ -82,7 +82,7 @@ type fanout struct {
 // extraIdle is how long an extra worker waits for another request.
 const extraIdle = time.Second
 
-func newFanout(lk *Locker, workers int) *fanout {
+func newFanout(lk *proto, workers int) *fanout {
 	n := len(lk.inst)
 	f := &fanout{lk: lk, tasks: make(chan task), quit: make(chan struct{}), maxExtra: int32(32 * n)}
 	f.pool.New = func() any {
@@ -176,7 +176,7 @@ func (f *fanout) get() *call {
 }
 
 func (f *fanout) put(c *call) {
-	c.keys, c.key, c.args, c.ctx = nil, nil, nil, nil
+	c.keys, c.key, c.args, c.ctx, c.cctx = nil, nil, nil, nil, nil
 	clear(c.sargs[:cap(c.sargs)])
 	clear(c.epochs)
 	f.pool.Put(c)
@@ -195,8 +195,7 @@ func (f *fanout) run(ctx context.Context, c *call, deadline time.Time) {
 		f.runSplit(ctx, c, deadline)
 		return
 	}
-	c.freshCtx().init(ctx, deadline)
-	c.ctx = c.cctx
+	c.newCtx(ctx, deadline)
 	first := -1
 	for i := range c.res {
 		if c.mask&(1<<i) == 0 {
@@ -258,12 +257,10 @@ func (f *fanout) runSplit(ctx context.Context, c *call, deadline time.Time) {
 	// One context for the whole call: it bounds taking a connection from
 	// each pool (a dial, or a wait for a free connection) and the suspect
 	// instances' requests. It arms its timer only if someone waits on it.
-	cc := c.freshCtx()
-	cc.init(ctx, deadline)
+	cc := c.newCtx(ctx, deadline)
 	defer cc.end()
 	deadline, _ = cc.Deadline()
-	ictx := context.Context(cc)
-	c.ctx = ictx
+	ictx := c.ctx
 	var direct uint64
 	for i := range c.res {
 		if c.mask&(1<<i) != 0 && lk.inst[i].suspect.Load() {
@@ -512,14 +509,15 @@ func (c *call) safeReply(i int, v any) {
 	}
 }
 
-// callCtx is the context of a call's requests: it ends at the call's
-// deadline or when the parent ends. It lives in the pooled call and is
-// reused, so that the common case costs no allocation: its Done channel is
-// made once and replaced only after it was closed, its timer is made once,
-// armed on the first Done of each use (the pipelined path usually never
-// asks) and stopped by end. A cancellable parent is followed through
-// context.AfterFunc (which allocates; Background and WithoutCancel parents,
-// as in Release's and the undo's cleanup, need nothing).
+// callCtx is the context of one run of a call: it ends at the call's
+// deadline or when the parent ends. Each run gets a new one, so that a
+// client library that keeps a context it was handed (a connection pool
+// watching it, a goroutine that reads Err after Done) never sees it come
+// back to life for another request. It costs what a context must: its
+// Done channel and timer are made only if someone asks for Done (the
+// pipelined path usually never does), and a cancellable parent is followed
+// through context.AfterFunc (Background and WithoutCancel parents, as in
+// Release's and the undo's cleanup, need nothing).
 type callCtx struct {
 	mu         sync.Mutex
 	parent     context.Context
@@ -532,24 +530,13 @@ type callCtx struct {
 	stopParent func() bool
 }
 
-// freshCtx returns the call's context for a new use: the pooled one, or a
-// new one when the last use closed a Done channel that it had handed out.
-// Whoever still watches that channel (the goroutine of a context derived
-// from it, woken as the call ends) may call Err after it fired, and must
-// get that use's error, not nil from a later use (the context package
-// panics on a closed Done with a nil Err).
-func (c *call) freshCtx() *callCtx {
-	if c.cctx == nil || c.cctx.retired() {
-		c.cctx = new(callCtx)
-	}
+// newCtx gives c a new context for one run, bounded by parent and
+// deadline, and returns it; its end method finishes the run.
+func (c *call) newCtx(parent context.Context, deadline time.Time) *callCtx {
+	c.cctx = new(callCtx)
+	c.cctx.init(parent, deadline)
+	c.ctx = c.cctx
 	return c.cctx
-}
-
-// retired reports whether c's Done channel was handed out and closed.
-func (c *callCtx) retired() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.done != nil && c.err != nil
 }
 
 // init starts a use of c, ending at deadline (at the latest).

@@ -32,14 +32,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/driver"
 	"github.com/lockswap/lockswap/internal/attempt"
 	"github.com/lockswap/lockswap/internal/background"
-	"github.com/lockswap/lockswap/internal/localq"
 	"github.com/lockswap/lockswap/internal/lockstate"
 	"github.com/lockswap/lockswap/redisclient"
 )
@@ -150,32 +149,56 @@ type epochState struct {
 	until time.Time
 }
 
-// Locker is the Redlock lockswap.Locker.
+// Locker is the Redlock lockswap.Locker. The kit (package driver) does
+// the edges of every call (validation, the local queue, retries, request
+// deadlines, the lock's bookkeeping, error prefixes); this package is the
+// protocol: the fan-out to the instances, the quorum, the validity, the
+// epochs of RestartSafety, the undo of a partial quorum and the pipelined
+// hand-over.
+//
+// An attempt that fails because of something retrying cannot fix (a value
+// of another Redis type under the key, an epoch key that is not one, an
+// error reply such as NOAUTH, NOPERM or an unknown command) on so many
+// instances that no majority is possible fails with an error matching
+// lockswap.ErrInvalid that says what to fix, and Acquire stops at once.
+//
+// TTLRange is what a Redlock lock can use: from the smallest TTL that
+// keeps at least a quarter of itself as validity in the worst case an
+// acquire accepts, to lockswap.MaxTTL or Options.MaxTTL.
 type Locker struct {
+	*driver.Locker[*rlock]
+	p *proto
+}
+
+var _ lockswap.Locker = (*Locker)(nil)
+
+// proto is the Redlock protocol over the instances: the driver.Driver
+// and, without RestartSafety, the driver.HandOver of the kit.
+type proto struct {
 	inst   []instance
 	split  []redisclient.Splitter // every client's, or nil: pipelined fan-out
 	quorum int
 	opts   Options
-	closed atomic.Bool
 	fan    *fanout
-	q      *localq.Queue // this Locker's waiters, per key, in arrival order
 
-	minTTL, maxTTL time.Duration // TTLRange
+	minTTL, maxTTL time.Duration // the kit's TTL range
 
-	// bg runs the releases that go on after their caller returned (see
-	// goRelease); Close ends them.
+	// bg runs the releases that go on, instance by instance, after their
+	// caller returned (see goRelease); Close ends them.
 	bg        background.Group
 	bgRunning atomic.Int64 // background releases running (tests)
 	bgGaveUp  atomic.Int64 // background releases that ended with instances still unknown (tests)
 }
-
-var _ lockswap.Locker = (*Locker)(nil)
 
 // New returns a Locker over the given independent masters. It rejects, with
 // an error matching lockswap.ErrInvalid, an empty list, a nil client, the
 // same client twice, a negative drift or timeout, and RestartSafety without
 // MaxTTL. Any N ≥ 1 is accepted; an even N tolerates no more failures than
 // N−1 does, so use an odd N.
+//
+// Acquire and TryAcquire use Options.TTL without lockswap.WithTTL, or
+// lockswap.DefaultTTL brought into TTLRange (Options.MaxTTL when it is
+// shorter).
 func New(clients []redisclient.Client, opts Options) (*Locker, error) {
 	if len(clients) == 0 {
 		return nil, fmt.Errorf("redlock: no redis clients: %w", lockswap.ErrInvalid)
@@ -225,30 +248,65 @@ func New(clients []redisclient.Client, opts Options) (*Locker, error) {
 		opts.Retry = DefaultRetry
 	}
 	opts.Closers = append([]io.Closer(nil), opts.Closers...)
-	lk := &Locker{inst: make([]instance, len(clients)), quorum: len(clients)/2 + 1, opts: opts, q: localq.New("redlock")}
-	if err := lk.setTTLRange(); err != nil {
+	p := &proto{inst: make([]instance, len(clients)), quorum: len(clients)/2 + 1, opts: opts}
+	if err := p.setTTLRange(); err != nil {
 		return nil, err
 	}
-	if opts.TTL != 0 && (opts.TTL < lk.minTTL || opts.TTL > lk.maxTTL) {
-		return nil, fmt.Errorf("redlock: Options.TTL %v is outside [%v, %v], the TTLs this Locker accepts: %w", opts.TTL, lk.minTTL, lk.maxTTL, lockswap.ErrInvalid)
+	if opts.TTL != 0 && (opts.TTL < p.minTTL || opts.TTL > p.maxTTL) {
+		return nil, fmt.Errorf("redlock: Options.TTL %v is outside [%v, %v], the TTLs this Locker accepts: %w", opts.TTL, p.minTTL, p.maxTTL, lockswap.ErrInvalid)
 	}
 	split := make([]redisclient.Splitter, 0, len(clients))
 	for i, c := range clients {
-		lk.inst[i].c = c
+		p.inst[i].c = c
 		if s, ok := c.(redisclient.Splitter); ok {
 			split = append(split, s)
 		}
 	}
 	if len(split) == len(clients) {
-		lk.split = split // else not every client can: fan out on the workers
+		p.split = split // else not every client can: fan out on the workers
 		// Until an instance has answered, its requests go to the workers,
 		// so that the first connections are dialled in parallel.
-		for i := range lk.inst {
-			lk.inst[i].suspect.Store(true)
+		for i := range p.inst {
+			p.inst[i].suspect.Store(true)
 		}
 	}
-	lk.fan = newFanout(lk, 2*len(clients))
-	return lk, nil
+	p.fan = newFanout(p, 2*len(clients))
+	var d driver.Driver[*rlock] = p
+	if opts.RestartSafety {
+		d = safeProto{p} // the restart-safe acquire has no hand-over form
+	}
+	kit, err := driver.New(d, driver.Config{
+		Name:       "redlock",
+		Guarantees: Guarantees(len(clients), opts.RestartSafety),
+		TTL:        defaultTTL(opts.TTL, p.minTTL, p.maxTTL),
+		MinTTL:     p.minTTL,
+		MaxTTL:     p.maxTTL,
+		CheckTTL:   p.checkTTL,
+		Retry:      opts.Retry,
+		Queue:      true,
+		Closer:     p,
+	})
+	if err != nil {
+		p.stop()
+		return nil, err
+	}
+	return &Locker{Locker: kit, p: p}, nil
+}
+
+// safeProto is proto without the hand-over (RestartSafety): a release
+// cannot make the restart-safe acquire for a waiter.
+type safeProto struct{ p *proto }
+
+func (s safeProto) Acquire(ctx context.Context, c *driver.Claim[*rlock]) (driver.Grant, error) {
+	return s.p.Acquire(ctx, c)
+}
+
+func (s safeProto) Extend(ctx context.Context, c *driver.Claim[*rlock], ttl time.Duration) (driver.Grant, error) {
+	return s.p.Extend(ctx, c, ttl)
+}
+
+func (s safeProto) Release(ctx context.Context, c *driver.Claim[*rlock]) error {
+	return s.p.Release(ctx, c)
 }
 
 // sameClient reports whether a and b are the same client, or two clients
@@ -257,22 +315,17 @@ func New(clients []redisclient.Client, opts Options) (*Locker, error) {
 // none) are the same only when they are the same client.
 func sameClient(a, b redisclient.Client) bool { return redisclient.SameStore(a, b) }
 
-// DefaultTTL returns the TTL of an Acquire or TryAcquire without
-// lockswap.WithTTL: Options.TTL, or lockswap.DefaultTTL.
-func (lk *Locker) DefaultTTL() time.Duration {
-	if lk.opts.TTL != 0 {
-		return lk.opts.TTL
+// defaultTTL is the TTL of an Acquire without lockswap.WithTTL:
+// Options.TTL, or lockswap.DefaultTTL brought into [lo, hi].
+func defaultTTL(ttl, lo, hi time.Duration) time.Duration {
+	if ttl != 0 {
+		return ttl
 	}
-	return lockswap.DefaultTTL
+	return min(max(lockswap.DefaultTTL, lo), hi)
 }
 
 // Quorum returns the number of instances that must agree: N/2+1.
-func (lk *Locker) Quorum() int { return lk.quorum }
-
-// Guarantees describes the Redlock lock over this Locker's instances.
-func (lk *Locker) Guarantees() lockswap.Guarantees {
-	return Guarantees(len(lk.inst), lk.opts.RestartSafety)
-}
+func (lk *Locker) Quorum() int { return lk.p.quorum }
 
 // Guarantees returns the Redlock backend's guarantees over n masters, with
 // or without RestartSafety.
@@ -300,20 +353,15 @@ func Guarantees(n int, restartSafety bool) lockswap.Guarantees {
 	return g
 }
 
-// Close stops the Locker's workers and closes Options.Closers. Held locks
-// are not released; they expire after their TTL. Releases still going on
-// in the background (see lock.Release) get up to background.CloseWait
-// (half a second) to finish, then are stopped; Close waits for them, so
+// Close is called by the kit's Locker.Close, after the kit's own work:
+// releases still going on in the background (see goRelease) get up to
+// background.CloseWait (half a second) to finish, then are stopped; the
+// workers stop; Options.Closers are closed. Close waits for all of it, so
 // that no goroutine of the Locker outlives it.
-func (lk *Locker) Close() error {
-	if lk.closed.Swap(true) {
-		return nil
-	}
-	lk.q.Close()
-	lk.bg.Close()
-	lk.fan.close()
+func (p *proto) Close() error {
+	p.stop()
 	var errs []error
-	for _, c := range lk.opts.Closers {
+	for _, c := range p.opts.Closers {
 		if c != nil {
 			if err := c.Close(); err != nil {
 				errs = append(errs, err)
@@ -323,92 +371,93 @@ func (lk *Locker) Close() error {
 	return errors.Join(errs...)
 }
 
+// stop ends the background releases and the workers.
+func (p *proto) stop() {
+	p.bg.Close()
+	p.fan.close()
+}
+
 // String names the backend and its instances, without credentials.
 func (lk *Locker) String() string {
 	var b strings.Builder
 	b.WriteString("redlock(")
-	for i := range lk.inst {
+	for i := range lk.p.inst {
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		b.WriteString(lk.inst[i].c.String())
+		b.WriteString(lk.p.inst[i].c.String())
 	}
 	b.WriteString(")")
 	return b.String()
 }
 
 // instanceTimeout is the per-instance timeout for a lock of ttl.
-func (lk *Locker) instanceTimeout(ttl time.Duration) time.Duration {
-	if lk.opts.InstanceTimeout > 0 {
-		return lk.opts.InstanceTimeout
+func (p *proto) instanceTimeout(ttl time.Duration) time.Duration {
+	if p.opts.InstanceTimeout > 0 {
+		return p.opts.InstanceTimeout
 	}
 	return min(max(ttl/100, MinInstanceTimeout), MaxInstanceTimeout)
 }
 
-func (lk *Locker) drift(ttl time.Duration) time.Duration {
-	return time.Duration(float64(ttl)*lk.opts.DriftFactor) + lk.opts.DriftFixed
+func (p *proto) drift(ttl time.Duration) time.Duration {
+	return time.Duration(float64(ttl)*p.opts.DriftFactor) + p.opts.DriftFixed
 }
 
 // usable reports whether a lock of ttl keeps a meaningful validity in the
 // worst case the acquire accepts: an answer that comes at the end of the
 // per-instance timeout, minus the drift allowance, must leave at least a
 // quarter of the TTL.
-func (lk *Locker) usable(ttl time.Duration) bool {
-	return ttl-lk.instanceTimeout(ttl)-lk.drift(ttl) >= ttl/4
+func (p *proto) usable(ttl time.Duration) bool {
+	return ttl-p.instanceTimeout(ttl)-p.drift(ttl) >= ttl/4
 }
 
 // setTTLRange computes TTLRange, and fails when no TTL is usable.
-func (lk *Locker) setTTLRange() error {
-	lk.maxTTL = lockswap.MaxTTL
-	if m := lk.opts.MaxTTL; m > 0 && m < lk.maxTTL {
-		lk.maxTTL = m
+func (p *proto) setTTLRange() error {
+	p.maxTTL = lockswap.MaxTTL
+	if m := p.opts.MaxTTL; m > 0 && m < p.maxTTL {
+		p.maxTTL = m
 	}
 	// The smallest usable TTL in whole milliseconds (the unit of PX):
 	// usable is monotonic (the validity grows faster than the timeout and
 	// the drift, since DriftFactor < 0.5 and the default timeout is TTL/100).
 	lo, hi := int64(lockswap.MinTTL/time.Millisecond), int64(lockswap.MaxTTL/time.Millisecond)
-	if !lk.usable(time.Duration(hi) * time.Millisecond) {
+	if !p.usable(time.Duration(hi) * time.Millisecond) {
 		lo = hi + 1
 	}
 	for lo < hi {
 		mid := lo + (hi-lo)/2
-		if lk.usable(time.Duration(mid) * time.Millisecond) {
+		if p.usable(time.Duration(mid) * time.Millisecond) {
 			hi = mid
 		} else {
 			lo = mid + 1
 		}
 	}
-	lk.minTTL = time.Duration(lo) * time.Millisecond
-	if lk.minTTL > lk.maxTTL {
+	p.minTTL = time.Duration(lo) * time.Millisecond
+	if p.minTTL > p.maxTTL {
 		return fmt.Errorf("redlock: no TTL is usable: with a drift of %v×TTL + %v and an instance timeout of %v, a lock needs a TTL of at least %v, and the maximum is %v: %w",
-			lk.opts.DriftFactor, lk.opts.DriftFixed, lk.instanceTimeout(lk.minTTL), lk.minTTL, lk.maxTTL, lockswap.ErrInvalid)
+			p.opts.DriftFactor, p.opts.DriftFixed, p.instanceTimeout(p.minTTL), p.minTTL, p.maxTTL, lockswap.ErrInvalid)
 	}
 	return nil
 }
 
-// TTLRange returns the TTLs this Locker accepts. The minimum is the
-// smallest TTL (at least lockswap.MinTTL) for which a lock keeps at least a
-// quarter of its TTL as validity in the worst case an acquire accepts: its
-// answers at the end of the per-instance timeout and the drift allowance
-// (TTL × DriftFactor + DriftFixed) taken off. The maximum is
-// lockswap.MaxTTL, or Options.MaxTTL when smaller. Acquire, TryAcquire and
-// Extend refuse a TTL outside the range with an error matching
-// lockswap.ErrInvalid, instead of failing for want of validity forever.
-func (lk *Locker) TTLRange() (min, max time.Duration) { return lk.minTTL, lk.maxTTL }
-
-// checkTTL refuses, for op on key, a TTL outside TTLRange.
-func (lk *Locker) checkTTL(op, key string, ttl time.Duration) error {
-	if err := lockswap.ValidateTTL(ttl); err != nil {
-		return fmt.Errorf("redlock: %s %s: %w", op, lockstate.QuoteKey(key), err)
-	}
+// checkTTL refuses a TTL outside the range (the kit's Config.CheckTTL):
+// the kit's Locker.TTLRange. The minimum is the smallest TTL (at least
+// lockswap.MinTTL) for which a lock keeps at least a quarter of its TTL as
+// validity in the worst case an acquire accepts: its answers at the end of
+// the per-instance timeout and the drift allowance (TTL × DriftFactor +
+// DriftFixed) taken off. The maximum is lockswap.MaxTTL, or
+// Options.MaxTTL when smaller. Acquire, TryAcquire and Extend refuse a TTL
+// outside the range with an error matching lockswap.ErrInvalid, instead of
+// failing for want of validity forever.
+func (p *proto) checkTTL(ttl time.Duration) error {
 	switch {
-	case ttl < lk.minTTL:
-		return fmt.Errorf("redlock: %s %s: ttl %v is below %v, the smallest this Locker accepts: with a drift of %v×TTL + %v and an instance timeout of %v a shorter lock has little or no validity: %w",
-			op, lockstate.QuoteKey(key), ttl, lk.minTTL, lk.opts.DriftFactor, lk.opts.DriftFixed, lk.instanceTimeout(ttl), lockswap.ErrInvalid)
-	case ttl > lk.maxTTL && lk.opts.MaxTTL > 0 && lk.maxTTL == lk.opts.MaxTTL:
-		return fmt.Errorf("redlock: %s %s: ttl %v exceeds MaxTTL %v: %w", op, lockstate.QuoteKey(key), ttl, lk.opts.MaxTTL, lockswap.ErrInvalid)
-	case ttl > lk.maxTTL:
-		return fmt.Errorf("redlock: %s %s: ttl %v is above the maximum %v: %w", op, lockstate.QuoteKey(key), ttl, lk.maxTTL, lockswap.ErrInvalid)
+	case ttl < p.minTTL:
+		return fmt.Errorf("ttl %v is below %v, the smallest this Locker accepts: with a drift of %v×TTL + %v and an instance timeout of %v a shorter lock has little or no validity: %w",
+			ttl, p.minTTL, p.opts.DriftFactor, p.opts.DriftFixed, p.instanceTimeout(ttl), lockswap.ErrInvalid)
+	case ttl > p.maxTTL && p.opts.MaxTTL > 0 && p.maxTTL == p.opts.MaxTTL:
+		return fmt.Errorf("ttl %v exceeds MaxTTL %v: %w", ttl, p.opts.MaxTTL, lockswap.ErrInvalid)
+	case ttl > p.maxTTL:
+		return fmt.Errorf("ttl %v is above the maximum %v: %w", ttl, p.maxTTL, lockswap.ErrInvalid)
 	}
 	return nil
 }
@@ -422,8 +471,8 @@ func (lk *Locker) checkTTL(op, key string, ttl time.Duration) error {
 const MinCleanupRound = 250 * time.Millisecond
 
 // cleanupRound bounds one round of a release, an undo or an extension.
-func (lk *Locker) cleanupRound(ttl time.Duration) time.Duration {
-	return max(MinCleanupRound, lk.instanceTimeout(ttl))
+func (p *proto) cleanupRound(ttl time.Duration) time.Duration {
+	return max(MinCleanupRound, p.instanceTimeout(ttl))
 }
 
 // Retry delays between rounds of a release or an extension, doubling.
@@ -436,24 +485,24 @@ const (
 // with the compare-and-delete of token under key on the instances in
 // pending, until each has answered, until passes, or Close stops it. It
 // reports false, doing nothing, when the Locker is closed.
-func (lk *Locker) goRelease(keys [1]string, key, token any, pending uint64, until time.Time, ttl time.Duration) bool {
-	lk.bgRunning.Add(1)
-	started := lk.bg.Go(context.Background(), func(ctx context.Context) {
-		defer lk.bgRunning.Add(-1)
+func (p *proto) goRelease(keys [1]string, key, token any, pending uint64, until time.Time, ttl time.Duration) bool {
+	p.bgRunning.Add(1)
+	started := p.bg.Go(context.Background(), func(ctx context.Context) {
+		defer p.bgRunning.Add(-1)
 		// A request whose answer was not read may still be waiting on the
 		// server, on its discarded connection: give it a moment to run
 		// first, so that this one, on another connection, comes after it.
 		sleepUntil(ctx, time.Now().Add(roundBackoffMin))
 		t := tally{pending: pending}
 		args := [1]any{token}
-		lk.rounds(ctx, opRelease, keys[:], key, args[:], &t, until, ttl, nil)
+		p.rounds(ctx, opRelease, keys[:], key, args[:], &t, until, ttl, nil)
 		if t.pending != 0 {
-			lk.bgGaveUp.Add(1)
+			p.bgGaveUp.Add(1)
 		}
 	})
 	if !started {
-		lk.bgRunning.Add(-1)
-		lk.bgGaveUp.Add(1)
+		p.bgRunning.Add(-1)
+		p.bgGaveUp.Add(1)
 	}
 	return started
 }
@@ -494,26 +543,26 @@ func sleepUntil(ctx context.Context, t time.Time) {
 // later on another connection. The server reads every connection with
 // data before it answers the first request, so the second request runs
 // after the lost one.
-func (lk *Locker) rounds(ctx context.Context, op opKind, keys []string, key any, args []any, t *tally, until time.Time, ttl time.Duration, decided func(*tally) bool) {
-	backoff, round := roundBackoffMin, lk.cleanupRound(ttl)
+func (p *proto) rounds(ctx context.Context, op opKind, keys []string, key any, args []any, t *tally, until time.Time, ttl time.Duration, decided func(*tally) bool) {
+	backoff, round := roundBackoffMin, p.cleanupRound(ttl)
 	for t.pending != 0 && (decided == nil || !decided(t)) {
 		end := until
 		now := time.Now()
 		if !now.Before(end) || ctx.Err() != nil {
 			return
 		}
-		c := lk.fan.get()
+		c := p.fan.get()
 		c.op, c.keys, c.key, c.args, c.mask = op, keys, key, args, t.pending
 		if op == opExtend {
 			c.ttl = ttl
 		}
-		lk.fan.run(ctx, c, earliest(now.Add(round), end))
+		p.fan.run(ctx, c, earliest(now.Add(round), end))
 		// An instance slower than a round would never answer in time: its
 		// request goes with the connection a late answer discards.
 		round *= 2
 		asked := c.mask
 		t.add(c, true)
-		lk.fan.put(c)
+		p.fan.put(c)
 		if decided == nil {
 			// Answered once without deleting anything: ask once more.
 			again := asked &^ t.pending &^ t.perm &^ t.del &^ t.once
@@ -583,95 +632,48 @@ func (t *tally) decided(n, q int) bool {
 
 func ones(m uint64) int { return bits.OnesCount64(m) }
 
-// Acquire waits for the lock per the retry policy (Options.Retry or
-// lockswap.WithRetry) until ctx ends. Goroutines of this Locker that wait
-// for the same key wait in arrival order and only the first of them polls
-// the instances; when a lock taken through this Locker is released, the
-// first waiter tries at once instead of after its retry delay. An Acquire
-// that finds others of this Locker waiting for its key joins the back of
-// the line. A retry policy that never retries (lockswap.NoRetry) makes one
-// attempt without queueing. The order is local to this Locker: other
-// processes and Lockers still poll and may take the key first.
-//
-// An attempt that fails because of something retrying cannot fix (a value
-// of another Redis type under the key, an epoch key that is not one, an
-// error reply such as NOAUTH, NOPERM or an unknown command) on so many
-// instances that no majority is possible ends Acquire at once with an
-// error matching lockswap.ErrInvalid that says what to fix.
-func (lk *Locker) Acquire(ctx context.Context, key string, opts ...lockswap.Option) (lockswap.Lock, error) {
-	o, err := lk.prepare(key, opts)
-	if err != nil {
-		return nil, err
-	}
-	var handOverTTL time.Duration
-	if !lk.opts.RestartSafety {
-		// A release through this Locker can take the key for us (see
-		// lock.Release); the restart-safe acquire has no such form.
-		handOverTTL = o.TTL
-	}
-	first := true
-	return lk.q.AcquireOffer(ctx, key, o.Retry, handOverTTL, func(ctx context.Context) (lockswap.Lock, error) {
-		check := first
-		first = false
-		return lk.try(ctx, key, o.TTL, check)
-	})
+// rlock is a Redlock lock as the protocol keeps it: the Data of its
+// driver.Claim. The kit runs one Extend or Release of a lock at a time,
+// so its fields need no lock of their own.
+type rlock struct {
+	keys       [1]string
+	key        any    // keys[0], boxed once
+	args       [2]any // token, ttl in ms (the scripts' ARGV)
+	acquired   time.Time
+	deadline   time.Time // the validity's end, as last granted
+	unknown    uint64    // instances whose SET of the acquisition had an unknown outcome
+	extensions int
 }
 
-// TryAcquire makes one attempt. It does not queue behind the Locker's
-// waiting Acquire calls: when the key is free it may take it before them.
-func (lk *Locker) TryAcquire(ctx context.Context, key string, opts ...lockswap.Option) (lockswap.Lock, error) {
-	o, err := lk.prepare(key, opts)
-	if err != nil {
-		return nil, err
-	}
-	return lk.try(ctx, key, o.TTL, true)
-}
-
-func (lk *Locker) prepare(key string, opts []lockswap.Option) (lockswap.Options, error) {
-	if lk.closed.Load() {
-		return lockswap.Options{}, fmt.Errorf("redlock: acquire %s: %w", lockstate.QuoteKey(key), lockswap.ErrClosed)
-	}
-	if err := lockswap.ValidateKey(key); err != nil {
-		return lockswap.Options{}, fmt.Errorf("redlock: acquire: %w", err)
-	}
-	if lk.opts.TTL != 0 {
-		opts = append([]lockswap.Option{lockswap.WithTTL(lk.opts.TTL)}, opts...)
-	}
-	o, err := lockswap.ApplyOptions(lk.opts.Retry, opts)
-	if err != nil {
-		return o, fmt.Errorf("redlock: acquire %s: %w", lockstate.QuoteKey(key), err)
-	}
-	if err := lk.checkTTL("acquire", key, o.TTL); err != nil {
-		return o, err
-	}
-	// The instances keep whole milliseconds (PX): count the validity from
-	// what they keep.
-	o.TTL = o.TTL.Truncate(time.Millisecond)
-	return o, nil
-}
-
-// try makes one attempt; a caller that gives up while the requests are on
-// their way gets no lock and leaves none (see internal/attempt). check:
-// when the key is found held, find out whether what holds it is a lock
-// (the first attempt of an Acquire, and TryAcquire).
-func (lk *Locker) try(ctx context.Context, key string, ttl time.Duration, check bool) (lockswap.Lock, error) {
-	return attempt.Run(ctx, &lk.bg, func(ctx context.Context) (lockswap.Lock, error) { return lk.tryOnce(ctx, key, ttl, check) })
-}
-
-// tryOnce makes one attempt.
-func (lk *Locker) tryOnce(ctx context.Context, key string, ttl time.Duration, check bool) (lockswap.Lock, error) {
-	l := &lock{lk: lk}
-	l.keys[0] = lk.opts.Prefix + key
+// newRlock makes c's Data for an attempt. The instances keep whole
+// milliseconds (PX): c.TTL is truncated to them, so that the validity
+// counts from what they keep.
+func (p *proto) newRlock(c *driver.Claim[*rlock]) *rlock {
+	c.TTL = c.TTL.Truncate(time.Millisecond)
+	l := &rlock{}
+	l.keys[0] = p.opts.Prefix + c.Key
 	l.key = l.keys[0]
-	token := lockstate.NewToken()
-	l.args[0], l.args[1] = token, ttl.Milliseconds()
+	l.args[0], l.args[1] = c.Token, c.TTL.Milliseconds()
+	c.Data = l
+	return l
+}
 
-	c := lk.fan.get()
-	defer lk.fan.put(c)
+// ttl is the TTL l was acquired with, as the instances keep it.
+func (l *rlock) ttl() time.Duration { return time.Duration(l.args[1].(int64)) * time.Millisecond }
+
+// Acquire makes one attempt (driver.Driver): SET NX PX (or the restart-safe
+// script) on every instance at once, each bounded by the per-instance
+// timeout and ctx, then settle. On the first attempt (c.First), when the
+// key is found held, it finds out whether what holds it is a lock.
+func (p *proto) Acquire(ctx context.Context, cl *driver.Claim[*rlock]) (driver.Grant, error) {
+	l := p.newRlock(cl)
+	ttl := cl.TTL
+	c := p.fan.get()
+	defer p.fan.put(c)
 	c.op, c.keys, c.key, c.args, c.ttl = opAcquire, l.keys[:], l.key, l.args[:], ttl
 	start := time.Now()
-	lk.fan.run(ctx, c, start.Add(lk.instanceTimeout(ttl)))
-	return lk.settle(ctx, key, l, c, start, ttl, check)
+	p.fan.run(ctx, c, start.Add(p.instanceTimeout(ttl)))
+	return p.settle(ctx, l, c, start, ttl, cl.First)
 }
 
 // settle decides an acquisition from its call's answers: the lock l when
@@ -684,10 +686,9 @@ func (lk *Locker) tryOnce(ctx context.Context, key string, ttl time.Duration, ch
 // possible majority. Otherwise it is ErrHeld when the instances that hold
 // the key for another owner (with the failing ones) leave no majority, and
 // ErrUnavailable when the answers missing decide it.
-func (lk *Locker) settle(ctx context.Context, key string, l *lock, c *call, start time.Time, ttl time.Duration, check bool) (lockswap.Lock, error) {
+func (p *proto) settle(ctx context.Context, l *rlock, c *call, start time.Time, ttl time.Duration, check bool) (driver.Grant, error) {
 	elapsed := time.Since(start)
-	token := l.args[0].(string)
-	n := len(lk.inst)
+	n := len(p.inst)
 	var votes, held, quarantined, perm int
 	var ok, unknown, heldMask uint64
 	for i := range c.res {
@@ -713,17 +714,15 @@ func (lk *Locker) settle(ctx context.Context, key string, l *lock, c *call, star
 			heldMask |= b
 		}
 	}
-	validity := ttl - elapsed - lk.drift(ttl)
-	if votes >= lk.quorum && validity > 0 {
-		l.Init(key, token, 0, false, start.Add(validity))
-		l.SetTTL(ttl)
-		l.acquired, l.unknown = start, unknown
-		return l, nil
+	validity := ttl - elapsed - p.drift(ttl)
+	if votes >= p.quorum && validity > 0 {
+		l.acquired, l.unknown, l.deadline = start, unknown, start.Add(validity)
+		return driver.Grant{Deadline: l.deadline}, nil
 	}
 	// What holds the key where it is held: a lock (a string) or not.
 	var typeErrs []error
-	if check && held > 0 && votes < lk.quorum && held+perm > n-lk.quorum {
-		if typeErrs = lk.checkTypes(ctx, l, heldMask, ttl); typeErrs != nil {
+	if check && held > 0 && votes < p.quorum && held+perm > n-p.quorum {
+		if typeErrs = p.checkTypes(ctx, l, heldMask, ttl); typeErrs != nil {
 			for i, err := range typeErrs {
 				if err != nil {
 					held--
@@ -733,13 +732,13 @@ func (lk *Locker) settle(ctx context.Context, key string, l *lock, c *call, star
 			}
 		}
 	}
-	lk.undo(ctx, l, ok, unknown, ttl)
+	p.undo(ctx, l, ok, unknown, ttl)
 	switch {
-	case votes >= lk.quorum:
-		return nil, fmt.Errorf("redlock: acquire %s: a majority said OK but it took %v, leaving no validity of the %v TTL (drift %v): %w",
-			lockstate.QuoteKey(key), elapsed.Round(time.Microsecond), ttl, lk.drift(ttl), lockswap.ErrUnavailable)
-	case perm > n-lk.quorum:
-		return nil, lk.invalid("acquire", key, perm, func(i int) error {
+	case votes >= p.quorum:
+		return driver.Grant{}, fmt.Errorf("a majority said OK but it took %v, leaving no validity of the %v TTL (drift %v): %w",
+			elapsed.Round(time.Microsecond), ttl, p.drift(ttl), lockswap.ErrUnavailable)
+	case perm > n-p.quorum:
+		return driver.Grant{}, p.invalid(perm, func(i int) error {
 			if typeErrs != nil && typeErrs[i] != nil {
 				return typeErrs[i]
 			}
@@ -748,9 +747,9 @@ func (lk *Locker) settle(ctx context.Context, key string, l *lock, c *call, star
 			}
 			return nil
 		})
-	case held+perm > n-lk.quorum:
+	case held+perm > n-p.quorum:
 		var b strings.Builder
-		fmt.Fprintf(&b, "redlock: acquire %s: %d of %d instances hold it for another owner, %d said OK (need %d)", lockstate.QuoteKey(key), held, n, votes, lk.quorum)
+		fmt.Fprintf(&b, "%d of %d instances hold it for another owner, %d said OK (need %d)", held, n, votes, p.quorum)
 		if perm > 0 {
 			fmt.Fprintf(&b, "; %d failed with an error retrying cannot fix", perm)
 			sep := ": "
@@ -760,14 +759,14 @@ func (lk *Locker) settle(ctx context.Context, key string, l *lock, c *call, star
 					err = typeErrs[i]
 				}
 				if err != nil && isPermanent(err) {
-					fmt.Fprintf(&b, "%s%s: %v", sep, lk.inst[i].c, err)
+					fmt.Fprintf(&b, "%s%s: %v", sep, p.inst[i].c, err)
 					sep = "; "
 				}
 			}
 		}
-		return nil, fmt.Errorf("%s: %w", b.String(), lockswap.ErrHeld)
+		return driver.Grant{}, fmt.Errorf("%s: %w", b.String(), lockswap.ErrHeld)
 	default:
-		return nil, lk.outage(key, c, votes, held, perm)
+		return driver.Grant{}, p.outage(c, votes, held, perm)
 	}
 }
 
@@ -775,22 +774,22 @@ func (lk *Locker) settle(ctx context.Context, key string, l *lock, c *call, star
 // it exists, for the key's type. It returns nil when each holds a string
 // (a lock, whoever's) or did not say; otherwise, per instance, the error
 // that describes a value that is not a lock. It runs on the caller's time:
-// ctx is the attempt's request context (see internal/attempt, whose
+// ctx is the attempt's request context (the kit's, see internal/attempt, whose
 // deadline already has the grace), and the check ends with it; an
 // instance that has not answered by then did not say, and when ctx has
 // already ended nothing is asked.
-func (lk *Locker) checkTypes(ctx context.Context, l *lock, mask uint64, ttl time.Duration) []error {
+func (p *proto) checkTypes(ctx context.Context, l *rlock, mask uint64, ttl time.Duration) []error {
 	if attempt.Ended(ctx) {
 		return nil
 	}
-	c := lk.fan.get()
-	defer lk.fan.put(c)
+	c := p.fan.get()
+	defer p.fan.put(c)
 	c.op, c.keys, c.key, c.mask = opType, l.keys[:], l.key, mask
-	until := time.Now().Add(lk.cleanupRound(ttl))
+	until := time.Now().Add(p.cleanupRound(ttl))
 	if d, ok := ctx.Deadline(); ok {
 		until = earliest(until, d)
 	}
-	lk.fan.run(ctx, c, until)
+	p.fan.run(ctx, c, until)
 	var errs []error
 	for i := range c.res {
 		var nl *notLockError
@@ -814,7 +813,7 @@ func (lk *Locker) checkTypes(ctx context.Context, l *lock, mask uint64, ttl time
 // a release's for a hand-over. When ctx has already ended, nothing is sent
 // on the caller's time: it all goes to the background. The acquire's short
 // per-instance timeout bounds none of it.
-func (lk *Locker) undo(ctx context.Context, l *lock, ok, unknown uint64, ttl time.Duration) {
+func (p *proto) undo(ctx context.Context, l *rlock, ok, unknown uint64, ttl time.Duration) {
 	if ok|unknown == 0 {
 		return
 	}
@@ -823,43 +822,43 @@ func (lk *Locker) undo(ctx context.Context, l *lock, ok, unknown uint64, ttl tim
 	if ok != 0 && attempt.Ended(ctx) {
 		pending |= ok
 	} else if ok != 0 {
-		c := lk.fan.get()
+		c := p.fan.get()
 		c.op, c.keys, c.key, c.args, c.mask = opRelease, l.keys[:], l.key, l.args[:1], ok
-		round := start.Add(lk.cleanupRound(ttl))
+		round := start.Add(p.cleanupRound(ttl))
 		if d, ok := ctx.Deadline(); ok {
 			round = earliest(round, d)
 		}
-		lk.fan.run(ctx, c, round)
+		p.fan.run(ctx, c, round)
 		t := tally{pending: ok}
 		t.add(c, false)
-		lk.fan.put(c)
+		p.fan.put(c)
 		pending |= t.pending
 	}
 	if pending != 0 {
-		lk.goRelease(l.keys, l.key, l.args[0], pending, start.Add(lockswap.CleanupTimeout), ttl)
+		p.goRelease(l.keys, l.key, l.args[0], pending, start.Add(lockswap.CleanupTimeout), ttl)
 	}
 }
 
 // outage builds the error of an acquisition that the answers missing
 // leave undecided: ErrUnavailable.
-func (lk *Locker) outage(key string, c *call, votes, held, perm int) error {
+func (p *proto) outage(c *call, votes, held, perm int) error {
 	var b strings.Builder
-	n := len(lk.inst)
+	n := len(p.inst)
 	answered := votes + held + perm
-	if answered < lk.quorum {
-		fmt.Fprintf(&b, "redlock: acquire %s: %d of %d instances answered (need %d)", lockstate.QuoteKey(key), answered, n, lk.quorum)
+	if answered < p.quorum {
+		fmt.Fprintf(&b, "%d of %d instances answered (need %d)", answered, n, p.quorum)
 	} else {
-		fmt.Fprintf(&b, "redlock: acquire %s: %d of %d instances said OK, %d hold it for another owner, %d did not answer or do not count (need %d OKs, or %d held, to decide)",
-			lockstate.QuoteKey(key), votes, n, held, n-answered, lk.quorum, n-lk.quorum+1)
+		fmt.Fprintf(&b, "%d of %d instances said OK, %d hold it for another owner, %d did not answer or do not count (need %d OKs, or %d held, to decide)",
+			votes, n, held, n-answered, p.quorum, n-p.quorum+1)
 	}
 	sep := ": "
 	for i := range c.res {
 		r := &c.res[i]
 		switch {
 		case r.err != nil:
-			fmt.Fprintf(&b, "%s%s: %v", sep, lk.inst[i].c, r.err)
+			fmt.Fprintf(&b, "%s%s: %v", sep, p.inst[i].c, r.err)
 		case r.quarantined:
-			fmt.Fprintf(&b, "%s%s: restarted, votes not counted for %v more", sep, lk.inst[i].c, r.left.Round(time.Millisecond))
+			fmt.Fprintf(&b, "%s%s: restarted, votes not counted for %v more", sep, p.inst[i].c, r.left.Round(time.Millisecond))
 		default:
 			continue
 		}
@@ -871,15 +870,15 @@ func (lk *Locker) outage(key string, c *call, votes, held, perm int) error {
 // undecided builds the error of a release or an extension that the
 // answers missing leave undecided: ErrUnavailable. yesWhat says what a
 // yes is ("removed our key").
-func (lk *Locker) undecided(op, key, yesWhat string, t *tally) error {
+func (p *proto) undecided(yesWhat string, t *tally) error {
 	var b strings.Builder
-	n := len(lk.inst)
-	fmt.Fprintf(&b, "redlock: %s %s: outcome unknown: %d of %d instances %s, %d no longer held our token, %d did not answer (need %d to agree)",
-		op, lockstate.QuoteKey(key), ones(t.yes), n, yesWhat, ones(t.no), ones(t.pending|t.perm), lk.quorum)
+	n := len(p.inst)
+	fmt.Fprintf(&b, "outcome unknown: %d of %d instances %s, %d no longer held our token, %d did not answer (need %d to agree)",
+		ones(t.yes), n, yesWhat, ones(t.no), ones(t.pending|t.perm), p.quorum)
 	sep := ": "
 	for i, err := range t.errs {
 		if err != nil && (t.pending|t.perm)&(1<<i) != 0 {
-			fmt.Fprintf(&b, "%s%s: %v", sep, lk.inst[i].c, err)
+			fmt.Fprintf(&b, "%s%s: %v", sep, p.inst[i].c, err)
 			sep = "; "
 		}
 	}
@@ -889,18 +888,18 @@ func (lk *Locker) undecided(op, key, yesWhat string, t *tally) error {
 // invalid builds the ErrInvalid error of an operation that instances
 // failing with errors retrying cannot fix leave without a possible
 // majority; errAt gives instance i's error (nil if it did not fail so).
-func (lk *Locker) invalid(op, key string, failed int, errAt func(i int) error) error {
+func (p *proto) invalid(failed int, errAt func(i int) error) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "redlock: %s %s: %d of %d instances failed with an error retrying cannot fix, which leaves no possible majority (need %d)",
-		op, lockstate.QuoteKey(key), failed, len(lk.inst), lk.quorum)
+	fmt.Fprintf(&b, "%d of %d instances failed with an error retrying cannot fix, which leaves no possible majority (need %d)",
+		failed, len(p.inst), p.quorum)
 	sep := ": "
 	var reasons []string
-	for i := range lk.inst {
+	for i := range p.inst {
 		err := errAt(i)
 		if err == nil {
 			continue
 		}
-		fmt.Fprintf(&b, "%s%s: %v", sep, lk.inst[i].c, err)
+		fmt.Fprintf(&b, "%s%s: %v", sep, p.inst[i].c, err)
 		sep = "; "
 		if r := permanentReason(err); r != "" && !slices.Contains(reasons, r) {
 			reasons = append(reasons, r)
@@ -947,54 +946,28 @@ type outageError struct{ msg string }
 func (e *outageError) Error() string        { return e.msg + ": " + lockswap.ErrUnavailable.Error() }
 func (e *outageError) Is(target error) bool { return target == lockswap.ErrUnavailable }
 
-// lock is a held Redlock lock.
-type lock struct {
-	lockstate.State
-	lk         *Locker
-	keys       [1]string
-	key        any    // keys[0], boxed once
-	args       [2]any // token, ttl in ms (the scripts' ARGV)
-	acquired   time.Time
-	unknown    uint64 // instances whose SET of the acquisition had an unknown outcome
-	extensions atomic.Int64
-	released   atomic.Bool
-	mu         sync.Mutex // one Extend or Release at a time
-}
-
-// Extend asks for ttl more validity, from now. It sends the
-// compare-and-pexpire to every instance and asks again those whose outcome
-// is unknown (an error, no answer in time), round after round, until a
-// majority extended it or no majority can, within ctx's deadline, the
-// lock's current deadline and lockswap.CleanupTimeout; the acquire's
-// per-instance timeout does not bound it. The new deadline counts from
-// before the first request. Errors: ErrLost when more than N − quorum
-// instances no longer hold our token (or a majority answered too late),
-// ErrInvalid for a TTL outside TTLRange or when errors retrying cannot
-// fix leave no possible majority, ErrUnavailable when the answers missing
-// leave it undecided, ErrClosed after Locker.Close.
-func (l *lock) Extend(ctx context.Context, ttl time.Duration) error {
-	key := l.Key()
-	lk := l.lk
-	if lk.closed.Load() {
-		return fmt.Errorf("redlock: extend %s: %w", lockstate.QuoteKey(key), lockswap.ErrClosed)
-	}
-	if err := lk.checkTTL("extend", key, ttl); err != nil {
-		return err
-	}
+// Extend asks for ttl more validity, from now (driver.Driver). It sends
+// the compare-and-pexpire to every instance and asks again those whose
+// outcome is unknown (an error, no answer in time), round after round,
+// until a majority extended it or no majority can, within ctx's deadline
+// (the kit's request bound), the lock's current deadline and
+// lockswap.CleanupTimeout; the acquire's per-instance timeout does not
+// bound it. The new deadline counts from before the first request.
+// Errors: ErrLost when more than N − quorum instances no longer hold our
+// token (or a majority answered too late), or past Options.MaxExtensions
+// or Options.MaxHold; ErrInvalid when errors retrying cannot fix leave no
+// possible majority; ErrUnavailable when the answers missing leave it
+// undecided.
+func (p *proto) Extend(ctx context.Context, cl *driver.Claim[*rlock], ttl time.Duration) (driver.Grant, error) {
+	l := cl.Data
 	ttl = ttl.Truncate(time.Millisecond)
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.Ended() {
-		l.End()
-		return fmt.Errorf("redlock: extend %s: validity already over: %w", lockstate.QuoteKey(key), lockswap.ErrLost)
+	if m := p.opts.MaxExtensions; m > 0 && l.extensions >= m {
+		return driver.Grant{}, fmt.Errorf("extended %d times already, the limit: %w", m, lockswap.ErrLost)
 	}
-	if m := lk.opts.MaxExtensions; m > 0 && l.extensions.Load() >= int64(m) {
-		return fmt.Errorf("redlock: extend %s: extended %d times already, the limit (the lock ends at its deadline): %w", lockstate.QuoteKey(key), m, lockswap.ErrLost)
+	if m := p.opts.MaxHold; m > 0 && time.Now().Add(ttl).After(l.acquired.Add(m)) {
+		return driver.Grant{}, fmt.Errorf("%v more would pass the maximum hold time %v: %w", ttl, m, lockswap.ErrLost)
 	}
-	if m := lk.opts.MaxHold; m > 0 && time.Now().Add(ttl).After(l.acquired.Add(m)) {
-		return fmt.Errorf("redlock: extend %s: %v more would pass the maximum hold time %v (the lock ends at its deadline): %w", lockstate.QuoteKey(key), ttl, m, lockswap.ErrLost)
-	}
-	deadline := l.Deadline()
+	deadline := l.deadline
 	start := time.Now()
 	// An extension answered after the current deadline is no use.
 	until := earliest(deadline, start.Add(lockswap.CleanupTimeout))
@@ -1002,35 +975,30 @@ func (l *lock) Extend(ctx context.Context, ttl time.Duration) error {
 		until = d
 	}
 	args := [2]any{l.args[0], ttl.Milliseconds()}
-	c := lk.fan.get()
+	c := p.fan.get()
 	c.op, c.keys, c.key, c.args, c.ttl = opExtend, l.keys[:], l.key, args[:], ttl
-	lk.fan.run(ctx, c, earliest(start.Add(lk.cleanupRound(ttl)), until))
+	p.fan.run(ctx, c, earliest(start.Add(p.cleanupRound(ttl)), until))
 	var t tally
 	t.add(c, false)
-	lk.fan.put(c)
-	n, q := len(lk.inst), lk.quorum
+	p.fan.put(c)
+	n, q := len(p.inst), p.quorum
 	decided := func(t *tally) bool { return t.decided(n, q) }
-	lk.rounds(ctx, opExtend, l.keys[:], l.key, args[:], &t, until, ttl, decided)
+	p.rounds(ctx, opExtend, l.keys[:], l.key, args[:], &t, until, ttl, decided)
 	yes, no, perm := ones(t.yes), ones(t.no), ones(t.perm)
 	switch {
 	case yes >= q && time.Now().Before(deadline):
-		if !l.SetDeadline(start.Add(ttl - lk.drift(ttl))) {
-			return fmt.Errorf("redlock: extend %s: lock ended while extending: %w", lockstate.QuoteKey(key), lockswap.ErrLost)
-		}
-		l.SetTTL(ttl)
-		l.extensions.Add(1)
-		return nil
+		l.deadline = start.Add(ttl - p.drift(ttl))
+		l.extensions++
+		return driver.Grant{Deadline: l.deadline}, nil
 	case yes >= q:
-		l.End()
-		return fmt.Errorf("redlock: extend %s: a majority extended it but only after the validity ended: %w", lockstate.QuoteKey(key), lockswap.ErrLost)
+		return driver.Grant{}, fmt.Errorf("a majority extended it but only after the validity ended: %w", lockswap.ErrLost)
 	case no > n-q:
 		// So many instances no longer hold our token that no majority can.
-		l.End()
-		return fmt.Errorf("redlock: extend %s: %d of %d instances no longer hold our token: %w", lockstate.QuoteKey(key), no, n, lockswap.ErrLost)
+		return driver.Grant{}, fmt.Errorf("%d of %d instances no longer hold our token: %w", no, n, lockswap.ErrLost)
 	case yes+ones(t.pending) < q:
-		return lk.invalid("extend", key, perm, t.permErr)
+		return driver.Grant{}, p.invalid(perm, t.permErr)
 	default:
-		return lk.undecided("extend", key, "extended it", &t)
+		return driver.Grant{}, p.undecided("extended it", &t)
 	}
 }
 
@@ -1043,111 +1011,97 @@ func (t *tally) permErr(i int) error {
 	return t.errs[i]
 }
 
-// Release removes the lock: the compare-and-delete on every instance (with
-// a local waiter: the hand-over, see Acquire). It asks again the instances
-// whose outcome is unknown (an error, no answer in time), round after
-// round, until the outcome is decided, within ctx's deadline and never
-// past lockswap.CleanupTimeout; the acquire's per-instance timeout does not
-// bound it. It runs even if ctx has already ended: then for up to
-// lockswap.DeadlineGrace on the caller's time. Whatever is still unknown
-// when it returns goes on in the background, until CleanupTimeout from the
-// start (Locker.Close lets it run for up to background.CloseWait, then
-// stops it and waits for it), so that the key is removed from every
-// instance that answers in that time.
+// Release removes the lock (driver.Driver): the compare-and-delete on
+// every instance. It asks again the instances whose outcome is unknown
+// (an error, no answer in time), round after round, until the outcome is
+// decided, within ctx's deadline (the kit's request bound: the caller's
+// deadline plus lockswap.DeadlineGrace, at most lockswap.CleanupTimeout);
+// the acquire's per-instance timeout does not bound it. Whatever is still
+// unknown when it returns goes on in the background, until CleanupTimeout
+// from the start (Locker.Close lets it run for up to
+// background.CloseWait, then stops it and waits for it), so that the key
+// is removed from every instance that answers in that time.
 //
 // It returns nil when a majority removed our key, an error matching
 // ErrLost when more than N − quorum instances no longer held our token,
 // ErrInvalid when errors retrying cannot fix leave no possible majority,
-// ErrUnavailable when ctx's deadline came with the outcome undecided (the
-// release goes on in the background), and ErrClosed after Locker.Close
-// (nothing is sent: the lock expires at its TTL). Once it has returned,
-// with or without an error, calling it again does nothing and returns nil.
-func (l *lock) Release(ctx context.Context) error {
-	if l.released.Load() {
-		return nil
-	}
-	lk, key := l.lk, l.Key()
-	if lk.closed.Load() {
-		return fmt.Errorf("redlock: release %s: %w", lockstate.QuoteKey(key), lockswap.ErrClosed)
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.released.Load() {
-		return nil
-	}
+// and ErrUnavailable when the deadline came with the outcome undecided
+// (the release goes on in the background). Every error is wrapped by
+// driver.GaveUp: once Release has returned, with or without an error, the
+// lock has ended and calling it again does nothing and returns nil.
+func (p *proto) Release(ctx context.Context, cl *driver.Claim[*rlock]) error {
+	l := cl.Data
 	start := time.Now()
-	end := start.Add(lockswap.CleanupTimeout)
-	until := end
-	rctx := ctx
-	if ctx.Err() != nil {
-		// Release runs even when the caller gave up: for DeadlineGrace on
-		// the caller's time, then in the background. rctx carries that
-		// bound, so that a hand-over's undo (settle) keeps it too.
-		until = start.Add(lockswap.DeadlineGrace)
-		var cancel context.CancelFunc
-		rctx, cancel = context.WithDeadline(context.WithoutCancel(ctx), until)
-		defer cancel()
-	} else if d, ok := ctx.Deadline(); ok && d.Before(until) {
+	until := p.until(ctx, start)
+	ttl := l.ttl()
+	c := p.fan.get()
+	c.op, c.keys, c.key, c.args = opRelease, l.keys[:], l.key, l.args[:1]
+	p.fan.run(ctx, c, earliest(start.Add(p.cleanupRound(ttl)), until))
+	var t tally
+	t.add(c, false)
+	p.fan.put(c)
+	return p.released(ctx, l, &t, start, until)
+}
+
+// HandOver releases held and, in the same request on each instance, makes
+// next's attempt (driver.HandOver: redisclient.HandOver, the
+// compare-and-delete, then next's SET NX PX). The round is also next's
+// acquisition, bounded by its per-instance timeout so that its validity
+// is protected, and decided like any other (settle); what it leaves
+// unknown of held's release is asked again as Release does.
+func (p *proto) HandOver(ctx context.Context, hc, nc *driver.Claim[*rlock]) (driver.Grant, error, error) {
+	l := hc.Data
+	next := p.newRlock(nc)
+	start := time.Now()
+	until := p.until(ctx, start)
+	c := p.fan.get()
+	c.op, c.keys, c.key, c.args = opHandOver, l.keys[:], l.key, []any{l.args[0], next.args[0], next.args[1]}
+	p.fan.run(ctx, c, earliest(start.Add(p.instanceTimeout(nc.TTL)), until))
+	g, acqErr := p.settle(ctx, next, c, start, nc.TTL, false)
+	var t tally
+	t.add(c, false)
+	p.fan.put(c)
+	return g, acqErr, p.released(ctx, l, &t, start, until)
+}
+
+// until is the end of a release that starts at start under ctx: ctx's
+// deadline (the kit's request bound), at most lockswap.CleanupTimeout.
+func (p *proto) until(ctx context.Context, start time.Time) time.Time {
+	until := start.Add(lockswap.CleanupTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(until) {
 		until = d
 	}
-	c := lk.fan.get()
-	c.op, c.keys, c.key, c.args = opRelease, l.keys[:], l.key, l.args[:1]
-	ttl := time.Duration(l.args[1].(int64)) * time.Millisecond
-	// When a goroutine of this Locker waits for the key between attempts,
-	// the release takes the key for it in the same request on each
-	// instance (redisclient.HandOver: the compare-and-delete, then its
-	// SET NX PX), and its attempt is decided like any other (settle).
-	var (
-		next  *lock
-		nextT time.Duration
-	)
-	first := earliest(start.Add(lk.cleanupRound(ttl)), until)
-	// A waiter is claimed only if the round (at most first) cannot outlast
-	// its own deadline: a claimed waiter waits for it.
-	t := lk.q.ClaimBy(key, l, first)
-	if t != nil {
-		nextT = t.TTL()
-		next = &lock{lk: lk, keys: l.keys, key: l.key}
-		next.args[0], next.args[1] = lockstate.NewToken(), nextT.Milliseconds()
-		c.op, c.args = opHandOver, []any{l.args[0], next.args[0], next.args[1]}
-		// The round is also the waiter's acquisition: the acquire's bound
-		// protects its validity. What it leaves unknown of our release is
-		// asked again below.
-		first = earliest(start.Add(lk.instanceTimeout(nextT)), until)
-	}
-	lk.fan.run(rctx, c, first)
-	l.End()
-	if t != nil {
-		t.Deliver(lk.settle(rctx, key, next, c, start, nextT, false))
-	} else {
-		// The key is free on the instances that answered (or was lost):
-		// the next local waiter tries now.
-		lk.q.Released(key, l)
-	}
-	var tl tally
-	tl.add(c, false)
-	lk.fan.put(c)
-	n, q := len(lk.inst), lk.quorum
+	return until
+}
+
+// released decides the release of l, whose first round (started at
+// start) is in t: more rounds until, then the background for what is
+// still unknown, and the outcome.
+func (p *proto) released(ctx context.Context, l *rlock, t *tally, start, until time.Time) error {
+	n, q := len(p.inst), p.quorum
 	decided := func(t *tally) bool { return t.decided(n, q) }
-	lk.rounds(rctx, opRelease, l.keys[:], l.key, l.args[:1], &tl, until, ttl, decided)
-	l.released.Store(true)
+	ttl := l.ttl()
+	p.rounds(ctx, opRelease, l.keys[:], l.key, l.args[:1], t, until, ttl, decided)
 	// Go on with what is unknown, and make sure of the instances where
 	// the acquisition's SET had an unknown outcome and nothing was
 	// deleted: it may still come (see rounds).
-	if bg := tl.pending | (l.unknown &^ tl.del &^ tl.perm); bg != 0 && time.Now().Before(end) {
-		lk.goRelease(l.keys, l.key, l.args[0], bg, end, ttl)
+	end := start.Add(lockswap.CleanupTimeout)
+	if bg := t.pending | (l.unknown &^ t.del &^ t.perm); bg != 0 && time.Now().Before(end) {
+		p.goRelease(l.keys, l.key, l.args[0], bg, end, ttl)
 	}
-	yes, no := ones(tl.yes), ones(tl.no)
+	// Whatever the outcome, the lock is given up: what is left is the
+	// background's (driver.GaveUp).
+	yes, no := ones(t.yes), ones(t.no)
 	switch {
 	case yes >= q:
 		return nil
 	case no > n-q:
-		return fmt.Errorf("redlock: release %s: %d of %d instances no longer held our token: %w", lockstate.QuoteKey(key), no, n, lockswap.ErrLost)
-	case yes+ones(tl.pending) < q:
-		return lk.invalid("release", key, ones(tl.perm), tl.permErr)
+		return driver.GaveUp(fmt.Errorf("%d of %d instances no longer held our token: %w", no, n, lockswap.ErrLost))
+	case yes+ones(t.pending) < q:
+		return driver.GaveUp(p.invalid(ones(t.perm), t.permErr))
 	default:
-		err := lk.undecided("release", key, "removed our key", &tl)
-		return fmt.Errorf("%w (the release goes on in the background, for up to %v from its start)", err, lockswap.CleanupTimeout)
+		err := p.undecided("removed our key", t)
+		return driver.GaveUp(fmt.Errorf("%w (the release goes on in the background, for up to %v from its start)", err, lockswap.CleanupTimeout))
 	}
 }
 
