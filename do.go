@@ -25,7 +25,7 @@ var ErrMaxHold = errors.New("maximum lock hold time reached")
 // lock was lost while fn ran, or an acquire error. A failed release of a
 // lock that was not lost is returned too.
 func Do(ctx context.Context, locker Locker, key string, fn func(ctx context.Context, l Lock) error, opts ...Option) (err error) {
-	o, err := ApplyOptions(nil, opts)
+	o, err := Options{}.Resolve(opts...)
 	if err != nil {
 		return fmt.Errorf("lockswap.Do %q: %w", key, err)
 	}
@@ -55,7 +55,7 @@ func Do(ctx context.Context, locker Locker, key string, fn func(ctx context.Cont
 		if !finished { // fn panicked: stop renewing and release before the panic goes on
 			close(r.stop)
 			<-r.done
-			cctx, ccancel := CleanupContext(ctx)
+			cctx, ccancel := cleanupContext(ctx)
 			l.Release(cctx)
 			ccancel()
 		}

@@ -145,8 +145,8 @@ const DeadlineGrace = 100 * time.Millisecond
 // deadline still ends (see [DefaultMaxOutage]).
 const RequestTimeout = 5 * time.Second
 
-// CleanupContext returns a context for cleanup work: it keeps ctx's values
+// cleanupContext returns a context for cleanup work: it keeps ctx's values
 // but not its cancellation, and ends after [CleanupTimeout].
-func CleanupContext(ctx context.Context) (context.Context, context.CancelFunc) {
+func cleanupContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), CleanupTimeout)
 }

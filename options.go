@@ -3,8 +3,6 @@ package lockswap
 import (
 	"fmt"
 	"time"
-
-	"github.com/lockswap/lockswap/internal/lockstate"
 )
 
 // DefaultTTL is the lock TTL used when no [WithTTL] option is given.
@@ -22,7 +20,7 @@ const MinTTL = 10 * time.Millisecond
 const MaxTTL = 365 * 24 * time.Hour
 
 // Options are the per-call settings of Acquire, TryAcquire and [Do]. Build
-// them with [Option] functions; backends read them with [ApplyOptions].
+// them with [Option] functions; backends read them with [Options.Resolve].
 type Options struct {
 	// TTL is how long the lock is valid without being extended.
 	TTL time.Duration
@@ -35,8 +33,8 @@ type Options struct {
 	RenewEvery time.Duration
 	// MaxOutage is how long Acquire keeps waiting while every attempt finds
 	// the backend unavailable (see [WithMaxOutage]); negative means until
-	// the context ends or the retry policy gives up. ApplyOptions turns
-	// zero into [DefaultMaxOutage].
+	// the context ends or the retry policy gives up. Resolve turns zero
+	// into [DefaultMaxOutage].
 	MaxOutage time.Duration
 }
 
@@ -102,18 +100,12 @@ const DefaultMaxOutage = 15 * time.Second
 // [DefaultMaxOutage].
 func WithMaxOutage(d time.Duration) Option { return Option{kind: optMaxOutage, d: d} }
 
-// ApplyOptions applies opts over the defaults (TTL [DefaultTTL], retry
-// defaultRetry, [DefaultMaxOutage]) and validates the result. The error
-// matches [ErrInvalid].
-func ApplyOptions(defaultRetry RetryStrategy, opts []Option) (Options, error) {
-	return ResolveOptions(Options{Retry: defaultRetry}, opts)
-}
-
-// ResolveOptions applies opts over defaults, whose zero fields take the
-// package defaults ([DefaultTTL], [DefaultMaxOutage]), and validates the
-// result. The error matches [ErrInvalid].
-func ResolveOptions(defaults Options, opts []Option) (Options, error) {
-	o := defaults
+// Resolve returns the settings opts make over o, whose zero fields take
+// the defaults ([DefaultTTL], [DefaultMaxOutage], [NoRetry]), and checks
+// them: the error matches [ErrInvalid] and names the setting at fault. A
+// backend resolves a call's options over its own defaults this way; so
+// can a wrapper of a Locker that needs to know the TTL a call asks for.
+func (o Options) Resolve(opts ...Option) (Options, error) {
 	if o.TTL == 0 {
 		o.TTL = DefaultTTL
 	}
@@ -123,7 +115,7 @@ func ResolveOptions(defaults Options, opts []Option) (Options, error) {
 	for _, opt := range opts {
 		opt.apply(&o)
 	}
-	if err := ValidateTTL(o.TTL); err != nil {
+	if err := validateTTL(o.TTL); err != nil {
 		return o, err
 	}
 	if o.MaxHold < 0 {
@@ -141,9 +133,8 @@ func ResolveOptions(defaults Options, opts []Option) (Options, error) {
 	return o, nil
 }
 
-// ValidateTTL checks that ttl is within [[MinTTL], [MaxTTL]]; the error
-// matches [ErrInvalid].
-func ValidateTTL(ttl time.Duration) error {
+// validateTTL checks that ttl is within [[MinTTL], [MaxTTL]].
+func validateTTL(ttl time.Duration) error {
 	if ttl <= 0 {
 		return fmt.Errorf("ttl %v is not positive: %w", ttl, ErrInvalid)
 	}
@@ -154,30 +145,4 @@ func ValidateTTL(ttl time.Duration) error {
 		return fmt.Errorf("ttl %v is above the maximum %v: %w", ttl, MaxTTL, ErrInvalid)
 	}
 	return nil
-}
-
-// ValidateKey checks that key is not empty; the error matches [ErrInvalid].
-func ValidateKey(key string) error {
-	if key == "" {
-		return fmt.Errorf("empty lock key: %w", ErrInvalid)
-	}
-	return nil
-}
-
-// PrepareAcquire is the common prologue of Acquire and TryAcquire for
-// backend implementers: it refuses a closed Locker ([ErrClosed]) and an
-// empty key, and applies opts over defaultRetry ([ErrInvalid]). Errors are
-// prefixed with the backend's name and name the key.
-func PrepareAcquire(backend string, closed bool, key string, defaultRetry RetryStrategy, opts []Option) (Options, error) {
-	if closed {
-		return Options{}, fmt.Errorf("%s: acquire %s: %w", backend, lockstate.QuoteKey(key), ErrClosed)
-	}
-	if err := ValidateKey(key); err != nil {
-		return Options{}, fmt.Errorf("%s: acquire: %w", backend, err)
-	}
-	o, err := ApplyOptions(defaultRetry, opts)
-	if err != nil {
-		return o, fmt.Errorf("%s: acquire %s: %w", backend, lockstate.QuoteKey(key), err)
-	}
-	return o, nil
 }

@@ -44,6 +44,7 @@ import (
 	"time"
 
 	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/internal/acquire"
 	"github.com/lockswap/lockswap/internal/attempt"
 	"github.com/lockswap/lockswap/internal/background"
 	"github.com/lockswap/lockswap/internal/localq"
@@ -265,7 +266,7 @@ func (lk *Locker[D]) fail(op, key string, err error) error {
 }
 
 func (lk *Locker[D]) checkTTL(ttl time.Duration) error {
-	if err := lockswap.ValidateTTL(ttl); err != nil {
+	if err := acquire.ValidateTTL(ttl); err != nil {
 		return err
 	}
 	if lk.cfg.CheckTTL != nil {
@@ -287,7 +288,7 @@ func (lk *Locker[D]) prepare(key string, opts []lockswap.Option) (lockswap.Optio
 	if lk.closed.Load() {
 		return lockswap.Options{}, lk.fail("acquire", key, lockswap.ErrClosed)
 	}
-	if err := lockswap.ValidateKey(key); err != nil {
+	if err := acquire.ValidateKey(key); err != nil {
 		return lockswap.Options{}, fmt.Errorf("%s: acquire: %w", lk.cfg.Name, err)
 	}
 	if lk.cfg.CheckKey != nil {
@@ -295,7 +296,7 @@ func (lk *Locker[D]) prepare(key string, opts []lockswap.Option) (lockswap.Optio
 			return lockswap.Options{}, lk.fail("acquire", key, err)
 		}
 	}
-	o, err := lockswap.ResolveOptions(lockswap.Options{TTL: lk.cfg.TTL, Retry: lk.cfg.Retry}, opts)
+	o, err := lockswap.Options{TTL: lk.cfg.TTL, Retry: lk.cfg.Retry}.Resolve(opts...)
 	if err == nil {
 		err = lk.checkTTL(o.TTL)
 	}
@@ -322,13 +323,13 @@ func (lk *Locker[D]) Acquire(ctx context.Context, key string, opts ...lockswap.O
 		return nil, err
 	}
 	first := true
-	try := lockswap.LimitOutage(o.MaxOutage, func(ctx context.Context) (lockswap.Lock, error) {
+	try := acquire.LimitOutage(o.MaxOutage, func(ctx context.Context) (lockswap.Lock, error) {
 		l, err := lk.try(ctx, key, o.TTL, first)
 		first = false
 		return l, err
 	})
 	if lk.q == nil {
-		return lockswap.Retry(ctx, o.Retry, try)
+		return acquire.Retry(ctx, o.Retry, try)
 	}
 	var offer time.Duration // the TTL a releasing holder may take the lock with for us
 	if lk.ho != nil {

@@ -125,6 +125,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/internal/acquire"
 	"github.com/lockswap/lockswap/internal/attempt"
 	"github.com/lockswap/lockswap/internal/background"
 	"github.com/lockswap/lockswap/internal/lockstate"
@@ -668,7 +669,7 @@ func (lk *Locker) prepare(key string, opts []lockswap.Option) (lockswap.Options,
 	if lk.isClosed() {
 		return lockswap.Options{}, closedErr("acquire", key)
 	}
-	if err := lockswap.ValidateKey(key); err != nil {
+	if err := acquire.ValidateKey(key); err != nil {
 		return lockswap.Options{}, fmt.Errorf("%s: acquire: %w", Backend, err)
 	}
 	if n := len(lk.QueuePrefix(key)); n > MaxQueuePrefixBytes {
@@ -678,7 +679,7 @@ func (lk *Locker) prepare(key string, opts []lockswap.Option) (lockswap.Options,
 	if lk.opts.TTL != 0 {
 		opts = append([]lockswap.Option{lockswap.WithTTL(lk.opts.TTL)}, opts...)
 	}
-	o, err := lockswap.ApplyOptions(lk.opts.Retry, opts)
+	o, err := lockswap.Options{Retry: lk.opts.Retry}.Resolve(opts...)
 	if err != nil {
 		return o, fmt.Errorf("%s: acquire %s: %w", Backend, lockstate.QuoteKey(key), err)
 	}
@@ -781,7 +782,7 @@ func (lk *Locker) Acquire(ctx context.Context, key string, opts ...lockswap.Opti
 			if !errors.Is(err, lockswap.ErrHeld) && prev != nil {
 				cause = prev
 			}
-			return nil, lockswap.WaitError(cause, ctxErr)
+			return nil, acquire.WaitError(cause, ctxErr)
 		}
 		if !errors.Is(err, lockswap.ErrHeld) && !errors.Is(err, lockswap.ErrUnavailable) {
 			return nil, err
@@ -807,7 +808,7 @@ func (lk *Locker) Acquire(ctx context.Context, key string, opts ...lockswap.Opti
 			if lk.isClosed() {
 				return nil, fmt.Errorf("%w (%v)", closedErr("acquire", key), err)
 			}
-			return nil, lockswap.WaitError(err, ctx.Err())
+			return nil, acquire.WaitError(err, ctx.Err())
 		case <-timer.C:
 		}
 	}

@@ -41,6 +41,7 @@ import (
 
 	"github.com/lockswap/lockswap"
 	"github.com/lockswap/lockswap/driver"
+	"github.com/lockswap/lockswap/internal/acquire"
 	"github.com/lockswap/lockswap/internal/lockstate"
 	"github.com/lockswap/lockswap/redisclient"
 )
@@ -172,7 +173,7 @@ func (u Unit) checkTTL(ttl time.Duration) error {
 	if !u.valid() {
 		return fmt.Errorf("the timestamp unit is required (Seconds or Milliseconds): %s: %w", UnitHelp, lockswap.ErrInvalid)
 	}
-	if err := lockswap.ValidateTTL(ttl); err != nil {
+	if err := acquire.ValidateTTL(ttl); err != nil {
 		return err
 	}
 	if min, max := u.TTLRange(); ttl < min || ttl > max {
@@ -635,7 +636,7 @@ func (lk *Locker) Peek(ctx context.Context, key string) (expiry time.Time, live 
 	if lk.Closed() {
 		return time.Time{}, false, fmt.Errorf("legacysetnx: peek %s: %w", lockstate.QuoteKey(key), lockswap.ErrClosed)
 	}
-	if err := lockswap.ValidateKey(key); err != nil {
+	if err := acquire.ValidateKey(key); err != nil {
 		return time.Time{}, false, fmt.Errorf("legacysetnx: peek: %w", err)
 	}
 	expiry, live, err = lk.p.peek(ctx, key)

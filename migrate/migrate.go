@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/internal/acquire"
 	"github.com/lockswap/lockswap/internal/lockstate"
 )
 
@@ -271,11 +272,11 @@ func (lk *Locker) Close() error {
 // policy, never holding one lock while waiting for the other.
 func (lk *Locker) Acquire(ctx context.Context, key string, opts ...lockswap.Option) (lockswap.Lock, error) {
 	opts = lk.withTTL(opts)
-	o, err := lockswap.ApplyOptions(lk.o.Retry, opts)
+	o, err := lockswap.Options{Retry: lk.o.Retry}.Resolve(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("migrate: acquire %s: %w", lockstate.QuoteKey(key), err)
 	}
-	if err := lockswap.ValidateKey(key); err != nil {
+	if err := acquire.ValidateKey(key); err != nil {
 		return nil, fmt.Errorf("migrate: %w", err)
 	}
 	if err := lk.checkTTL("acquire", key, o.TTL); err != nil {
@@ -295,7 +296,7 @@ func (lk *Locker) Acquire(ctx context.Context, key string, opts ...lockswap.Opti
 		}
 		return lk.newLock(key, l), nil
 	}
-	return lockswap.Retry(ctx, o.Retry, lockswap.LimitOutage(o.MaxOutage, func(ctx context.Context) (lockswap.Lock, error) {
+	return acquire.Retry(ctx, o.Retry, acquire.LimitOutage(o.MaxOutage, func(ctx context.Context) (lockswap.Lock, error) {
 		return lk.TryAcquire(ctx, key, opts...)
 	}))
 }
@@ -304,10 +305,10 @@ func (lk *Locker) Acquire(ctx context.Context, key string, opts ...lockswap.Opti
 func (lk *Locker) TryAcquire(ctx context.Context, key string, opts ...lockswap.Option) (lockswap.Lock, error) {
 	opts = lk.withTTL(opts)
 	opts = append(opts[:len(opts):len(opts)], lockswap.WithRetry(lockswap.NoRetry()))
-	if err := lockswap.ValidateKey(key); err != nil {
+	if err := acquire.ValidateKey(key); err != nil {
 		return nil, fmt.Errorf("migrate: %w", err)
 	}
-	o, err := lockswap.ApplyOptions(nil, opts)
+	o, err := lockswap.Options{}.Resolve(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("migrate: acquire %s: %w", lockstate.QuoteKey(key), err)
 	}

@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/internal/acquire"
 	"github.com/lockswap/lockswap/redisclient"
 )
 
@@ -348,7 +349,7 @@ func (u *URL) TTL() (time.Duration, error) {
 	if err != nil || ttl == 0 {
 		return 0, err
 	}
-	if err := lockswap.ValidateTTL(ttl); err != nil {
+	if err := acquire.ValidateTTL(ttl); err != nil {
 		return 0, fmt.Errorf("ttl=%v: %w", ttl, err)
 	}
 	return ttl, nil

@@ -16,6 +16,7 @@ import (
 
 	"github.com/lockswap/lockswap"
 	"github.com/lockswap/lockswap/fenced"
+	"github.com/lockswap/lockswap/internal/acquire"
 	"github.com/lockswap/lockswap/internal/lockstate"
 	"github.com/lockswap/lockswap/internal/queuetest"
 	"github.com/lockswap/lockswap/internal/redistest"
@@ -33,7 +34,7 @@ func acquireSoon(t *testing.T, lk lockswap.Locker, key string) lockswap.Lock {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	l, err := lockswap.Retry(ctx, lockswap.ConstantRetry(5*time.Millisecond), func(ctx context.Context) (lockswap.Lock, error) {
+	l, err := acquire.Retry(ctx, lockswap.ConstantRetry(5*time.Millisecond), func(ctx context.Context) (lockswap.Lock, error) {
 		return lk.TryAcquire(ctx, key, lockswap.WithTTL(time.Minute))
 	})
 	if err != nil {

@@ -50,7 +50,7 @@ func (g *Group) Go(parent context.Context, fn func(ctx context.Context)) bool {
 	g.wg.Add(1)
 	gctx := g.ctx
 	g.mu.Unlock()
-	ctx, cancel := lockswap.CleanupContext(parent)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), lockswap.CleanupTimeout)
 	stop := context.AfterFunc(gctx, cancel)
 	go func() {
 		defer g.wg.Done()

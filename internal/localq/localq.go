@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/internal/acquire"
 	"github.com/lockswap/lockswap/internal/lockstate"
 )
 
@@ -131,7 +132,7 @@ func (q *Queue) AcquireOffer(ctx context.Context, key string, strategy lockswap.
 		strategy = lockswap.NoRetry()
 	}
 	if _, ok := strategy.NextDelay(1); !ok {
-		return lockswap.Retry(ctx, strategy, try)
+		return acquire.Retry(ctx, strategy, try)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("acquire not attempted: %w", err)
@@ -238,9 +239,9 @@ func (q *Queue) AcquireOffer(ctx context.Context, key string, strategy lockswap.
 				if prev != nil || cause == nil {
 					cause = waitedCause()
 				}
-				return nil, lockswap.WaitError(cause, ctxErr)
+				return nil, acquire.WaitError(cause, ctxErr)
 			}
-			if !lockswap.Retryable(err) {
+			if !acquire.Retryable(err) {
 				q.leave(key, w, nil)
 				return nil, err
 			}
@@ -282,7 +283,7 @@ func (q *Queue) AcquireOffer(ctx context.Context, key string, strategy lockswap.
 			w.busy = true
 			q.mu.Unlock()
 			q.leave(key, w, nil)
-			return nil, lockswap.WaitError(waitedCause(), ctx.Err())
+			return nil, acquire.WaitError(waitedCause(), ctx.Err())
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/lockswap/lockswap"
 	"github.com/lockswap/lockswap/fenced"
+	"github.com/lockswap/lockswap/internal/acquire"
 )
 
 // errNotApplicable and errNeedsReal are returned by a kit's setup when a
@@ -212,7 +213,7 @@ func runContention(ctx context.Context, f *fixture, _ lockswap.Guarantees, itera
 func acquireEventually(ctx context.Context, lk lockswap.Locker, key string, ttl, d time.Duration) (lockswap.Lock, error) {
 	ctx, cancel := bounded(ctx, d)
 	defer cancel()
-	return lockswap.Retry(ctx, lockswap.ConstantRetry(10*time.Millisecond), func(ctx context.Context) (lockswap.Lock, error) {
+	return acquire.Retry(ctx, lockswap.ConstantRetry(10*time.Millisecond), func(ctx context.Context) (lockswap.Lock, error) {
 		return lk.TryAcquire(ctx, key, lockswap.WithTTL(ttl))
 	})
 }
@@ -234,7 +235,7 @@ func acquireFirstTimed(ctx context.Context, lk lockswap.Locker, key string, ttl 
 	ctx, cancel := bounded(ctx, 5*time.Second)
 	defer cancel()
 	var start time.Time
-	l, err := lockswap.Retry(ctx, lockswap.ConstantRetry(20*time.Millisecond), func(ctx context.Context) (lockswap.Lock, error) {
+	l, err := acquire.Retry(ctx, lockswap.ConstantRetry(20*time.Millisecond), func(ctx context.Context) (lockswap.Lock, error) {
 		start = time.Now()
 		return lk.TryAcquire(ctx, key, lockswap.WithTTL(ttl))
 	})
@@ -421,7 +422,7 @@ func runAvailability(ctx context.Context, f *fixture, g lockswap.Guarantees, _ i
 	// attempts it took.
 	start := time.Now()
 	attempts := 0
-	l, err := lockswap.Retry(actx, lockswap.LimitedRetry(50*time.Millisecond, availabilityAttempts), func(ctx context.Context) (lockswap.Lock, error) {
+	l, err := acquire.Retry(actx, lockswap.LimitedRetry(50*time.Millisecond, availabilityAttempts), func(ctx context.Context) (lockswap.Lock, error) {
 		attempts++
 		return a.TryAcquire(ctx, "availability", lockswap.WithTTL(f.ttl))
 	})
