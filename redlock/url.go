@@ -1,11 +1,11 @@
 package redlock
 
 import (
-	"context"
 	"fmt"
 	"io"
 
 	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/redisclient"
 	"github.com/lockswap/lockswap/registry"
 )
 
@@ -53,19 +53,11 @@ func parseURL(u *registry.URL, c registry.Clients) (registry.OpenFunc, error) {
 	if o.MaxTTL != 0 && o.TTL > o.MaxTTL {
 		return nil, fmt.Errorf("ttl=%v exceeds max_ttl=%v: %w", o.TTL, o.MaxTTL, lockswap.ErrInvalid)
 	}
-	return func(context.Context) (lockswap.Locker, error) {
+	return registry.OpenRedis(u, c, func(rcs []redisclient.Client, closer io.Closer) (lockswap.Locker, error) {
 		o := o
-		rcs, closer, err := registry.RedisClients(u, c)
-		if err != nil {
-			return nil, err
-		}
 		if closer != nil {
 			o.Closers = []io.Closer{closer}
 		}
-		lk, err := New(rcs, o)
-		if err != nil && closer != nil {
-			closer.Close()
-		}
-		return lk, err
-	}, nil
+		return New(rcs, o)
+	}), nil
 }

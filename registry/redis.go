@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lockswap/lockswap"
 	"github.com/lockswap/lockswap/redisclient"
 )
 
@@ -128,6 +130,23 @@ func RedisClients(u *URL, c Clients) ([]redisclient.Client, io.Closer, error) {
 		}
 	}
 	return out, closers, nil
+}
+
+// OpenRedis returns the OpenFunc of a Redis backend: it makes u's clients
+// (see RedisClients), calls open with them and the closer the Locker must
+// own (nil for given clients), and closes the clients if open fails.
+func OpenRedis(u *URL, c Clients, open func(rcs []redisclient.Client, closer io.Closer) (lockswap.Locker, error)) OpenFunc {
+	return func(context.Context) (lockswap.Locker, error) {
+		rcs, closer, err := RedisClients(u, c)
+		if err != nil {
+			return nil, err
+		}
+		lk, err := open(rcs, closer)
+		if err != nil && closer != nil {
+			closer.Close()
+		}
+		return lk, err
+	}
 }
 
 type multiCloser []io.Closer

@@ -1,10 +1,11 @@
 package singleredis
 
 import (
-	"context"
 	"fmt"
+	"io"
 
 	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/redisclient"
 	"github.com/lockswap/lockswap/registry"
 )
 
@@ -39,17 +40,9 @@ func parseURL(u *registry.URL, c registry.Clients) (registry.OpenFunc, error) {
 	if o.Fence, err = u.Bool("fence"); err != nil {
 		return nil, err
 	}
-	return func(context.Context) (lockswap.Locker, error) {
+	return registry.OpenRedis(u, c, func(rcs []redisclient.Client, closer io.Closer) (lockswap.Locker, error) {
 		o := o
-		rcs, closer, err := registry.RedisClients(u, c)
-		if err != nil {
-			return nil, err
-		}
 		o.Closer = closer
-		lk, err := New(rcs[0], o)
-		if err != nil && closer != nil {
-			closer.Close()
-		}
-		return lk, err
-	}, nil
+		return New(rcs[0], o)
+	}), nil
 }
