@@ -50,6 +50,12 @@ type Harness struct {
 	// Goroutines lists package path prefixes whose goroutines must not
 	// outlive Close, beside lockswap's own.
 	Goroutines []string
+	// NewLockerTTL, when set, returns a new Locker whose own default TTL
+	// (its Options.TTL) is ttl, or the error its constructor gives for it.
+	// The DefaultTTL case then checks that a call without
+	// lockswap.WithTTL takes that TTL, that WithTTL wins, and that a
+	// default outside the backend's range is refused with ErrInvalid.
+	NewLockerTTL func(t *testing.T, ttl time.Duration) (lockswap.Locker, error)
 }
 
 // Run runs every conformance case as a subtest of t.
@@ -69,6 +75,7 @@ func Run(t *testing.T, h Harness) {
 		{"VanishedHolderFreedAfterTTL", s.vanishedHolder},
 		{"ExtendKeepsLock", s.extendKeepsLock},
 		{"TTLReported", s.ttlReported},
+		{"DefaultTTL", s.defaultTTL},
 		{"ReleaseIdempotent", s.releaseIdempotent},
 		{"ReleaseWithCancelledContext", s.releaseCancelled},
 		{"CancelWaitingAcquire", s.cancelWaiting},
@@ -347,6 +354,58 @@ func (s *suite) ttlReported(t *testing.T) {
 	}
 }
 
+// defaultTTL: a Locker's own default TTL (Harness.NewLockerTTL) is the TTL
+// of Acquire and TryAcquire without WithTTL; WithTTL wins; a default out
+// of range is refused.
+func (s *suite) defaultTTL(t *testing.T) {
+	if s.h.NewLockerTTL == nil {
+		t.Skip("Harness.NewLockerTTL is not set: the backend has no default TTL of its own")
+	}
+	const def = 3 * time.Second
+	lk, err := s.h.NewLockerTTL(t, def)
+	if err != nil {
+		t.Fatalf("a Locker with the default TTL %v: %v", def, err)
+	}
+	defer lk.Close()
+	if d, ok := lk.(interface{ DefaultTTL() time.Duration }); ok && d.DefaultTTL() != def {
+		t.Errorf("DefaultTTL() = %v, want %v", d.DefaultTTL(), def)
+	}
+	ctx, key := ctxT(t), s.key(t)
+	for _, c := range []struct {
+		opts []lockswap.Option
+		want time.Duration
+	}{{nil, def}, {[]lockswap.Option{lockswap.WithTTL(20 * time.Second)}, 20 * time.Second}} {
+		for _, call := range []struct {
+			name string
+			fn   func(context.Context, string, ...lockswap.Option) (lockswap.Lock, error)
+		}{{"Acquire", lk.Acquire}, {"TryAcquire", lk.TryAcquire}} {
+			start := time.Now()
+			l, err := call.fn(ctx, key, c.opts...)
+			if err != nil {
+				t.Fatalf("%s with %d options: %v", call.name, len(c.opts), err)
+			}
+			if l.TTL() != c.want {
+				t.Errorf("%s with %d options: TTL() = %v, want %v", call.name, len(c.opts), l.TTL(), c.want)
+			}
+			if d := l.Deadline(); !d.After(start) || d.After(time.Now().Add(c.want)) {
+				t.Errorf("%s with %d options: deadline %v after the call began, want within its TTL %v", call.name, len(c.opts), d.Sub(start), c.want)
+			}
+			if err := l.Release(ctx); err != nil {
+				t.Fatalf("Release: %v", err)
+			}
+		}
+	}
+	for _, bad := range []time.Duration{time.Nanosecond, lockswap.MaxTTL + time.Hour} {
+		lk, err := s.h.NewLockerTTL(t, bad)
+		if !errors.Is(err, lockswap.ErrInvalid) {
+			t.Errorf("a Locker with the default TTL %v: err = %v, want ErrInvalid", bad, err)
+		}
+		if lk != nil {
+			lk.Close()
+		}
+	}
+}
+
 func (s *suite) releaseIdempotent(t *testing.T) {
 	a, b, c := s.locker(t), s.locker(t), s.locker(t)
 	ctx, key := ctxT(t), s.key(t)
@@ -416,7 +475,7 @@ func (s *suite) cancelWaiting(t *testing.T) {
 			lockswap.WithRetry(lockswap.ConstantRetry(5*time.Millisecond)))
 		done <- err
 	}()
-	waitBlocked(t, 1, "cancelWaiting")
+	waitSettled(t, "cancelWaiting")
 	cancel()
 	select {
 	case err := <-done:
@@ -762,19 +821,25 @@ func (s *suite) closeEndsWaiters(t *testing.T) {
 // waitBlocked waits (bounded) until n goroutines started by the suite's
 // case fn are blocked inside an Acquire call: waiting on a channel, a
 // timer, a lock or the network, which is what a waiting Acquire does.
-//
-// Blocked must be seen twice, 20 ms apart: a goroutine is also blocked for
-// the millisecond its first request is in flight, and a call cancelled
-// then has not yet learned what it waits for (an etcd Acquire writing its
-// queue entry).
 func waitBlocked(t *testing.T, n int, fn string) {
 	t.Helper()
 	eventually(t, 5*time.Second, fmt.Sprintf("%d Acquire calls waiting", n), func() bool {
-		if blockedIn(".Acquire(", "conformance.(*suite)."+fn) < n {
+		return blockedIn(".Acquire(", "conformance.(*suite)."+fn) >= n
+	})
+}
+
+// waitSettled is waitBlocked for one call that must be seen blocked twice,
+// 20 ms apart: a goroutine is also blocked for the millisecond its first
+// request is in flight, and a call cancelled then has not yet learned what
+// it waits for (an etcd Acquire writing its queue entry).
+func waitSettled(t *testing.T, fn string) {
+	t.Helper()
+	eventually(t, 5*time.Second, "an Acquire call waiting", func() bool {
+		if blockedIn(".Acquire(", "conformance.(*suite)."+fn) < 1 {
 			return false
 		}
 		time.Sleep(20 * time.Millisecond)
-		return blockedIn(".Acquire(", "conformance.(*suite)."+fn) >= n
+		return blockedIn(".Acquire(", "conformance.(*suite)."+fn) >= 1
 	})
 }
 

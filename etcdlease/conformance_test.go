@@ -38,5 +38,12 @@ func TestConformance(t *testing.T) {
 		TTL:        time.Second,
 		Expire:     expire,
 		Goroutines: []string{"go.etcd.io/etcd/client/v3"},
+		NewLockerTTL: func(t *testing.T, ttl time.Duration) (lockswap.Locker, error) {
+			lk, err := Open(Config{Endpoints: srv.Endpoints(), Prefix: "conformance/", TTL: ttl})
+			if err != nil {
+				return nil, err
+			}
+			return lk, nil
+		},
 	})
 }

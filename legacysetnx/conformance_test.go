@@ -81,6 +81,15 @@ func harness(addr string, newClient redistest.NewClient, cfg config, mr *minired
 			return lk
 		},
 		TTL: cfg.ttl,
+		NewLockerTTL: func(t *testing.T, ttl time.Duration) (lockswap.Locker, error) {
+			o := cfg.opts
+			o.Clock, o.TTL = clock.Now, ttl
+			lk, err := legacysetnx.New(newClient(t, addr), o)
+			if err != nil {
+				return nil, err
+			}
+			return lk, nil
+		},
 	}
 	if !cfg.opts.ServerTime {
 		h.AdvanceTime = func(d time.Duration) {

@@ -33,6 +33,13 @@ func TestConformanceEachPhase(t *testing.T) {
 					return mustNew(t, migrate.Options{Phase: phase, Legacy: memlock.New(legacy), Target: memlock.New(target)})
 				},
 				TTL: 200 * time.Millisecond,
+				NewLockerTTL: func(t *testing.T, ttl time.Duration) (lockswap.Locker, error) {
+					lk, err := migrate.New(migrate.Options{Phase: phase, Legacy: memlock.New(legacy), Target: memlock.New(target), TTL: ttl})
+					if err != nil {
+						return nil, err
+					}
+					return lk, nil
+				},
 			})
 		})
 	}

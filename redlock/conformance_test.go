@@ -37,6 +37,22 @@ func newLocker(t testing.TB, addrs []string, newClient redistest.NewClient, opts
 	return lk
 }
 
+// newLockerTTL is the conformance harness's NewLockerTTL: a Locker over
+// addrs with the default TTL ttl.
+func newLockerTTL(addrs []string, newClient redistest.NewClient) func(*testing.T, time.Duration) (lockswap.Locker, error) {
+	return func(t *testing.T, ttl time.Duration) (lockswap.Locker, error) {
+		cs := make([]redisclient.Client, len(addrs))
+		for i, a := range addrs {
+			cs[i] = newClient(t, a)
+		}
+		lk, err := redlock.New(cs, redlock.Options{Prefix: "test:", InstanceTimeout: testTimeout, TTL: ttl})
+		if err != nil {
+			return nil, err
+		}
+		return lk, nil
+	}
+}
+
 func miniredisN(t *testing.T, n int) ([]string, func(time.Duration)) {
 	addrs := make([]string, n)
 	ms := make([]*miniredis.Miniredis, n)
@@ -71,8 +87,9 @@ func TestConformance(t *testing.T) {
 					NewLocker: func(t *testing.T) lockswap.Locker {
 						return newLocker(t, addrs, c.New, redlock.Options{Prefix: "test:"})
 					},
-					TTL:         300 * time.Millisecond,
-					AdvanceTime: advance,
+					TTL:          300 * time.Millisecond,
+					AdvanceTime:  advance,
+					NewLockerTTL: newLockerTTL(addrs, c.New),
 				})
 			})
 			t.Run("redis-server", func(t *testing.T) {
@@ -81,7 +98,8 @@ func TestConformance(t *testing.T) {
 					NewLocker: func(t *testing.T) lockswap.Locker {
 						return newLocker(t, addrs, c.New, redlock.Options{Prefix: "test:"})
 					},
-					TTL: 300 * time.Millisecond,
+					TTL:          300 * time.Millisecond,
+					NewLockerTTL: newLockerTTL(addrs, c.New),
 				})
 			})
 		})

@@ -24,6 +24,13 @@ func harness(addr string, newClient redistest.NewClient, fence bool, advance fun
 		},
 		TTL:         300 * time.Millisecond,
 		AdvanceTime: advance,
+		NewLockerTTL: func(t *testing.T, ttl time.Duration) (lockswap.Locker, error) {
+			lk, err := singleredis.New(newClient(t, addr), singleredis.Options{Prefix: "test:", Fence: fence, TTL: ttl})
+			if err != nil {
+				return nil, err
+			}
+			return lk, nil
+		},
 	}
 }
 
