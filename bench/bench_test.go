@@ -28,8 +28,6 @@ package bench
 
 import (
 	"context"
-	"crypto/sha1"
-	"encoding/hex"
 	"fmt"
 	"math"
 	"slices"
@@ -37,18 +35,20 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/lockswap/lockswap/internal/redisscript"
 )
 
 const (
-	releaseSrc = `if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) end return 0`
-	ttl        = 10 * time.Second
-	keyRing    = 256 // distinct keys per goroutine
+	ttl     = 10 * time.Second
+	keyRing = 256 // distinct keys per goroutine
 )
 
-var releaseSHA = func() string {
-	h := sha1.Sum([]byte(releaseSrc))
-	return hex.EncodeToString(h[:])
-}()
+// The raw floors release with the script lockswap's Redis backends run.
+var (
+	releaseSrc = redisscript.CompareAndDelete.Source()
+	releaseSHA = redisscript.CompareAndDelete.SHA()
+)
 
 // cycleFunc waits for the lock on key, calls hold (when not nil) while
 // holding it, and releases it.

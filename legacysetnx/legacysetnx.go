@@ -31,6 +31,7 @@ package legacysetnx
 
 import (
 	"context"
+	_ "embed"
 	"fmt"
 	"io"
 	"math"
@@ -43,6 +44,7 @@ import (
 	"github.com/lockswap/lockswap/driver"
 	"github.com/lockswap/lockswap/internal/acquire"
 	"github.com/lockswap/lockswap/internal/lockstate"
+	"github.com/lockswap/lockswap/internal/redisscript"
 	"github.com/lockswap/lockswap/redisclient"
 )
 
@@ -267,62 +269,24 @@ var DefaultRetry = lockswap.JitterRetry(5*time.Millisecond, 25*time.Millisecond)
 // TIME on the server), the TTL in units in ARGV[2], the unit ("s" or "ms")
 // in ARGV[3] and "1" in ARGV[4] to set a Redis expiry. Replies are arrays
 // {status, now, value}.
-const scriptPrelude = `
-local unit = ARGV[3]
-local now = tonumber(ARGV[1])
-if not now then
-  if redis.replicate_commands then redis.replicate_commands() end
-  local t = redis.call("TIME")
-  if unit == "ms" then
-    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  else
-    now = tonumber(t[1])
-  end
-end
-local function ts(v)
-  if not (string.match(v, "^%d+$") or string.match(v, "^%d+%.%d+$")) then return nil, -1 end
-  local n = tonumber(v)
-  if not n then return nil, -2 end
-  if unit == "ms" then
-    if n < ` + "1e11 or n >= 1e14" + ` then return nil, -2 end
-  elseif n < ` + "1e9 or n >= 1e11" + ` then return nil, -2 end
-  return n, 0
-end
-local function write(exp)
-  local v = string.format("%d", exp)
-  if ARGV[4] == "1" then
-    local ms = (exp - now) * (unit == "ms" and 1 or 1000) + ` + "1000" + `
-    redis.call("SET", KEYS[1], v, "PX", string.format("%d", ms))
-  else
-    redis.call("SET", KEYS[1], v)
-  end
-  return v
-end
-`
+//
+//go:embed prelude.lua
+var scriptPrelude string
 
 var (
 	// acquireScript: free key or expired timestamp -> write ours (status 1);
 	// live timestamp -> held (0); not a timestamp -> -1; wrong unit -> -2.
-	acquireScript = redisclient.NewScript(scriptPrelude + `
-local v = redis.call("GET", KEYS[1])
-if v then
-  local n, bad = ts(v)
-  if not n then return {bad, now, v} end
-  if n >= now then return {0, now, v} end
-end
-return {1, now, write(now + tonumber(ARGV[2]) + 1)}
-`)
+	acquireScript = redisclient.NewScript(scriptPrelude + acquireLua)
 	// extendScript: ARGV[5] is the timestamp we wrote. Still ours and not
 	// expired -> write the new one (1); otherwise lost (0).
-	extendScript = redisclient.NewScript(scriptPrelude + `
-local v = redis.call("GET", KEYS[1])
-if v ~= ARGV[5] then return {0, now, v or ""} end
-local n = ts(v)
-if not n or n < now then return {0, now, v} end
-return {1, now, write(now + tonumber(ARGV[2]) + 1)}
-`)
+	extendScript = redisclient.NewScript(scriptPrelude + extendLua)
 	// releaseScript deletes the key only if it holds exactly our timestamp.
-	releaseScript = redisclient.CompareAndDelete
+	releaseScript = redisscript.CompareAndDelete
+
+	//go:embed acquire.lua
+	acquireLua string
+	//go:embed extend.lua
+	extendLua string
 )
 
 // Locker is the legacy SETNX/GETSET lockswap.Locker. The kit (package

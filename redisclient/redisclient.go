@@ -205,18 +205,3 @@ type SplitConn interface {
 	// replies is closed instead by the pool's own check).
 	Close() error
 }
-
-// CompareAndDelete is the release script of the Redis locks: it deletes
-// KEYS[1] only if it still holds ARGV[1] (the holder's token or timestamp),
-// and returns 1 if it did, 0 otherwise.
-var CompareAndDelete = NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) end return 0`)
-
-// HandOver releases a lock and takes it for the next holder in one request:
-// exactly CompareAndDelete of KEYS[1] with ARGV[1] (our token), then
-// SET KEYS[1] ARGV[2] NX PX ARGV[3] (the next holder's token and TTL in
-// ms), run atomically. It returns {released, set}, each 1 or 0. A Locker
-// uses it when one of its own callers waits for the key it releases.
-var HandOver = NewScript(`local released = 0
-if redis.call("GET", KEYS[1]) == ARGV[1] then redis.call("DEL", KEYS[1]) released = 1 end
-if redis.call("SET", KEYS[1], ARGV[2], "NX", "PX", ARGV[3]) then return {released, 1} end
-return {released, 0}`)

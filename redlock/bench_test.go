@@ -13,6 +13,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/internal/redisscript"
 	"github.com/lockswap/lockswap/internal/redistest"
 	"github.com/lockswap/lockswap/internal/testserver"
 	"github.com/lockswap/lockswap/redisclient"
@@ -36,13 +37,11 @@ import (
 //
 //	go test -run '^$' -bench . -benchmem ./redlock/ | tee /tmp/redlock.txt
 
-const benchRelease = `if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) end return 0`
-
 var (
 	benchSeq   atomic.Int64
 	benchToken = "0123456789abcdef0123456789abcdef"
 	benchTTL   = 10 * time.Second
-	benchSHA   = redisclient.NewScript(benchRelease).SHA()
+	benchSHA   = redisscript.CompareAndDelete.SHA() // the release script lockswap runs
 )
 
 func benchKeys(n int) []string {
@@ -116,7 +115,7 @@ func redigoFloor(b *testing.B, addrs []string) cycleFunc {
 			b.Fatal(err)
 		}
 		b.Cleanup(func() { c.Close() })
-		if _, err := c.Do("SCRIPT", "LOAD", benchRelease); err != nil {
+		if _, err := c.Do("SCRIPT", "LOAD", redisscript.CompareAndDelete.Source()); err != nil {
 			b.Fatal(err)
 		}
 		conns[i] = c
@@ -201,7 +200,7 @@ func benchServers(b *testing.B, n int) []string {
 	for i, s := range srvs {
 		addrs[i] = s.Addr()
 		c := redistest.GoRedisClient(b, s.Addr())
-		if err := c.ScriptLoad(context.Background(), benchRelease).Err(); err != nil {
+		if err := c.ScriptLoad(context.Background(), redisscript.CompareAndDelete.Source()).Err(); err != nil {
 			b.Fatal(err)
 		}
 	}

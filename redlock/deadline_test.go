@@ -11,6 +11,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/internal/redisscript"
 	"github.com/lockswap/lockswap/internal/redistest"
 	"github.com/lockswap/lockswap/redisclient"
 	"github.com/lockswap/lockswap/redlock"
@@ -69,7 +70,7 @@ func (c *stallClient) callerRequests() []stalledReq {
 }
 
 func (c *stallClient) Run(ctx context.Context, s *redisclient.Script, keys []string, args ...any) (any, error) {
-	if s == redisclient.CompareAndDelete && c.stallRelease.Load() {
+	if s == redisscript.CompareAndDelete && c.stallRelease.Load() {
 		return nil, c.stall(ctx, "release")
 	}
 	return c.Client.Run(ctx, s, keys, args...)

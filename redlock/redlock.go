@@ -24,6 +24,7 @@ package redlock
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 	"io"
@@ -40,6 +41,7 @@ import (
 	"github.com/lockswap/lockswap/internal/attempt"
 	"github.com/lockswap/lockswap/internal/background"
 	"github.com/lockswap/lockswap/internal/lockstate"
+	"github.com/lockswap/lockswap/internal/redisscript"
 	"github.com/lockswap/lockswap/redisclient"
 )
 
@@ -110,29 +112,19 @@ type Options struct {
 }
 
 var (
-	releaseScript  = redisclient.CompareAndDelete
-	handOverScript = redisclient.HandOver
-	extendScript   = redisclient.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("PEXPIRE", KEYS[1], ARGV[2]) end return 0`)
+	releaseScript  = redisscript.CompareAndDelete
+	handOverScript = redisscript.HandOver
+	extendScript   = redisscript.CompareAndPExpire
 	// safeAcquire is SET NX PX plus the instance's epoch: created from the
 	// server clock when missing, returned (with the server time) only when
 	// it differs from the one the client knows (ARGV[3]). An epoch that is
 	// not one (see validEpoch, which this mirrors) is refused before any
 	// write: the script answers {-1, the epoch's first bytes} and changes
 	// nothing.
-	safeAcquire = redisclient.NewScript(`local e = redis.call("GET", KEYS[2])
-if not e then
-  local t = redis.call("TIME")
-  e = t[1] .. "." .. t[2] .. "." .. ARGV[1]
-  redis.call("SET", KEYS[2], e)
-else
-  local s, u = string.match(e, "^(%d+)%.(%d+)%.")
-  if not s or #s > 18 or #u > 18 then return {-1, string.sub(e, 1, 256)} end
-end
-local r = 0
-if redis.call("SET", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then r = 1 end
-if e == ARGV[3] then return r end
-local t = redis.call("TIME")
-return {r, e, t[1], t[2]}`)
+	safeAcquire = redisclient.NewScript(safeAcquireLua)
+
+	//go:embed safe_acquire.lua
+	safeAcquireLua string
 )
 
 // instance is one master and what the Locker knows of it.
@@ -1044,7 +1036,7 @@ func (p *proto) Release(ctx context.Context, cl *driver.Claim[*rlock]) error {
 }
 
 // HandOver releases held and, in the same request on each instance, makes
-// next's attempt (driver.HandOver: redisclient.HandOver, the
+// next's attempt (driver.HandOver: redisscript.HandOver, the
 // compare-and-delete, then next's SET NX PX). The round is also next's
 // acquisition, bounded by its per-instance timeout so that its validity
 // is protected, and decided like any other (settle); what it leaves

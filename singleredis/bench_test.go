@@ -10,6 +10,7 @@ import (
 	redigo "github.com/gomodule/redigo/redis"
 
 	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/internal/redisscript"
 	"github.com/lockswap/lockswap/internal/redistest"
 	"github.com/lockswap/lockswap/internal/testserver"
 	"github.com/lockswap/lockswap/singleredis"
@@ -23,8 +24,6 @@ import (
 //
 // and compare each BenchmarkCycle/<client>/<serial|parallel>/lockswap with
 // its .../floor sibling.
-
-const releaseSrc = `if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) end return 0`
 
 var benchGoroutineSeq atomic.Int64
 
@@ -112,7 +111,7 @@ func benchClients(b *testing.B) []benchClient {
 	// go-redis
 	gr := redistest.GoRedisClient(b, addr)
 	grLocker, _ := singleredis.New(redistest.GoRedis(b, addr), singleredis.Options{})
-	sha := gr.ScriptLoad(context.Background(), releaseSrc).Val()
+	sha := gr.ScriptLoad(context.Background(), redisscript.CompareAndDelete.Source()).Val()
 	goredisFloor := func() cycleFunc {
 		return func(ctx context.Context, key string) error {
 			ok, err := gr.SetNX(ctx, key, token, ttl).Result()

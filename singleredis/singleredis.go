@@ -19,6 +19,7 @@ package singleredis
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 	"io"
@@ -29,6 +30,7 @@ import (
 	"github.com/lockswap/lockswap"
 	"github.com/lockswap/lockswap/driver"
 	"github.com/lockswap/lockswap/internal/lockstate"
+	"github.com/lockswap/lockswap/internal/redisscript"
 	"github.com/lockswap/lockswap/redisclient"
 )
 
@@ -61,19 +63,14 @@ var DefaultRetry = lockswap.JitterRetry(5*time.Millisecond, 25*time.Millisecond)
 const FenceSuffix = ":fence"
 
 var (
-	releaseScript = redisclient.CompareAndDelete
-	extendScript  = redisclient.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("PEXPIRE", KEYS[1], ARGV[2]) end return 0`)
+	releaseScript = redisscript.CompareAndDelete
+	extendScript  = redisscript.CompareAndPExpire
 	// The fenced acquire: SET NX PX plus the next fence (see nextFenceLua),
 	// stored in the counter. Everything is checked before anything is
 	// written (Redis does not roll back a script that fails halfway): the
 	// reply is the new fence (> 0), 0 when the key is held, or one of the
 	// negative fence* codes, with nothing written.
-	fencedAcquire = redisclient.NewScript(nextFenceLua + `if redis.call("EXISTS", KEYS[1]) == 1 then return 0 end
-local fence = next_fence(KEYS[2])
-if fence < 0 then return fence end
-redis.call("SET", KEYS[2], string.format("%.0f", fence))
-redis.call("SET", KEYS[1], ARGV[1], "PX", ARGV[2])
-return fence`)
+	fencedAcquire = redisclient.NewScript(nextFenceLua + fencedAcquireLua)
 	// The hand-over scripts release our lock and make the first local
 	// waiter's attempt in one request: exactly the release script followed
 	// by the acquire (SET NX PX, or the fenced acquire script) with the
@@ -81,15 +78,13 @@ return fence`)
 	// (fenced: acquired is the new fence, 0 when the key is held, or a
 	// negative fence* code when the counter is unusable: then nothing but
 	// our release, already done and still reported, was written).
-	handOver       = redisclient.HandOver
-	fencedHandOver = redisclient.NewScript(nextFenceLua + `local released = 0
-if redis.call("GET", KEYS[1]) == ARGV[1] then redis.call("DEL", KEYS[1]) released = 1 end
-if redis.call("EXISTS", KEYS[1]) == 1 then return {released, 0} end
-local fence = next_fence(KEYS[2])
-if fence < 0 then return {released, fence} end
-redis.call("SET", KEYS[2], string.format("%.0f", fence))
-redis.call("SET", KEYS[1], ARGV[2], "PX", ARGV[3])
-return {released, fence}`)
+	handOver       = redisscript.HandOver
+	fencedHandOver = redisclient.NewScript(nextFenceLua + fencedHandOverLua)
+
+	//go:embed fenced_acquire.lua
+	fencedAcquireLua string
+	//go:embed fenced_hand_over.lua
+	fencedHandOverLua string
 )
 
 // fenceLimit bounds the fences: every fence is below 2^53, so that Lua's
@@ -118,23 +113,9 @@ const (
 // (checked with TYPE, so that no error is raised halfway through the
 // hand-over), not a non-negative integer, or too high (a number of more
 // digits than Lua's integer conversion takes is too high as well).
-const nextFenceLua = `if redis.replicate_commands then redis.replicate_commands() end
-local function next_fence(k)
-  local typ = redis.call("TYPE", k)["ok"]
-  if typ ~= "none" and typ ~= "string" then return -3 end
-  local n = 0
-  local cur = redis.call("GET", k)
-  if cur then
-    if not string.match(cur, "^%d+$") then return -1 end
-    n = tonumber(cur)
-    if not n then return -2 end
-  end
-  local t = redis.call("TIME")
-  local f = math.max(n + 1, tonumber(t[1]) * 1000000 + tonumber(t[2]))
-  if f >= 9007199254740992 then return -2 end
-  return f
-end
-`
+//
+//go:embed next_fence.lua
+var nextFenceLua string
 
 // parseFence reads a fenced acquire's reply: held (a fence), or not
 // (0), or an ErrInvalid error for a counter that cannot give a fence.

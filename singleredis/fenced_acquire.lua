@@ -1,0 +1,6 @@
+if redis.call("EXISTS", KEYS[1]) == 1 then return 0 end
+local fence = next_fence(KEYS[2])
+if fence < 0 then return fence end
+redis.call("SET", KEYS[2], string.format("%.0f", fence))
+redis.call("SET", KEYS[1], ARGV[1], "PX", ARGV[2])
+return fence
