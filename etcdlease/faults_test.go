@@ -15,6 +15,7 @@ import (
 
 	"github.com/lockswap/lockswap"
 	"github.com/lockswap/lockswap/conformance"
+	"github.com/lockswap/lockswap/internal/servers"
 	"github.com/lockswap/lockswap/internal/testserver"
 )
 
@@ -156,6 +157,9 @@ func startPausableEtcd(t *testing.T) (endpoint string, pause func()) {
 	return endpoint, func() {
 		if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 			t.Fatalf("pause the etcd child: %v", err)
+		}
+		if !servers.WaitStopped(cmd.Process.Pid) {
+			t.Fatal("the etcd child was not seen stopped within 5s of SIGSTOP")
 		}
 	}
 }

@@ -270,8 +270,17 @@ func (r *Redis) Restart() error {
 }
 
 // Pause stops the process with SIGSTOP: connections stay open but nothing
-// is answered, like a server stalled by a long GC pause or a frozen VM.
-func (r *Redis) Pause() { r.signal(syscall.SIGSTOP) }
+// is answered, like a server stalled by a long GC pause or a frozen VM. It
+// returns once the process is stopped.
+func (r *Redis) Pause() {
+	r.signal(syscall.SIGSTOP)
+	r.mu.Lock()
+	cmd := r.cmd
+	r.mu.Unlock()
+	if cmd != nil {
+		WaitStopped(cmd.Process.Pid)
+	}
+}
 
 // Resume continues a paused process with SIGCONT.
 func (r *Redis) Resume() { r.signal(syscall.SIGCONT) }
