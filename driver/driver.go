@@ -110,19 +110,25 @@ type Driver[D any] interface {
 // is woken with its result.
 type HandOver[D any] interface {
 	// HandOver releases held (as Release) and makes next's attempt (as
-	// Acquire) in one request. acquireErr is next's result and releaseErr
-	// held's; when the request failed, both are its error.
-	HandOver(ctx context.Context, held, next *Claim[D]) (g Grant, acquireErr, releaseErr error)
+	// Acquire) in one request. It returns next's result as soon as it is
+	// known, and released, which returns held's (as Release would): the
+	// kit hands next its lock before it calls released, so that a release
+	// that needs more rounds (redlock) does not keep the waiter waiting.
+	// When the request failed, both results are its error. The kit calls
+	// released exactly once, while ctx is still valid.
+	HandOver(ctx context.Context, held, next *Claim[D]) (g Grant, acquireErr error, released func() error)
 }
 
-// Config describes a backend to the kit. Name and Guarantees are required.
+// Config describes a backend to the kit. Name is required, and every
+// backend should state its Guarantees.
 type Config struct {
 	// Name prefixes every error ("singleredis").
 	Name string
 	// Guarantees is what the backend keeps under which faults.
 	Guarantees lockswap.Guarantees
 	// TTL is the default TTL of Acquire and TryAcquire (lockswap.WithTTL
-	// overrides it). Zero means lockswap.DefaultTTL.
+	// overrides it). Zero means lockswap.DefaultTTL, brought into
+	// [MinTTL, MaxTTL].
 	TTL time.Duration
 	// MinTTL and MaxTTL are the TTLs the backend accepts; zero means
 	// lockswap.MinTTL and lockswap.MaxTTL, which also bound them.
@@ -189,10 +195,7 @@ func New[D any](d Driver[D], cfg Config) (*Locker[D], error) {
 		return nil, fmt.Errorf("%s: TTL range [%v, %v] is empty: %w", cfg.Name, lk.min, lk.max, lockswap.ErrInvalid)
 	}
 	if lk.cfg.TTL == 0 {
-		lk.cfg.TTL = lockswap.DefaultTTL
-		if lk.cfg.TTL < lk.min {
-			lk.cfg.TTL = lk.min
-		}
+		lk.cfg.TTL = min(max(lockswap.DefaultTTL, lk.min), lk.max)
 	}
 	if err := lk.checkTTL(lk.cfg.TTL); err != nil {
 		return nil, fmt.Errorf("%s: default TTL: %w", cfg.Name, err)
@@ -278,8 +281,11 @@ func (lk *Locker[D]) checkTTL(ttl time.Duration) error {
 	return nil
 }
 
+// uncertain reports whether err left a request's outcome unknown, so that
+// the kit retries it: not when the driver took the rest on itself
+// (GaveUp).
 func (lk *Locker[D]) uncertain(err error) bool {
-	return err != nil && lk.cfg.Uncertain != nil && lk.cfg.Uncertain(err)
+	return err != nil && lk.cfg.Uncertain != nil && lk.cfg.Uncertain(err) && !gaveUp(err)
 }
 
 // prepare is the prologue of Acquire and TryAcquire: it refuses a closed
@@ -345,7 +351,15 @@ func (lk *Locker[D]) TryAcquire(ctx context.Context, key string, opts ...lockswa
 	if err != nil {
 		return nil, err
 	}
-	return lk.try(ctx, key, o.TTL, true)
+	l, err := lk.try(ctx, key, o.TTL, true)
+	if err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
+			// The attempt failed after its caller gave up (its grace ran
+			// out): say both.
+			err = fmt.Errorf("%w (%w)", err, ctxErr)
+		}
+	}
+	return l, err
 }
 
 // try makes one attempt; a caller that gives up while the request is on
@@ -423,7 +437,9 @@ func (l *lock[D]) Extend(ctx context.Context, ttl time.Duration) error {
 		l.End()
 		return lk.fail("extend", key, fmt.Errorf("validity already over: %w", lockswap.ErrLost))
 	}
-	if !l.gate.enter(attempt.Limit(ctx, attempt.Timeout)) {
+	// The call's bound is fixed now: waiting for its turn does not extend it.
+	limit := attempt.Limit(ctx, attempt.Timeout)
+	if !l.gate.enter(limit) {
 		return lk.fail("extend", key, fmt.Errorf("another Extend or Release of this lock was still running at the deadline: %w", lockswap.ErrUnavailable))
 	}
 	defer l.gate.leave()
@@ -432,7 +448,7 @@ func (l *lock[D]) Extend(ctx context.Context, ttl time.Duration) error {
 		return lk.fail("extend", key, fmt.Errorf("validity already over: %w", lockswap.ErrLost))
 	}
 	start := time.Now()
-	rctx, stop := attempt.Context(ctx, attempt.Timeout)
+	rctx, stop := attempt.Context(ctx, time.Until(limit))
 	g, err := lk.d.Extend(rctx, &l.c, ttl)
 	stop()
 	if err != nil {
@@ -458,6 +474,7 @@ func (l *lock[D]) Release(ctx context.Context) error {
 	if lk.closed.Load() {
 		return lk.fail("release", key, lockswap.ErrClosed)
 	}
+	// The call's bound is fixed now: waiting for its turn does not extend it.
 	limit := attempt.Limit(ctx, lockswap.CleanupTimeout)
 	if !l.gate.enter(limit) {
 		return lk.fail("release", key, fmt.Errorf("an Extend of this lock was still running at the deadline: %w", lockswap.ErrUnavailable))
@@ -468,13 +485,13 @@ func (l *lock[D]) Release(ctx context.Context) error {
 	}
 	if lk.ho != nil && lk.q != nil {
 		if t := lk.q.ClaimBy(key, l, limit); t != nil {
-			return l.handOver(ctx, t)
+			return l.handOver(ctx, t, limit)
 		}
 	}
 	// One request answers almost every release; the retries and the
 	// background continuation (attempt.Release) are for the rest.
 	start := time.Now()
-	rctx, stop := attempt.Context(ctx, lockswap.CleanupTimeout)
+	rctx, stop := attempt.Context(ctx, time.Until(limit))
 	limit, _ = rctx.Deadline()
 	err := lk.d.Release(rctx, &l.c)
 	stop()
@@ -518,42 +535,43 @@ func (l *lock[D]) settle(released bool) {
 }
 
 // handOver releases l and, in the same request, makes the attempt of the
-// first local waiter (claimed by t).
-func (l *lock[D]) handOver(ctx context.Context, t *localq.Ticket) error {
+// first local waiter (claimed by t), within limit.
+func (l *lock[D]) handOver(ctx context.Context, t *localq.Ticket, limit time.Time) error {
 	lk, key := l.lk, l.c.Key
 	next := &lock[D]{lk: lk}
 	next.c = Claim[D]{Key: key, Token: lockstate.NewToken(), TTL: t.TTL()}
 	// The claimed waiter waits for this request whatever its own context
 	// does, so the request is bounded even when ctx is not.
-	hctx, stop := attempt.Context(ctx, lockswap.CleanupTimeout)
+	hctx, stop := attempt.Context(ctx, time.Until(limit))
+	defer stop()
 	start := time.Now()
-	g, acqErr, relErr := lk.ho.HandOver(hctx, &l.c, &next.c)
-	stop()
+	g, acqErr, released := lk.ho.HandOver(hctx, &l.c, &next.c)
+	if acqErr == nil {
+		next.granted(start, g)
+		t.Deliver(next, nil)
+	} else {
+		if lk.cfg.Undo != nil && lk.cfg.Undo(acqErr) {
+			lk.undo(ctx, next.c) // the waiter's attempt may have been applied
+		}
+		t.Deliver(nil, lk.fail("acquire", key, acqErr))
+	}
+	relErr := released()
 	if lk.uncertain(relErr) {
-		// Unknown outcome: our release and the waiter's attempt may have
-		// been applied; both are undone (by token) in the background.
-		lk.undo(ctx, next.c)
+		// Unknown outcome: our release may have been applied or not; it
+		// is done (by token) in the background.
 		lk.undo(ctx, l.c)
 		l.End()
-		t.Deliver(nil, lk.fail("acquire", key, acqErr))
 		return lk.fail("release", key, fmt.Errorf("outcome unknown, still releasing in the background: %w", relErr))
 	}
 	if relErr == nil || errors.Is(relErr, lockswap.ErrLost) || gaveUp(relErr) {
 		l.End()
 	}
-	if acqErr == nil {
-		next.granted(start, g)
-		t.Deliver(next, nil)
-	} else {
-		t.Deliver(nil, lk.fail("acquire", key, acqErr))
-	}
-	if gaveUp(relErr) {
+	if relErr == nil || gaveUp(relErr) {
 		l.released.Store(true) // see GaveUp
 	}
 	if relErr != nil {
 		return lk.fail("release", key, relErr)
 	}
-	l.released.Store(true)
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -270,5 +271,103 @@ func TestCloseEndsBackgroundWork(t *testing.T) {
 	}
 	if m := f.released.Load(); m != n {
 		t.Errorf("%d releases sent after Close", m-n)
+	}
+}
+
+// handOverFake is a fake that hands over.
+type handOverFake struct {
+	*fake
+	handOver func(ctx context.Context, held, next *driver.Claim[int]) (driver.Grant, error, func() error)
+}
+
+func (f *handOverFake) HandOver(ctx context.Context, held, next *driver.Claim[int]) (driver.Grant, error, func() error) {
+	return f.handOver(ctx, held, next)
+}
+
+// waitQueued waits until n goroutines are blocked waiting in the local
+// queue (between attempts).
+func waitQueued(t *testing.T, n int) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("%d waiters blocked in the queue", n), func() bool {
+		buf := make([]byte, 1<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		count := 0
+		for _, g := range strings.Split(string(buf), "\n\n") {
+			if strings.Contains(g, "[select") && strings.Contains(g, "localq.(*Queue).AcquireOffer") {
+				count++
+			}
+		}
+		return count >= n
+	})
+}
+
+// TestHandOverDeliversBeforeTheReleaseIsDecided: the waiter a release hands
+// the lock to gets it from the hand-over's answer, not after the rest of
+// the release (more rounds, for redlock) is decided.
+func TestHandOverDeliversBeforeTheReleaseIsDecided(t *testing.T) {
+	var calls atomic.Int64
+	decide := make(chan struct{})
+	var tokens sync.Map // token → released
+	f := &handOverFake{fake: &fake{
+		acquire: func(context.Context, *driver.Claim[int]) (driver.Grant, error) {
+			if calls.Add(1) == 1 {
+				return driver.Grant{}, nil
+			}
+			return driver.Grant{}, lockswap.ErrHeld
+		},
+		release: func(_ context.Context, c *driver.Claim[int]) error {
+			tokens.Store(c.Token, true)
+			return nil
+		},
+	}}
+	f.handOver = func(_ context.Context, held, next *driver.Claim[int]) (driver.Grant, error, func() error) {
+		next.Data = 7
+		return driver.Grant{}, nil, func() error { <-decide; return nil }
+	}
+	lk, err := driver.New[int](f, driver.Config{Name: "fake", Queue: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lk.Close()
+	ctx := context.Background()
+	held, err := lk.TryAcquire(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan lockswap.Lock, 1)
+	go func() {
+		l, err := lk.Acquire(ctx, "k", lockswap.WithRetry(lockswap.ConstantRetry(time.Hour)))
+		if err != nil {
+			t.Errorf("waiter: %v", err)
+		}
+		got <- l
+	}()
+	waitQueued(t, 1)
+	released := make(chan error, 1)
+	go func() { released <- held.Release(ctx) }()
+	var l lockswap.Lock
+	select {
+	case l = <-got:
+	case <-time.After(5 * time.Second):
+		close(decide)
+		t.Fatal("the waiter got nothing within 5s while the release was still being decided")
+	}
+	select {
+	case err := <-released:
+		t.Fatalf("Release returned (%v) before its release was decided", err)
+	default:
+	}
+	close(decide)
+	if err := <-released; err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	if d, ok := driver.Data[int](l); !ok || d != 7 {
+		t.Errorf("the waiter's lock has Data %v, %v; want what the hand-over set", d, ok)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Errorf("the waiter's Release: %v", err)
+	}
+	if _, ok := tokens.Load(l.Token()); !ok {
+		t.Error("the waiter's Release did not release the handed-over claim")
 	}
 }

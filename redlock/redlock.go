@@ -270,7 +270,7 @@ func New(clients []redisclient.Client, opts Options) (*Locker, error) {
 	kit, err := driver.New(d, driver.Config{
 		Name:       "redlock",
 		Guarantees: Guarantees(len(clients), opts.RestartSafety),
-		TTL:        defaultTTL(opts.TTL, p.minTTL, p.maxTTL),
+		TTL:        opts.TTL,
 		MinTTL:     p.minTTL,
 		MaxTTL:     p.maxTTL,
 		CheckTTL:   p.checkTTL,
@@ -306,15 +306,6 @@ func (s safeProto) Release(ctx context.Context, c *driver.Claim[*rlock]) error {
 // their client libraries. Clients of unknown address (a redigo pool given
 // none) are the same only when they are the same client.
 func sameClient(a, b redisclient.Client) bool { return redisclient.SameStore(a, b) }
-
-// defaultTTL is the TTL of an Acquire without lockswap.WithTTL:
-// Options.TTL, or lockswap.DefaultTTL brought into [lo, hi].
-func defaultTTL(ttl, lo, hi time.Duration) time.Duration {
-	if ttl != 0 {
-		return ttl
-	}
-	return min(max(lockswap.DefaultTTL, lo), hi)
-}
 
 // Quorum returns the number of instances that must agree: N/2+1.
 func (lk *Locker) Quorum() int { return lk.p.quorum }
@@ -1041,7 +1032,7 @@ func (p *proto) Release(ctx context.Context, cl *driver.Claim[*rlock]) error {
 // acquisition, bounded by its per-instance timeout so that its validity
 // is protected, and decided like any other (settle); what it leaves
 // unknown of held's release is asked again as Release does.
-func (p *proto) HandOver(ctx context.Context, hc, nc *driver.Claim[*rlock]) (driver.Grant, error, error) {
+func (p *proto) HandOver(ctx context.Context, hc, nc *driver.Claim[*rlock]) (driver.Grant, error, func() error) {
 	l := hc.Data
 	next := p.newRlock(nc)
 	start := time.Now()
@@ -1053,7 +1044,9 @@ func (p *proto) HandOver(ctx context.Context, hc, nc *driver.Claim[*rlock]) (dri
 	var t tally
 	t.add(c, false)
 	p.fan.put(c)
-	return g, acqErr, p.released(ctx, l, &t, start, until)
+	// The waiter has its answer from the first round; the release may
+	// need more rounds.
+	return g, acqErr, func() error { return p.released(ctx, l, &t, start, until) }
 }
 
 // until is the end of a release that starts at start under ctx: ctx's

@@ -317,7 +317,10 @@ func isDialError(err error) bool {
 func (p *proto) checkStringKey(ctx context.Context, k string) error {
 	v, err := p.c.Do(ctx, "TYPE", k)
 	if err != nil {
-		return redisclient.Classify(p.c, err)
+		// The SET was answered (the key is held); only the explanation
+		// failed. Contention it is: an ErrUnavailable here would make the
+		// kit undo a SET that certainly did not happen.
+		return nil
 	}
 	if typ, _ := v.(string); typ != "string" && typ != "none" {
 		return fmt.Errorf("key %s holds a Redis %s, not a lock; it was left untouched: %w", lockstate.QuoteKey(k), typ, lockswap.ErrInvalid)
@@ -359,7 +362,28 @@ func (p *proto) Release(ctx context.Context, c *driver.Claim[ref]) error {
 
 // HandOver releases held and makes next's attempt in one request (the
 // hand-over scripts): one round trip instead of two.
-func (p *proto) HandOver(ctx context.Context, held, next *driver.Claim[ref]) (driver.Grant, error, error) {
+func (p *proto) HandOver(ctx context.Context, held, next *driver.Claim[ref]) (driver.Grant, error, func() error) {
+	g, acqErr, relErr := p.handOver(ctx, held, next)
+	return g, acqErr, answered(relErr)
+}
+
+// answered returns a function that returns err, known already: the
+// release of a hand-over is decided by its one request.
+func answered(err error) func() error {
+	switch err {
+	case nil:
+		return releasedNil
+	case errNotOurs:
+		return releasedNotOurs
+	}
+	return func() error { return err }
+}
+
+func releasedNil() error     { return nil }
+func releasedNotOurs() error { return errNotOurs }
+
+// handOver is the one request of HandOver: next's result and held's.
+func (p *proto) handOver(ctx context.Context, held, next *driver.Claim[ref]) (driver.Grant, error, error) {
 	k := held.Data.keys[0]
 	next.Data.set(k, next.Token)
 	script, keys := handOver, held.Data.keys[:]
