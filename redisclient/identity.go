@@ -3,6 +3,7 @@ package redisclient
 import (
 	"fmt"
 	"reflect"
+	"strings"
 )
 
 // Store names the data c reaches, to tell whether two clients reach the
@@ -19,6 +20,27 @@ func Store(c Client) string {
 		return fmt.Sprintf("%s (address unknown, client %#x)", c, v.Pointer())
 	}
 	return fmt.Sprintf("%s (address unknown)", c)
+}
+
+// SameServer reports whether a and b are the same client, or reach the
+// same server by [Client.Addr], whatever database they select: two
+// databases of one server fail and restart together, so they are not
+// independent (Redlock's masters must be). Clients of unknown address are
+// the same only when they are the same client.
+func SameServer(a, b Client) bool {
+	if SameStore(a, b) {
+		return true
+	}
+	sa, sb := server(a.Addr()), server(b.Addr())
+	return sa != "" && sa == sb
+}
+
+// server is addr without its "/db" suffix.
+func server(addr string) string {
+	if i := strings.LastIndexByte(addr, '/'); i >= 0 && i+1 < len(addr) && strings.Trim(addr[i+1:], "0123456789") == "" {
+		return addr[:i]
+	}
+	return addr
 }
 
 // SameStore reports whether a and b are the same client, or reach the same

@@ -204,7 +204,7 @@ func New(clients []redisclient.Client, opts Options) (*Locker, error) {
 		}
 		for j, d := range clients[:i] {
 			if sameClient(c, d) {
-				return nil, fmt.Errorf("redlock: redis clients %d and %d are the same client or address (%s); Redlock needs independent masters: %w", j, i, c, lockswap.ErrInvalid)
+				return nil, fmt.Errorf("redlock: redis clients %d and %d are the same client or server (%s); Redlock needs independent masters: %w", j, i, c, lockswap.ErrInvalid)
 			}
 		}
 	}
@@ -302,10 +302,11 @@ func (s safeProto) Release(ctx context.Context, c *driver.Claim[*rlock]) error {
 }
 
 // sameClient reports whether a and b are the same client, or two clients
-// of the same address and database (redisclient.Client.Addr), whatever
-// their client libraries. Clients of unknown address (a redigo pool given
+// of the same server (redisclient.Client.Addr), whatever their client
+// libraries and databases: two databases of one server are not
+// independent masters. Clients of unknown address (a redigo pool given
 // none) are the same only when they are the same client.
-func sameClient(a, b redisclient.Client) bool { return redisclient.SameStore(a, b) }
+func sameClient(a, b redisclient.Client) bool { return redisclient.SameServer(a, b) }
 
 // Quorum returns the number of instances that must agree: N/2+1.
 func (lk *Locker) Quorum() int { return lk.p.quorum }

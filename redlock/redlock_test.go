@@ -17,6 +17,7 @@ import (
 	"github.com/lockswap/lockswap/internal/redistest"
 	"github.com/lockswap/lockswap/internal/testserver"
 	"github.com/lockswap/lockswap/redisclient"
+	lsgoredis "github.com/lockswap/lockswap/redisclient/goredis"
 	"github.com/lockswap/lockswap/redisclient/redigo"
 	"github.com/lockswap/lockswap/redlock"
 )
@@ -31,6 +32,8 @@ func TestNewRejectsBadConfiguration(t *testing.T) {
 	mr := miniredis.RunT(t)
 	a, b := redistest.GoRedis(t, mr.Addr()), redistest.Redigo(t, miniredis.RunT(t).Addr())
 	var nilPool redisclient.Client = redigo.New(nil)
+	db1 := goredis.NewClient(&goredis.Options{Addr: mr.Addr(), DB: 1})
+	t.Cleanup(func() { db1.Close() })
 	cases := []struct {
 		name    string
 		clients []redisclient.Client
@@ -41,7 +44,8 @@ func TestNewRejectsBadConfiguration(t *testing.T) {
 		{"nil client", []redisclient.Client{a, nil, b}, redlock.Options{}, "client 1 of 3 is nil"},
 		{"nil adapter", []redisclient.Client{a, nilPool}, redlock.Options{}, "is nil"},
 		{"same client twice", []redisclient.Client{a, b, a}, redlock.Options{}, "clients 0 and 2 are the same"},
-		{"same address twice", []redisclient.Client{a, redistest.GoRedis(t, mr.Addr()), b}, redlock.Options{}, "same client or address"},
+		{"same address twice", []redisclient.Client{a, redistest.GoRedis(t, mr.Addr()), b}, redlock.Options{}, "same client or server"},
+		{"two databases of one server", []redisclient.Client{a, b, lsgoredis.New(db1)}, redlock.Options{}, "same client or server"},
 		{"negative drift", []redisclient.Client{a}, redlock.Options{DriftFactor: -0.1}, "drift factor"},
 		{"huge drift", []redisclient.Client{a}, redlock.Options{DriftFactor: 0.5}, "drift factor"},
 		{"negative timeout", []redisclient.Client{a}, redlock.Options{InstanceTimeout: -time.Second}, "instance timeout"},
