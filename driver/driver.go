@@ -1,8 +1,10 @@
 // Package driver is the kit that turns a lock service's protocol into a
 // [lockswap.Locker], in the shape of go-cloud's portable types and
 // database/sql's drivers: a backend implements [Driver] (one attempt,
-// extend, release, and optionally [HandOver]) and [New] builds the Locker
-// around it. The kit does, once for every backend:
+// extend, release, and optionally [HandOver], [Waiter] for a backend that
+// waits for a change instead of polling, and [Bounder]) and [New] builds
+// the Locker around it; a driver that finds a held lock lost tells the kit
+// with [Claim.Lose]. The kit does, once for every backend:
 //
 //   - the closed check, and key, TTL and option validation against the
 //     backend's declared limits ([Config]);
@@ -71,6 +73,35 @@ type Claim[D any] struct {
 	// Release of one lock never run at once, but a driver whose Extend
 	// changes Data while its lock's own accessors read it guards Data itself.
 	Data D
+
+	l *lock[D] // the lock this claim was made for
+}
+
+// Lose tells the kit that the lock c was made for is lost (a watch saw
+// its key deleted, the lease it hangs on expired): its Done closes, Extend
+// returns an error matching lockswap.ErrLost without asking the driver,
+// and a Release after the Locker's Close returns one matching both
+// lockswap.ErrClosed and lockswap.ErrLost. A driver may call it from any
+// goroutine, at any time after its Acquire (or Wait) began, on the claim
+// it was given or a copy; before the Acquire returns, the lock is returned
+// already ended. Release still asks the driver, which must then remove the
+// key only if it is still ours.
+func (c *Claim[D]) Lose() {
+	if c.l != nil {
+		c.l.lost.Store(true)
+		c.l.End()
+	}
+}
+
+// Done returns the Done channel of the lock c was made for, closed at its
+// deadline, when it is released and when it is lost: what a driver's own
+// work for a held lock (a watch) waits on to end. Nil before the kit
+// made the lock.
+func (c *Claim[D]) Done() <-chan struct{} {
+	if c.l == nil {
+		return nil
+	}
+	return c.l.Done()
 }
 
 // Grant is a driver's answer to a successful Acquire or Extend.
@@ -114,6 +145,44 @@ type HandOver[D any] interface {
 	HandOver(ctx context.Context, held, next *Claim[D]) (g Grant, acquireErr, releaseErr error)
 }
 
+// Waiter is implemented by drivers that wait for a held lock without
+// polling (etcdlease's queue woken by a watch). The kit then calls Wait for
+// Acquire instead of its retry loop and local queue (Config.Queue is
+// ignored); TryAcquire still calls Acquire.
+type Waiter[D any] interface {
+	// Wait takes c.Key for c.TTL as Acquire does, waiting while another
+	// owner holds it, as long as ctx and o allow: it returns when it holds
+	// the lock, when ctx ends (an error matching ctx.Err() and, as for
+	// lockswap.WaitError, what it waited for), when the outage or the retry
+	// policy of o ends the wait (an error matching
+	// lockswap.ErrUnavailable), or on an error retrying cannot fix. ctx
+	// has no request deadline (bound each request yourself) and is
+	// cancelled by Close. An attempt that fails or is cancelled leaves
+	// nothing behind: the driver gives back what it wrote.
+	Wait(ctx context.Context, c *Claim[D], o WaitOptions) (Grant, error)
+}
+
+// WaitOptions is what a [Waiter]'s wait may spend, from the call's options
+// over the Locker's defaults.
+type WaitOptions struct {
+	// Retry is the policy between attempts that failed with an outage.
+	Retry lockswap.RetryStrategy
+	// MaxOutage ends the wait once the backend has answered nothing for
+	// that long; zero or less is no bound (see lockswap.WithMaxOutage).
+	MaxOutage time.Duration
+}
+
+// Bounder is implemented by drivers whose locks also end with something
+// else they keep alive (etcdlease's shared leases, renewed in the
+// background): a lock's Deadline is then the earlier of the kit's and
+// Bound's. A driver that sees the bound pass calls [Claim.Lose].
+type Bounder[D any] interface {
+	// Bound returns the time until which what c hangs on is known to live.
+	// It is called concurrently with anything, so it must not read what
+	// Extend changes without its own guard.
+	Bound(c *Claim[D]) time.Time
+}
+
 // Config describes a backend to the kit. Name and Guarantees are required.
 type Config struct {
 	// Name prefixes every error ("singleredis").
@@ -140,7 +209,8 @@ type Config struct {
 	Fence bool
 	// Queue lines up the Locker's Acquire calls for one key in arrival
 	// order, only the first of them asking the backend (see the package
-	// internal/localq): for a backend that polls.
+	// internal/localq): for a backend that polls. A [Waiter] has no use
+	// for it: it is ignored then.
 	Queue bool
 	// Uncertain reports whether a request that failed with err may
 	// nevertheless have been applied (a transport error, as opposed to an
@@ -161,11 +231,16 @@ type Config struct {
 type Locker[D any] struct {
 	d        Driver[D]
 	ho       HandOver[D] // nil when d cannot hand over
+	w        Waiter[D]   // nil when d polls
+	bd       Bounder[D]  // nil when the kit's deadline is the whole story
 	cfg      Config
 	min, max time.Duration
 	closed   atomic.Bool
 	q        *localq.Queue    // nil unless cfg.Queue
 	bg       background.Group // cleanup that outlives its caller
+	// stop ends at Close: the waits of a Waiter.
+	stop    context.Context
+	stopNow context.CancelFunc
 }
 
 var _ lockswap.Locker = (*Locker[struct{}])(nil)
@@ -202,7 +277,10 @@ func New[D any](d Driver[D], cfg Config) (*Locker[D], error) {
 	if h, ok := d.(HandOver[D]); ok {
 		lk.ho = h
 	}
-	if cfg.Queue {
+	lk.w, _ = d.(Waiter[D])
+	lk.bd, _ = d.(Bounder[D])
+	lk.stop, lk.stopNow = context.WithCancel(context.Background())
+	if cfg.Queue && lk.w == nil {
 		lk.q = localq.New(cfg.Name)
 	}
 	return lk, nil
@@ -237,6 +315,7 @@ func (lk *Locker[D]) Close() error {
 	if lk.closed.Swap(true) {
 		return nil
 	}
+	lk.stopNow()
 	if lk.q != nil {
 		lk.q.Close()
 	}
@@ -321,6 +400,9 @@ func (lk *Locker[D]) Acquire(ctx context.Context, key string, opts ...lockswap.O
 	if err != nil {
 		return nil, err
 	}
+	if lk.w != nil {
+		return lk.wait(ctx, key, o)
+	}
 	first := true
 	try := lockswap.LimitOutage(o.MaxOutage, func(ctx context.Context) (lockswap.Lock, error) {
 		l, err := lk.try(ctx, key, o.TTL, first)
@@ -352,7 +434,7 @@ func (lk *Locker[D]) TryAcquire(ctx context.Context, key string, opts ...lockswa
 func (lk *Locker[D]) try(ctx context.Context, key string, ttl time.Duration, first bool) (lockswap.Lock, error) {
 	return attempt.Run(ctx, &lk.bg, func(rctx context.Context) (lockswap.Lock, error) {
 		l := &lock[D]{lk: lk}
-		l.c = Claim[D]{Key: key, Token: lockstate.NewToken(), TTL: ttl, First: first}
+		l.c = Claim[D]{Key: key, Token: lockstate.NewToken(), TTL: ttl, First: first, l: l}
 		start := time.Now()
 		g, err := lk.d.Acquire(rctx, &l.c)
 		if err != nil {
@@ -364,6 +446,38 @@ func (lk *Locker[D]) try(ctx context.Context, key string, ttl time.Duration, fir
 		l.granted(start, g)
 		return l, nil
 	})
+}
+
+// wait is Acquire through a Waiter: the driver waits, under ctx also
+// cancelled by Close; a lock taken after the caller gave up is given back.
+func (lk *Locker[D]) wait(ctx context.Context, key string, o lockswap.Options) (lockswap.Lock, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, lk.fail("acquire", key, fmt.Errorf("not attempted: %w", err))
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(lk.stop, cancel)()
+	l := &lock[D]{lk: lk}
+	l.c = Claim[D]{Key: key, Token: lockstate.NewToken(), TTL: o.TTL, First: true, l: l}
+	start := time.Now()
+	g, err := lk.w.Wait(wctx, &l.c, WaitOptions{Retry: o.Retry, MaxOutage: o.MaxOutage})
+	if err != nil {
+		if lk.closed.Load() && !errors.Is(err, lockswap.ErrClosed) {
+			err = fmt.Errorf("%w (%v)", lockswap.ErrClosed, err)
+		}
+		return nil, lk.fail("acquire", key, err)
+	}
+	l.granted(start, g)
+	if ctx.Err() != nil {
+		release := func(ctx context.Context) { _ = l.Release(ctx) }
+		if !lk.bg.Go(ctx, release) {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), attempt.Grace)
+			release(rctx)
+			cancel()
+		}
+		return nil, lk.fail("acquire", key, fmt.Errorf("acquired as the wait was given up; giving it back: %w", ctx.Err()))
+	}
+	return l, nil
 }
 
 // undo releases c in the background: a request whose outcome is unknown
@@ -393,7 +507,19 @@ type lock[D any] struct {
 	lk       *Locker[D]
 	c        Claim[D] // c.TTL and c.Data change only inside the gate
 	released atomic.Bool
-	gate     gate // one Extend or Release at a time
+	lost     atomic.Bool // see Claim.Lose
+	gate     gate        // one Extend or Release at a time
+}
+
+// Deadline is the kit's deadline, or the driver's Bound when earlier.
+func (l *lock[D]) Deadline() time.Time {
+	d := l.State.Deadline()
+	if l.lk.bd != nil {
+		if b := l.lk.bd.Bound(&l.c); b.Before(d) {
+			return b
+		}
+	}
+	return d
 }
 
 // granted sets up l, whose attempt started at start, as held.
@@ -455,6 +581,9 @@ func (l *lock[D]) Release(ctx context.Context) error {
 	}
 	lk, key := l.lk, l.c.Key
 	if lk.closed.Load() {
+		if l.lost.Load() {
+			return lk.fail("release", key, fmt.Errorf("%w, and the lock was lost (%w)", lockswap.ErrClosed, lockswap.ErrLost))
+		}
 		return lk.fail("release", key, lockswap.ErrClosed)
 	}
 	limit := attempt.Limit(ctx, lockswap.CleanupTimeout)
@@ -521,7 +650,7 @@ func (l *lock[D]) settle(released bool) {
 func (l *lock[D]) handOver(ctx context.Context, t *localq.Ticket) error {
 	lk, key := l.lk, l.c.Key
 	next := &lock[D]{lk: lk}
-	next.c = Claim[D]{Key: key, Token: lockstate.NewToken(), TTL: t.TTL()}
+	next.c = Claim[D]{Key: key, Token: lockstate.NewToken(), TTL: t.TTL(), l: next}
 	// The claimed waiter waits for this request whatever its own context
 	// does, so the request is bounded even when ctx is not.
 	hctx, stop := attempt.Context(ctx, lockswap.CleanupTimeout)
