@@ -433,8 +433,7 @@ func (lk *Locker[D]) TryAcquire(ctx context.Context, key string, opts ...lockswa
 // its way gets no lock and leaves none (see internal/attempt).
 func (lk *Locker[D]) try(ctx context.Context, key string, ttl time.Duration, first bool) (lockswap.Lock, error) {
 	return attempt.Run(ctx, &lk.bg, func(rctx context.Context) (lockswap.Lock, error) {
-		l := &lock[D]{lk: lk}
-		l.c = Claim[D]{Key: key, Token: lockstate.NewToken(), TTL: ttl, First: first, l: l}
+		l := lk.newLock(key, ttl, first)
 		start := time.Now()
 		g, err := lk.d.Acquire(rctx, &l.c)
 		if err != nil {
@@ -457,8 +456,7 @@ func (lk *Locker[D]) wait(ctx context.Context, key string, o lockswap.Options) (
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(lk.stop, cancel)()
-	l := &lock[D]{lk: lk}
-	l.c = Claim[D]{Key: key, Token: lockstate.NewToken(), TTL: o.TTL, First: true, l: l}
+	l := lk.newLock(key, o.TTL, true)
 	start := time.Now()
 	g, err := lk.w.Wait(wctx, &l.c, WaitOptions{Retry: o.Retry, MaxOutage: o.MaxOutage})
 	if err != nil {
@@ -522,10 +520,22 @@ func (l *lock[D]) Deadline() time.Time {
 	return d
 }
 
-// granted sets up l, whose attempt started at start, as held.
+// newLock returns the lock of one attempt, before the driver's request:
+// its State is already usable (with a provisional deadline, the TTL from
+// now), so that the driver may call Claim.Lose and Claim.Done from then on.
+func (lk *Locker[D]) newLock(key string, ttl time.Duration, first bool) *lock[D] {
+	l := &lock[D]{lk: lk}
+	l.c = Claim[D]{Key: key, Token: lockstate.NewToken(), TTL: ttl, First: first, l: l}
+	l.Init(key, l.c.Token, 0, false, time.Now().Add(ttl))
+	return l
+}
+
+// granted sets up l, whose attempt started at start, as held. A lock the
+// driver already lost (Claim.Lose) stays ended.
 func (l *lock[D]) granted(start time.Time, g Grant) {
 	l.SetTTL(l.c.TTL)
-	l.Init(l.c.Key, l.c.Token, g.Fence, l.lk.cfg.Fence, deadline(start, l.c.TTL, g))
+	l.SetFence(g.Fence, l.lk.cfg.Fence)
+	l.SetDeadline(deadline(start, l.c.TTL, g))
 }
 
 func deadline(start time.Time, ttl time.Duration, g Grant) time.Time {
@@ -649,8 +659,7 @@ func (l *lock[D]) settle(released bool) {
 // first local waiter (claimed by t).
 func (l *lock[D]) handOver(ctx context.Context, t *localq.Ticket) error {
 	lk, key := l.lk, l.c.Key
-	next := &lock[D]{lk: lk}
-	next.c = Claim[D]{Key: key, Token: lockstate.NewToken(), TTL: t.TTL(), l: next}
+	next := lk.newLock(key, t.TTL(), false)
 	// The claimed waiter waits for this request whatever its own context
 	// does, so the request is bounded even when ctx is not.
 	hctx, stop := attempt.Context(ctx, lockswap.CleanupTimeout)
