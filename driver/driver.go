@@ -147,29 +147,71 @@ type HandOver[D any] interface {
 
 // Waiter is implemented by drivers that wait for a held lock without
 // polling (etcdlease's queue woken by a watch). The kit then calls Wait for
-// Acquire instead of its retry loop and local queue (Config.Queue is
+// Acquire instead of Acquire, with no local queue (Config.Queue is
 // ignored); TryAcquire still calls Acquire.
 type Waiter[D any] interface {
-	// Wait takes c.Key for c.TTL as Acquire does, waiting while another
-	// owner holds it, as long as ctx and o allow: it returns when it holds
-	// the lock, when ctx ends (an error matching ctx.Err() and, as for
-	// lockswap.WaitError, what it waited for), when the outage or the retry
-	// policy of o ends the wait (an error matching
-	// lockswap.ErrUnavailable), or on an error retrying cannot fix. ctx
-	// has no request deadline (bound each request yourself) and is
-	// cancelled by Close. An attempt that fails or is cancelled leaves
-	// nothing behind: the driver gives back what it wrote.
-	Wait(ctx context.Context, c *Claim[D], o WaitOptions) (Grant, error)
+	// Wait makes one attempt to take c.Key for c.TTL, as Acquire does, but
+	// while another owner holds the key it waits for a change (not by
+	// polling) until it holds the lock or ctx ends. It returns an error
+	// matching lockswap.ErrHeld when ctx ended the wait, and one matching
+	// lockswap.ErrUnavailable on an outage: the kit then tries again per
+	// the retry policy until the backend has answered nothing for the
+	// call's lockswap.WithMaxOutage. It tells o each time the backend
+	// answers (o.Answered), and bounds its requests by what is left of the
+	// outage bound (o.Left), also while it waits. ctx has no request
+	// deadline (bound each request) and is cancelled by Close. An attempt
+	// that fails or is cancelled leaves nothing behind: the driver gives
+	// back what it wrote.
+	Wait(ctx context.Context, c *Claim[D], o *Outage) (Grant, error)
 }
 
-// WaitOptions is what a [Waiter]'s wait may spend, from the call's options
-// over the Locker's defaults.
-type WaitOptions struct {
-	// Retry is the policy between attempts that failed with an outage.
-	Retry lockswap.RetryStrategy
-	// MaxOutage ends the wait once the backend has answered nothing for
-	// that long; zero or less is no bound (see lockswap.WithMaxOutage).
-	MaxOutage time.Duration
+// Outage tracks, for one Acquire through a [Waiter], when the backend
+// last answered: the kit ends the wait with lockswap.ErrUnavailable once
+// the call's outage bound (lockswap.WithMaxOutage) has passed since. A
+// bound of zero or less, or a nil *Outage, is no bound. Its methods are
+// safe for concurrent use.
+type Outage struct {
+	limit  time.Duration
+	mu     sync.Mutex
+	lastOK time.Time
+}
+
+func newOutage(limit time.Duration) *Outage { return &Outage{limit: limit, lastOK: time.Now()} }
+
+// Limit returns the outage bound; zero or less (and a nil *Outage) is no
+// bound.
+func (o *Outage) Limit() time.Duration {
+	if o == nil {
+		return 0
+	}
+	return o.limit
+}
+
+// Answered records an answer from the backend.
+func (o *Outage) Answered() {
+	if o == nil {
+		return
+	}
+	o.mu.Lock()
+	o.lastOK = time.Now()
+	o.mu.Unlock()
+}
+
+// Left returns how long the outage may still last before it ends the wait
+// (negative once it has), and false when there is no bound.
+func (o *Outage) Left() (time.Duration, bool) {
+	if o == nil || o.limit <= 0 {
+		return 0, false
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return time.Until(o.lastOK.Add(o.limit)), true
+}
+
+// Over reports whether the outage has lasted past its bound.
+func (o *Outage) Over() bool {
+	left, bounded := o.Left()
+	return bounded && left <= 0
 }
 
 // Bounder is implemented by drivers whose locks also end with something
@@ -447,8 +489,10 @@ func (lk *Locker[D]) try(ctx context.Context, key string, ttl time.Duration, fir
 	})
 }
 
-// wait is Acquire through a Waiter: the driver waits, under ctx also
-// cancelled by Close; a lock taken after the caller gave up is given back.
+// wait is Acquire through a Waiter: one Wait after another while the
+// failures are outages and the retry policy and the outage bound allow,
+// under ctx also cancelled by Close. A lock taken after the caller gave up
+// is given back.
 func (lk *Locker[D]) wait(ctx context.Context, key string, o lockswap.Options) (lockswap.Lock, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, lk.fail("acquire", key, fmt.Errorf("not attempted: %w", err))
@@ -456,26 +500,75 @@ func (lk *Locker[D]) wait(ctx context.Context, key string, o lockswap.Options) (
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(lk.stop, cancel)()
-	l := lk.newLock(key, o.TTL, true)
-	start := time.Now()
-	g, err := lk.w.Wait(wctx, &l.c, WaitOptions{Retry: o.Retry, MaxOutage: o.MaxOutage})
-	if err != nil {
+	ob := newOutage(o.MaxOutage)
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	var prev error
+	for n := 1; ; n++ {
+		l := lk.newLock(key, o.TTL, n == 1)
+		start := time.Now()
+		g, err := lk.w.Wait(wctx, &l.c, ob)
+		if err == nil {
+			l.granted(start, g)
+			if ctx.Err() != nil {
+				release := func(ctx context.Context) { _ = l.Release(ctx) }
+				if !lk.bg.Go(ctx, release) {
+					rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), attempt.Grace)
+					release(rctx)
+					cancel()
+				}
+				return nil, lk.fail("acquire", key, fmt.Errorf("acquired as the wait was given up; giving it back: %w", ctx.Err()))
+			}
+			return l, nil
+		}
 		if lk.closed.Load() && !errors.Is(err, lockswap.ErrClosed) {
 			err = fmt.Errorf("%w (%v)", lockswap.ErrClosed, err)
 		}
-		return nil, lk.fail("acquire", key, err)
-	}
-	l.granted(start, g)
-	if ctx.Err() != nil {
-		release := func(ctx context.Context) { _ = l.Release(ctx) }
-		if !lk.bg.Go(ctx, release) {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), attempt.Grace)
-			release(rctx)
-			cancel()
+		if errors.Is(err, lockswap.ErrClosed) {
+			return nil, lk.fail("acquire", key, err)
 		}
-		return nil, lk.fail("acquire", key, fmt.Errorf("acquired as the wait was given up; giving it back: %w", ctx.Err()))
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			// The context ended the wait: the cause is what the wait was
+			// for (the holder, ErrHeld) or the attempt before, if this one
+			// failed because of the context.
+			cause := err
+			if !errors.Is(err, lockswap.ErrHeld) && prev != nil {
+				cause = prev
+			}
+			return nil, lk.fail("acquire", key, lockswap.WaitError(cause, ctxErr))
+		}
+		if !errors.Is(err, lockswap.ErrHeld) && !errors.Is(err, lockswap.ErrUnavailable) {
+			return nil, lk.fail("acquire", key, err)
+		}
+		if errors.Is(err, lockswap.ErrUnavailable) && ob.Over() {
+			return nil, lk.fail("acquire", key, fmt.Errorf("no answer for %v (see lockswap.WithMaxOutage): %w", ob.limit, err))
+		}
+		prev = err
+		delay, ok := o.Retry.NextDelay(n)
+		if !ok {
+			return nil, lk.fail("acquire", key, err)
+		}
+		if left, bounded := ob.Left(); bounded {
+			delay = min(delay, max(left, 0))
+		}
+		if timer == nil {
+			timer = time.NewTimer(delay)
+		} else {
+			timer.Reset(delay)
+		}
+		select {
+		case <-wctx.Done():
+			if lk.closed.Load() {
+				return nil, lk.fail("acquire", key, fmt.Errorf("%w (%v)", lockswap.ErrClosed, err))
+			}
+			return nil, lk.fail("acquire", key, lockswap.WaitError(err, ctx.Err()))
+		case <-timer.C:
+		}
 	}
-	return l, nil
 }
 
 // undo releases c in the background: a request whose outcome is unknown

@@ -3,6 +3,7 @@ package driver_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,13 +16,13 @@ import (
 type waiter struct {
 	fake
 	free  chan struct{}
-	waits chan driver.WaitOptions
+	waits chan *driver.Outage
 	bound time.Time
 	claim chan *driver.Claim[int]
 	deaf  bool // Wait ignores its context (a reply already on its way)
 }
 
-func (w *waiter) Wait(ctx context.Context, c *driver.Claim[int], o driver.WaitOptions) (driver.Grant, error) {
+func (w *waiter) Wait(ctx context.Context, c *driver.Claim[int], o *driver.Outage) (driver.Grant, error) {
 	w.waits <- o
 	if w.deaf {
 		<-w.free
@@ -43,7 +44,7 @@ func (w *waiter) Bound(*driver.Claim[int]) time.Time { return w.bound }
 
 func newWaiter(t *testing.T) (*waiter, *driver.Locker[int]) {
 	t.Helper()
-	w := &waiter{free: make(chan struct{}), waits: make(chan driver.WaitOptions, 10)}
+	w := &waiter{free: make(chan struct{}), waits: make(chan *driver.Outage, 10)}
 	lk, err := driver.New[int](w, driver.Config{Name: "waiter", Fence: true, Queue: true,
 		Retry: lockswap.ConstantRetry(time.Hour)})
 	if err != nil {
@@ -53,9 +54,9 @@ func newWaiter(t *testing.T) (*waiter, *driver.Locker[int]) {
 	return w, lk
 }
 
-// TestWaiter: Acquire goes through the driver's Wait (once, with the
-// call's options, without the kit's retry loop or queue); TryAcquire still
-// makes one attempt; errors carry the kit's prefix.
+// TestWaiter: Acquire goes through the driver's Wait (once when it takes
+// the lock, with the call's outage bound, without the local queue);
+// TryAcquire still makes one attempt; errors carry the kit's prefix.
 func TestWaiter(t *testing.T) {
 	w, lk := newWaiter(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -68,8 +69,8 @@ func TestWaiter(t *testing.T) {
 		got <- err
 	}()
 	o := <-w.waits
-	if o.MaxOutage != 3*time.Second || o.Retry == nil {
-		t.Errorf("Wait got %+v, want the call's MaxOutage and a retry policy", o)
+	if o.Limit() != 3*time.Second {
+		t.Errorf("Wait's outage bound %v, want the call's 3s", o.Limit())
 	}
 	if n := lk.Waiting("k"); n != 0 {
 		t.Errorf("Waiting = %d, want 0: a Waiter's calls do not use the local queue", n)
@@ -209,4 +210,49 @@ func TestLoseAndBound(t *testing.T) {
 
 func startsWith(err error, prefix string) bool {
 	return err != nil && len(err.Error()) >= len(prefix) && err.Error()[:len(prefix)] == prefix
+}
+
+// outageWaiter is a Waiter whose every attempt fails as an outage after
+// the backend answered (or not) as the test says.
+type outageWaiter struct {
+	fake
+	calls   int
+	answers int // the first answers attempts get an answer before failing
+}
+
+func (w *outageWaiter) Wait(ctx context.Context, c *driver.Claim[int], o *driver.Outage) (driver.Grant, error) {
+	w.calls++
+	if w.calls <= w.answers {
+		o.Answered()
+	}
+	return driver.Grant{}, errLostReply
+}
+
+// TestWaiterOutage: the kit tries a Waiter again after an outage, per the
+// retry policy, and gives up with ErrUnavailable once the backend has not
+// answered for the call's outage bound, counted from its last answer.
+func TestWaiterOutage(t *testing.T) {
+	w := &outageWaiter{answers: 5}
+	lk, err := driver.New[int](w, driver.Config{Name: "outage", Retry: lockswap.ConstantRetry(20 * time.Millisecond)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lk.Close()
+	start := time.Now()
+	_, err = lk.Acquire(context.Background(), "k", lockswap.WithMaxOutage(100*time.Millisecond))
+	took := time.Since(start)
+	if !errors.Is(err, lockswap.ErrUnavailable) || !strings.Contains(err.Error(), "WithMaxOutage") {
+		t.Fatalf("Acquire: %v, want ErrUnavailable naming WithMaxOutage", err)
+	}
+	// 5 answered attempts 20 ms apart, then 100 ms without an answer.
+	if w.calls < 6 || took < 180*time.Millisecond {
+		t.Errorf("gave up after %d attempts and %v, want the outage counted from the last answer", w.calls, took)
+	}
+	w.calls, w.answers = 0, 0
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_, err = lk.Acquire(ctx, "k", lockswap.WithMaxOutage(-1))
+	if !errors.Is(err, lockswap.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) || w.calls < 2 {
+		t.Errorf("Acquire with no outage bound: %v after %d attempts, want ErrUnavailable and the context's error", err, w.calls)
+	}
 }

@@ -544,7 +544,7 @@ func (lk *Locker) callCtx(ctx context.Context) (context.Context, context.CancelF
 }
 
 // errClosed is the error of a call that Close ended.
-var errClosed = fmt.Errorf("the Locker was closed: %w", lockswap.ErrClosed)
+var errClosed = lockswap.ErrClosed
 
 // closedBecause is the error of a call that Close ended while it failed
 // with err.
@@ -628,73 +628,26 @@ func (lk *Locker) fail(err error) error {
 
 // reqCtx bounds one request by the request timeout and, for Acquire, by the
 // end of its outage allowance.
-func (lk *Locker) reqCtx(ctx context.Context, ob *outage) (context.Context, context.CancelFunc) {
+func (lk *Locker) reqCtx(ctx context.Context, ob *driver.Outage) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, lk.reqTimeout(ob))
 }
 
 // reqTimeout is how long one request may take: the request timeout, and
 // for Acquire no longer than what is left of its outage bound.
-func (lk *Locker) reqTimeout(ob *outage) time.Duration {
+func (lk *Locker) reqTimeout(ob *driver.Outage) time.Duration {
 	d := lk.opts.RequestTimeout
-	if left, bounded := ob.left(); bounded {
+	if left, bounded := ob.Left(); bounded {
 		d = min(d, max(left, time.Millisecond))
 	}
 	return d
 }
 
-// outage tracks, for one Acquire, when etcd last answered it: Acquire gives
-// up with ErrUnavailable once its outage bound (the call's
-// lockswap.Options.MaxOutage) has passed since. A bound of zero or less is
-// no bound (as in lockswap.LimitOutage): the outage never ends the wait. A
-// nil *outage (TryAcquire, Extend, Release) is no bound either.
-type outage struct {
-	limit  time.Duration // > 0, or no bound
-	mu     sync.Mutex
-	lastOK time.Time
-}
-
-func newOutage(limit time.Duration) *outage { return &outage{limit: limit, lastOK: time.Now()} }
-
-// bounded reports whether the outage ends the wait at all.
-func (o *outage) bounded() bool { return o != nil && o.limit > 0 }
-
-// ok records an answer from etcd.
-func (o *outage) ok() {
-	if o == nil {
-		return
-	}
-	o.mu.Lock()
-	o.lastOK = time.Now()
-	o.mu.Unlock()
-}
-
-// left returns how long the outage may still last before it ends the wait
-// (negative once it has), and false when there is no bound.
-func (o *outage) left() (time.Duration, bool) {
-	if !o.bounded() {
-		return 0, false
-	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return time.Until(o.lastOK.Add(o.limit)), true
-}
-
-// over reports whether the outage has lasted past its bound.
-func (o *outage) over() bool {
-	left, bounded := o.left()
-	return bounded && left <= 0
-}
-
 // probePeriod is how often a quiet waiter reads the key it waits for:
-// probeEvery, or a third of the bound when smaller (at least 10 ms), so
-// that an outage is noticed in time.
-func (o *outage) probePeriod() time.Duration {
-	if !o.bounded() {
+// probeEvery, or a third of the outage bound when smaller (at least 10 ms),
+// so that an outage is noticed in time.
+func probePeriod(ob *driver.Outage) time.Duration {
+	if ob.Limit() <= 0 {
 		return probeEvery
 	}
-	return min(probeEvery, max(o.limit/3, 10*time.Millisecond))
-}
-
-func (o *outage) err(cause error) error {
-	return fmt.Errorf("etcd answered no request for %v (see lockswap.WithMaxOutage): %w", o.limit, cause)
+	return min(probeEvery, max(ob.Limit()/3, 10*time.Millisecond))
 }

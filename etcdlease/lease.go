@@ -11,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/driver"
 	"github.com/lockswap/lockswap/internal/lockstate"
 )
 
@@ -52,12 +53,12 @@ func leaseSeconds(ttl time.Duration) int64 {
 
 // lease returns the live lease for ttl, granting it on first use, with a
 // hold on it for the caller's attempt (released by done, or passed on to
-// the lock). ob, when it has a bound (Acquire's, see outage), bounds the
+// the lock). ob, when it has a bound (Acquire's, see driver.Outage), bounds the
 // wait for the grant by what is left of it.
-func (lk *Locker) lease(ctx context.Context, ttl time.Duration, ob *outage) (*lease, error) {
+func (lk *Locker) lease(ctx context.Context, ttl time.Duration, ob *driver.Outage) (*lease, error) {
 	secs := leaseSeconds(ttl)
 	var outageC <-chan time.Time
-	if left, bounded := ob.left(); bounded {
+	if left, bounded := ob.Left(); bounded {
 		t := time.NewTimer(max(left, 0))
 		defer t.Stop()
 		outageC = t.C

@@ -67,70 +67,21 @@ func (lk *Locker) tryOnce(ctx context.Context, c *driver.Claim[*entry]) (driver.
 	return lk.held(ctx, c, myKey, slot, resp.Header.Revision, ls, start)
 }
 
-// Wait is Acquire: it joins the lock's queue and waits, woken by a watch,
-// until it is first. The wait ends early when ctx ends (the queue key is
-// then removed), when the Locker is closed (ErrClosed), when the retry
-// policy gives up after an outage, and when etcd has answered none of its
-// requests for o.MaxOutage (ErrUnavailable). Errors that retrying cannot
-// fix (ErrInvalid) end it at once.
-func (d drv) Wait(ctx context.Context, c *driver.Claim[*entry], o driver.WaitOptions) (driver.Grant, error) {
+// Wait is one attempt of Acquire: it joins the lock's queue and waits,
+// woken by a watch, until it is first. The wait ends early when ctx ends
+// (the queue key is then removed; ErrHeld), when the Locker is closed
+// (ErrClosed), and when etcd has answered none of its requests for the
+// call's outage bound (ErrUnavailable: the kit decides whether to try
+// again). Errors that retrying cannot fix (ErrInvalid) end it at once.
+func (d drv) Wait(ctx context.Context, c *driver.Claim[*entry], ob *driver.Outage) (driver.Grant, error) {
 	lk := d.lk
 	cctx, stop := lk.callCtx(ctx)
 	defer stop()
-	ob := newOutage(o.MaxOutage)
-	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
-	var prev error
-	for attempt := 1; ; attempt++ {
-		g, err := lk.queue(cctx, c, ob)
-		if err == nil {
-			return g, nil
-		}
-		if lk.isClosed() {
-			return g, closedBecause(err)
-		}
-		if ctxErr := ctx.Err(); ctxErr != nil {
-			// The context ended the wait: the cause is what the wait was
-			// for (the holder, ErrHeld) or the attempt before, if this one
-			// failed because of the context.
-			cause := err
-			if !errors.Is(err, lockswap.ErrHeld) && prev != nil {
-				cause = prev
-			}
-			return g, lockswap.WaitError(cause, ctxErr)
-		}
-		if !errors.Is(err, lockswap.ErrHeld) && !errors.Is(err, lockswap.ErrUnavailable) {
-			return g, err
-		}
-		if errors.Is(err, lockswap.ErrUnavailable) && ob.over() {
-			return g, ob.err(err)
-		}
-		prev = err
-		delay, ok := o.Retry.NextDelay(attempt)
-		if !ok {
-			return g, err
-		}
-		if left, bounded := ob.left(); bounded {
-			delay = min(delay, max(left, 0))
-		}
-		if timer == nil {
-			timer = time.NewTimer(delay)
-		} else {
-			timer.Reset(delay)
-		}
-		select {
-		case <-cctx.Done():
-			if lk.isClosed() {
-				return g, closedBecause(err)
-			}
-			return g, lockswap.WaitError(err, ctx.Err())
-		case <-timer.C:
-		}
+	g, err := lk.queue(cctx, c, ob)
+	if err != nil && lk.isClosed() {
+		return g, closedBecause(err)
 	}
+	return g, err
 }
 
 // Bound is the lease's deadline as this client knows it: the send time of
@@ -155,7 +106,7 @@ func queueOpts(maxRev int64) []clientv3.OpOption {
 
 // queue makes one attempt of Acquire. Its errors are not wrapped with the
 // context's (Wait does that once).
-func (lk *Locker) queue(ctx context.Context, c *driver.Claim[*entry], ob *outage) (driver.Grant, error) {
+func (lk *Locker) queue(ctx context.Context, c *driver.Claim[*entry], ob *driver.Outage) (driver.Grant, error) {
 	ls, err := lk.lease(ctx, c.TTL, ob)
 	if err != nil {
 		return driver.Grant{}, err
@@ -175,7 +126,7 @@ func (lk *Locker) queue(ctx context.Context, c *driver.Claim[*entry], ob *outage
 		lk.giveBack(ctx, myKey, slot, ls, err)
 		return driver.Grant{}, lk.fail(err)
 	}
-	ob.ok()
+	ob.Answered()
 	myRev := resp.Header.Revision
 	kvs := resp.Responses[1].GetResponseRange().Kvs
 	header := resp.Header.Revision
@@ -209,7 +160,7 @@ func (lk *Locker) queue(ctx context.Context, c *driver.Claim[*entry], ob *outage
 			lk.giveBack(ctx, myKey, slot, ls, err)
 			return driver.Grant{}, lk.fail(err)
 		}
-		ob.ok()
+		ob.Answered()
 		kvs, header = g.Kvs, g.Header.Revision
 	}
 }
@@ -231,11 +182,11 @@ func (lk *Locker) queue(ctx context.Context, c *driver.Claim[*entry], ob *outage
 // no longer answers, which ends the wait with ErrUnavailable once the
 // outage bound has passed (never, without a bound). Each watch's creation
 // is bounded like a request (see startWatch).
-func (lk *Locker) waitDelete(ctx context.Context, k string, created, rev int64, ob *outage) error {
+func (lk *Locker) waitDelete(ctx context.Context, k string, created, rev int64, ob *driver.Outage) error {
 	stopWatch := func() {}
 	defer func() { stopWatch() }()
 	closing := lk.ctx.Done()
-	probe := time.NewTicker(ob.probePeriod())
+	probe := time.NewTicker(probePeriod(ob))
 	defer probe.Stop()
 	// check reads k: done when it is gone or is another contender's.
 	check := func() (done bool, err error) {
@@ -245,7 +196,7 @@ func (lk *Locker) waitDelete(ctx context.Context, k string, created, rev int64, 
 		if err != nil {
 			return false, err
 		}
-		ob.ok()
+		ob.Answered()
 		if len(g.Kvs) == 0 || g.Kvs[0].CreateRevision != created {
 			return true, nil
 		}
@@ -283,7 +234,7 @@ func (lk *Locker) waitDelete(ctx context.Context, k string, created, rev int64, 
 					if classify(err) == lockswap.ErrInvalid {
 						return err
 					}
-					if ob.over() {
+					if ob.Over() {
 						return fmt.Errorf("waiting for %s: %w: %w", lockstate.QuoteKey(k), lockswap.ErrUnavailable, err)
 					}
 				}
@@ -298,7 +249,7 @@ func (lk *Locker) waitDelete(ctx context.Context, k string, created, rev int64, 
 			if err := wr.Err(); err != nil {
 				return nil // cancelled by the server: the caller re-reads the queue
 			}
-			ob.ok()
+			ob.Answered()
 			if wr.Created {
 				if wr.Header.Revision <= rev {
 					continue
@@ -339,7 +290,7 @@ func (lk *Locker) waitDelete(ctx context.Context, k string, created, rev int64, 
 // confirm in time the watch is cancelled and the error matches
 // lockswap.ErrUnavailable and context.DeadlineExceeded. The watch ends with
 // ctx or when the returned cancel is called.
-func (lk *Locker) startWatch(ctx context.Context, k string, ob *outage) (clientv3.WatchChan, context.CancelFunc, error) {
+func (lk *Locker) startWatch(ctx context.Context, k string, ob *driver.Outage) (clientv3.WatchChan, context.CancelFunc, error) {
 	wctx, cancel := context.WithCancel(ctx)
 	d := lk.reqTimeout(ob)
 	t := time.AfterFunc(d, cancel)
