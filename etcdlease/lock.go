@@ -238,6 +238,9 @@ func (l *entry) deleteKey(ctx context.Context, live bool) error {
 		return fmt.Errorf("key %s was already gone: %w", lockstate.QuoteKey(l.etcdKey), lockswap.ErrLost)
 	}
 	settled := l.settle(stateReleased)
+	// Done closes now, also when the caller of Release stopped waiting
+	// for this delete (the kit then left the lock as it was).
+	l.claim.Lose()
 	l.stopWatch()
 	if settled {
 		lk.putSlot(l.slot)
