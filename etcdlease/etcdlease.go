@@ -103,8 +103,9 @@
 // Deadline and Done bookkeeping, one Extend or Release of a lock at a time,
 // the "etcdlease: op key:" prefix of every error), and this package speaks
 // only etcd: the leases, the queue transaction, the watch that wakes a waiter
-// (Acquire is the driver's Wait, not the kit's retry loop), the watch that
-// finds a held lock lost, and the ownership comparison. A lock Acquire
+// (Acquire calls the driver's Wait, one attempt that waits on a watch; the
+// kit tries again after an outage and keeps the outage bound), the watch
+// that finds a held lock lost, and the ownership comparison. A lock Acquire
 // returns is the kit's; [IsOwner], [EtcdKey] and [LeaseID] read its etcd
 // side.
 //
