@@ -1,8 +1,10 @@
 // Package driver is the kit that turns a lock service's protocol into a
 // [lockswap.Locker], in the shape of go-cloud's portable types and
 // database/sql's drivers: a backend implements [Driver] (one attempt,
-// extend, release, and optionally [HandOver]) and [New] builds the Locker
-// around it. The kit does, once for every backend:
+// extend, release, and optionally [HandOver], [Waiter] for a backend that
+// waits for a change instead of polling, and [Bounder]) and [New] builds
+// the Locker around it; a driver that finds a held lock lost tells the kit
+// with [Claim.Lose]. The kit does, once for every backend:
 //
 //   - the closed check, and key, TTL and option validation against the
 //     backend's declared limits ([Config]);
@@ -72,6 +74,35 @@ type Claim[D any] struct {
 	// Release of one lock never run at once, but a driver whose Extend
 	// changes Data while its lock's own accessors read it guards Data itself.
 	Data D
+
+	l *lock[D] // the lock this claim was made for
+}
+
+// Lose tells the kit that the lock c was made for is lost (a watch saw
+// its key deleted, the lease it hangs on expired): its Done closes, Extend
+// returns an error matching lockswap.ErrLost without asking the driver,
+// and a Release after the Locker's Close returns one matching both
+// lockswap.ErrClosed and lockswap.ErrLost. A driver may call it from any
+// goroutine, at any time after its Acquire (or Wait) began, on the claim
+// it was given or a copy; before the Acquire returns, the lock is returned
+// already ended. Release still asks the driver, which must then remove the
+// key only if it is still ours.
+func (c *Claim[D]) Lose() {
+	if c.l != nil {
+		c.l.lost.Store(true)
+		c.l.End()
+	}
+}
+
+// Done returns the Done channel of the lock c was made for, closed at its
+// deadline, when it is released and when it is lost: what a driver's own
+// work for a held lock (a watch) waits on to end. Nil before the kit
+// made the lock.
+func (c *Claim[D]) Done() <-chan struct{} {
+	if c.l == nil {
+		return nil
+	}
+	return c.l.Done()
 }
 
 // Grant is a driver's answer to a successful Acquire or Extend.
@@ -119,6 +150,86 @@ type HandOver[D any] interface {
 	HandOver(ctx context.Context, held, next *Claim[D]) (g Grant, acquireErr error, released func() error)
 }
 
+// Waiter is implemented by drivers that wait for a held lock without
+// polling (etcdlease's queue woken by a watch). The kit then calls Wait for
+// Acquire instead of Acquire, with no local queue (Config.Queue is
+// ignored); TryAcquire still calls Acquire.
+type Waiter[D any] interface {
+	// Wait makes one attempt to take c.Key for c.TTL, as Acquire does, but
+	// while another owner holds the key it waits for a change (not by
+	// polling) until it holds the lock or ctx ends. It returns an error
+	// matching lockswap.ErrHeld when ctx ended the wait, and one matching
+	// lockswap.ErrUnavailable on an outage: the kit then tries again per
+	// the retry policy until the backend has answered nothing for the
+	// call's lockswap.WithMaxOutage. It tells o each time the backend
+	// answers (o.Answered), and bounds its requests by what is left of the
+	// outage bound (o.Left), also while it waits. ctx has no request
+	// deadline (bound each request) and is cancelled by Close. An attempt
+	// that fails or is cancelled leaves nothing behind: the driver gives
+	// back what it wrote.
+	Wait(ctx context.Context, c *Claim[D], o *Outage) (Grant, error)
+}
+
+// Outage tracks, for one Acquire through a [Waiter], when the backend
+// last answered: the kit ends the wait with lockswap.ErrUnavailable once
+// the call's outage bound (lockswap.WithMaxOutage) has passed since. A
+// bound of zero or less, or a nil *Outage, is no bound. Its methods are
+// safe for concurrent use.
+type Outage struct {
+	limit  time.Duration
+	mu     sync.Mutex
+	lastOK time.Time
+}
+
+func newOutage(limit time.Duration) *Outage { return &Outage{limit: limit, lastOK: time.Now()} }
+
+// Limit returns the outage bound; zero or less (and a nil *Outage) is no
+// bound.
+func (o *Outage) Limit() time.Duration {
+	if o == nil {
+		return 0
+	}
+	return o.limit
+}
+
+// Answered records an answer from the backend.
+func (o *Outage) Answered() {
+	if o == nil {
+		return
+	}
+	o.mu.Lock()
+	o.lastOK = time.Now()
+	o.mu.Unlock()
+}
+
+// Left returns how long the outage may still last before it ends the wait
+// (negative once it has), and false when there is no bound.
+func (o *Outage) Left() (time.Duration, bool) {
+	if o == nil || o.limit <= 0 {
+		return 0, false
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return time.Until(o.lastOK.Add(o.limit)), true
+}
+
+// Over reports whether the outage has lasted past its bound.
+func (o *Outage) Over() bool {
+	left, bounded := o.Left()
+	return bounded && left <= 0
+}
+
+// Bounder is implemented by drivers whose locks also end with something
+// else they keep alive (etcdlease's shared leases, renewed in the
+// background): a lock's Deadline is then the earlier of the kit's and
+// Bound's. A driver that sees the bound pass calls [Claim.Lose].
+type Bounder[D any] interface {
+	// Bound returns the time until which what c hangs on is known to live.
+	// It is called concurrently with anything, so it must not read what
+	// Extend changes without its own guard.
+	Bound(c *Claim[D]) time.Time
+}
+
 // Config describes a backend to the kit. Name is required, and every
 // backend should state its Guarantees.
 type Config struct {
@@ -147,7 +258,8 @@ type Config struct {
 	Fence bool
 	// Queue lines up the Locker's Acquire calls for one key in arrival
 	// order, only the first of them asking the backend (see the package
-	// internal/localq): for a backend that polls.
+	// internal/localq): for a backend that polls. A [Waiter] has no use
+	// for it: it is ignored then.
 	Queue bool
 	// Uncertain reports whether a request that failed with err may
 	// nevertheless have been applied (a transport error, as opposed to an
@@ -168,11 +280,16 @@ type Config struct {
 type Locker[D any] struct {
 	d        Driver[D]
 	ho       HandOver[D] // nil when d cannot hand over
+	w        Waiter[D]   // nil when d polls
+	bd       Bounder[D]  // nil when the kit's deadline is the whole story
 	cfg      Config
 	min, max time.Duration
 	closed   atomic.Bool
 	q        *localq.Queue    // nil unless cfg.Queue
 	bg       background.Group // cleanup that outlives its caller
+	// stop ends at Close: the waits of a Waiter.
+	stop    context.Context
+	stopNow context.CancelFunc
 }
 
 var _ lockswap.Locker = (*Locker[struct{}])(nil)
@@ -206,7 +323,10 @@ func New[D any](d Driver[D], cfg Config) (*Locker[D], error) {
 	if h, ok := d.(HandOver[D]); ok {
 		lk.ho = h
 	}
-	if cfg.Queue {
+	lk.w, _ = d.(Waiter[D])
+	lk.bd, _ = d.(Bounder[D])
+	lk.stop, lk.stopNow = context.WithCancel(context.Background())
+	if cfg.Queue && lk.w == nil {
 		lk.q = localq.New(cfg.Name)
 	}
 	return lk, nil
@@ -241,6 +361,7 @@ func (lk *Locker[D]) Close() error {
 	if lk.closed.Swap(true) {
 		return nil
 	}
+	lk.stopNow()
 	if lk.q != nil {
 		lk.q.Close()
 	}
@@ -328,6 +449,9 @@ func (lk *Locker[D]) Acquire(ctx context.Context, key string, opts ...lockswap.O
 	if err != nil {
 		return nil, err
 	}
+	if lk.w != nil {
+		return lk.wait(ctx, key, o)
+	}
 	first := true
 	try := acquire.LimitOutage(o.MaxOutage, func(ctx context.Context) (lockswap.Lock, error) {
 		l, err := lk.try(ctx, key, o.TTL, first)
@@ -366,8 +490,7 @@ func (lk *Locker[D]) TryAcquire(ctx context.Context, key string, opts ...lockswa
 // its way gets no lock and leaves none (see internal/attempt).
 func (lk *Locker[D]) try(ctx context.Context, key string, ttl time.Duration, first bool) (lockswap.Lock, error) {
 	return attempt.Run(ctx, &lk.bg, func(rctx context.Context) (lockswap.Lock, error) {
-		l := &lock[D]{lk: lk}
-		l.c = Claim[D]{Key: key, Token: lockstate.NewToken(), TTL: ttl, First: first}
+		l := lk.newLock(key, ttl, first)
 		start := time.Now()
 		g, err := lk.d.Acquire(rctx, &l.c)
 		if err != nil {
@@ -379,6 +502,88 @@ func (lk *Locker[D]) try(ctx context.Context, key string, ttl time.Duration, fir
 		l.granted(start, g)
 		return l, nil
 	})
+}
+
+// wait is Acquire through a Waiter: one Wait after another while the
+// failures are outages and the retry policy and the outage bound allow,
+// under ctx also cancelled by Close. A lock taken after the caller gave up
+// is given back.
+func (lk *Locker[D]) wait(ctx context.Context, key string, o lockswap.Options) (lockswap.Lock, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, lk.fail("acquire", key, fmt.Errorf("not attempted: %w", err))
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(lk.stop, cancel)()
+	ob := newOutage(o.MaxOutage)
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	var prev error
+	for n := 1; ; n++ {
+		l := lk.newLock(key, o.TTL, n == 1)
+		start := time.Now()
+		g, err := lk.w.Wait(wctx, &l.c, ob)
+		if err == nil {
+			l.granted(start, g)
+			if ctx.Err() != nil {
+				release := func(ctx context.Context) { _ = l.Release(ctx) }
+				if !lk.bg.Go(ctx, release) {
+					rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), attempt.Grace)
+					release(rctx)
+					cancel()
+				}
+				return nil, lk.fail("acquire", key, fmt.Errorf("acquired as the wait was given up; giving it back: %w", ctx.Err()))
+			}
+			return l, nil
+		}
+		if lk.closed.Load() && !errors.Is(err, lockswap.ErrClosed) {
+			err = fmt.Errorf("%w (%v)", lockswap.ErrClosed, err)
+		}
+		if errors.Is(err, lockswap.ErrClosed) {
+			return nil, lk.fail("acquire", key, err)
+		}
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			// The context ended the wait: the cause is what the wait was
+			// for (the holder, ErrHeld) or the attempt before, if this one
+			// failed because of the context.
+			cause := err
+			if !errors.Is(err, lockswap.ErrHeld) && prev != nil {
+				cause = prev
+			}
+			return nil, lk.fail("acquire", key, acquire.WaitError(cause, ctxErr))
+		}
+		if !errors.Is(err, lockswap.ErrHeld) && !errors.Is(err, lockswap.ErrUnavailable) {
+			return nil, lk.fail("acquire", key, err)
+		}
+		if errors.Is(err, lockswap.ErrUnavailable) && ob.Over() {
+			return nil, lk.fail("acquire", key, fmt.Errorf("no answer for %v (see lockswap.WithMaxOutage): %w", ob.limit, err))
+		}
+		prev = err
+		delay, ok := o.Retry.NextDelay(n)
+		if !ok {
+			return nil, lk.fail("acquire", key, err)
+		}
+		if left, bounded := ob.Left(); bounded {
+			delay = min(delay, max(left, 0))
+		}
+		if timer == nil {
+			timer = time.NewTimer(delay)
+		} else {
+			timer.Reset(delay)
+		}
+		select {
+		case <-wctx.Done():
+			if lk.closed.Load() {
+				return nil, lk.fail("acquire", key, fmt.Errorf("%w (%v)", lockswap.ErrClosed, err))
+			}
+			return nil, lk.fail("acquire", key, acquire.WaitError(err, ctx.Err()))
+		case <-timer.C:
+		}
+	}
 }
 
 // undo releases c in the background: a request whose outcome is unknown
@@ -408,13 +613,37 @@ type lock[D any] struct {
 	lk       *Locker[D]
 	c        Claim[D] // c.TTL and c.Data change only inside the gate
 	released atomic.Bool
-	gate     gate // one Extend or Release at a time
+	lost     atomic.Bool // see Claim.Lose
+	gate     gate        // one Extend or Release at a time
 }
 
-// granted sets up l, whose attempt started at start, as held.
+// Deadline is the kit's deadline, or the driver's Bound when earlier.
+func (l *lock[D]) Deadline() time.Time {
+	d := l.State.Deadline()
+	if l.lk.bd != nil {
+		if b := l.lk.bd.Bound(&l.c); b.Before(d) {
+			return b
+		}
+	}
+	return d
+}
+
+// newLock returns the lock of one attempt, before the driver's request:
+// its State is already usable (with a provisional deadline, the TTL from
+// now), so that the driver may call Claim.Lose and Claim.Done from then on.
+func (lk *Locker[D]) newLock(key string, ttl time.Duration, first bool) *lock[D] {
+	l := &lock[D]{lk: lk}
+	l.c = Claim[D]{Key: key, Token: lockstate.NewToken(), TTL: ttl, First: first, l: l}
+	l.Init(key, l.c.Token, 0, false, time.Now().Add(ttl))
+	return l
+}
+
+// granted sets up l, whose attempt started at start, as held. A lock the
+// driver already lost (Claim.Lose) stays ended.
 func (l *lock[D]) granted(start time.Time, g Grant) {
 	l.SetTTL(l.c.TTL)
-	l.Init(l.c.Key, l.c.Token, g.Fence, l.lk.cfg.Fence, deadline(start, l.c.TTL, g))
+	l.SetFence(g.Fence, l.lk.cfg.Fence)
+	l.SetDeadline(deadline(start, l.c.TTL, g))
 }
 
 func deadline(start time.Time, ttl time.Duration, g Grant) time.Time {
@@ -472,6 +701,9 @@ func (l *lock[D]) Release(ctx context.Context) error {
 	}
 	lk, key := l.lk, l.c.Key
 	if lk.closed.Load() {
+		if l.lost.Load() {
+			return lk.fail("release", key, fmt.Errorf("%w, and the lock was lost (%w)", lockswap.ErrClosed, lockswap.ErrLost))
+		}
 		return lk.fail("release", key, lockswap.ErrClosed)
 	}
 	// The call's bound is fixed now: waiting for its turn does not extend it.
@@ -538,8 +770,7 @@ func (l *lock[D]) settle(released bool) {
 // first local waiter (claimed by t), within limit.
 func (l *lock[D]) handOver(ctx context.Context, t *localq.Ticket, limit time.Time) error {
 	lk, key := l.lk, l.c.Key
-	next := &lock[D]{lk: lk}
-	next.c = Claim[D]{Key: key, Token: lockstate.NewToken(), TTL: t.TTL()}
+	next := lk.newLock(key, t.TTL(), false)
 	// The claimed waiter waits for this request whatever its own context
 	// does, so the request is bounded even when ctx is not.
 	hctx, stop := attempt.Context(ctx, time.Until(limit))

@@ -6,6 +6,7 @@ import (
 
 	"github.com/lockswap/lockswap"
 	"github.com/lockswap/lockswap/conformance"
+	"github.com/lockswap/lockswap/driver"
 	"github.com/lockswap/lockswap/internal/testserver"
 )
 
@@ -24,8 +25,8 @@ func openT(t testing.TB, endpoints []string, prefix string) *Locker {
 // server expires the lease after its granted TTL.
 func expire(t *testing.T, holder lockswap.Locker, l lockswap.Lock) {
 	t.Helper()
-	el, ok := l.(*Lock)
-	if !ok {
+	el, ok := driver.Data[*entry](l)
+	if !ok || el == nil {
 		t.Fatalf("lock %T is not an etcdlease lock", l)
 	}
 	el.ls.stopKeepalive()

@@ -62,7 +62,7 @@
 // # Fencing
 //
 // Fence is the create revision of the holder's key: it strictly increases
-// across holders. [Lock.IsOwner] is a comparison for the caller's own etcd
+// across holders. [IsOwner] is a comparison for the caller's own etcd
 // transaction, so that a write succeeds only while the lock is still held.
 //
 // # Outages, deadlines and Close
@@ -96,6 +96,19 @@
 // expire on the server after their TTL) and returns within a second even
 // when etcd hangs. Extend and Release after Close return lockswap.ErrClosed.
 //
+// # The kit
+//
+// A Locker is a driver of package driver: the kit does the edges of every
+// call (closed check, key, TTL and option validation, request deadlines,
+// Deadline and Done bookkeeping, one Extend or Release of a lock at a time,
+// the "etcdlease: op key:" prefix of every error), and this package speaks
+// only etcd: the leases, the queue transaction, the watch that wakes a waiter
+// (Acquire calls the driver's Wait, one attempt that waits on a watch; the
+// kit tries again after an outage and keeps the outage bound), the watch
+// that finds a held lock lost, and the ownership comparison. A lock Acquire
+// returns is the kit's; [IsOwner], [EtcdKey] and [LeaseID] read its etcd
+// side.
+//
 // # Limits
 //
 // The queue prefix of a key (Prefix + escape(key) + "/") may be at most
@@ -113,7 +126,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -125,8 +137,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/lockswap/lockswap"
-	"github.com/lockswap/lockswap/internal/acquire"
-	"github.com/lockswap/lockswap/internal/attempt"
+	"github.com/lockswap/lockswap/driver"
 	"github.com/lockswap/lockswap/internal/background"
 	"github.com/lockswap/lockswap/internal/lockstate"
 )
@@ -204,8 +215,12 @@ type Config struct {
 	ClusterSize    int
 }
 
-// Locker is the etcd lockswap.Locker.
+// Locker is the etcd lockswap.Locker: the kit's driver.Locker (which does
+// the edges of every call: validation, deadlines, errors, Deadline and
+// Done) around this package's protocol, plus what only etcd has (Client,
+// QueuePrefix).
 type Locker struct {
+	*driver.Locker[*entry]
 	c     *clientv3.Client
 	own   bool
 	opts  Options
@@ -231,7 +246,7 @@ type Locker struct {
 	closed bool
 	leases map[int64]*lease    // the lease in use per whole seconds of TTL
 	all    map[*lease]struct{} // every lease granted or being granted and not lost, retired ones too
-	locks  map[*Lock]struct{}
+	locks  map[*entry]struct{}
 
 	id        string // random, names this Locker's contender keys
 	slotMu    sync.Mutex
@@ -324,15 +339,6 @@ func (o *Options) validate() error {
 	return nil
 }
 
-// DefaultTTL returns the TTL of an Acquire or TryAcquire without
-// lockswap.WithTTL: Options.TTL, or lockswap.DefaultTTL.
-func (lk *Locker) DefaultTTL() time.Duration {
-	if lk.opts.TTL != 0 {
-		return lk.opts.TTL
-	}
-	return lockswap.DefaultTTL
-}
-
 func newLocker(c *clientv3.Client, opts Options) (*Locker, error) {
 	if opts.Prefix == "" {
 		opts.Prefix = DefaultPrefix
@@ -356,19 +362,33 @@ func newLocker(c *clientv3.Client, opts Options) (*Locker, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cctx, ccancel := context.WithCancel(context.Background())
-	return &Locker{c: c, opts: opts, nodes: nodes, ctx: ctx, cancel: cancel, cleanupCtx: cctx, cleanupCancel: ccancel,
-		id: lockstate.NewToken()[:16], leases: map[int64]*lease{}, all: map[*lease]struct{}{}, locks: map[*Lock]struct{}{}}, nil
+	lk := &Locker{c: c, opts: opts, nodes: nodes, ctx: ctx, cancel: cancel, cleanupCtx: cctx, cleanupCancel: ccancel,
+		id: lockstate.NewToken()[:16], leases: map[int64]*lease{}, all: map[*lease]struct{}{}, locks: map[*entry]struct{}{}}
+	min, max := ttlRange()
+	kl, err := driver.New[*entry](drv{lk}, driver.Config{
+		Name:       Backend,
+		Guarantees: Guarantees(nodes),
+		TTL:        opts.TTL,
+		MinTTL:     min,
+		MaxTTL:     max,
+		Retry:      opts.Retry,
+		CheckKey:   lk.checkKey,
+		Fence:      true,
+	})
+	if err != nil {
+		cancel()
+		ccancel()
+		return nil, err
+	}
+	lk.Locker = kl
+	return lk, nil
 }
 
-// TTLRange returns the lock TTLs this Locker accepts: from
-// lockswap.MinTTL (10 ms) to lockswap.MaxTTL (365 days; etcd's own lease
-// limit is far above). A TTL below a second still runs on a lease of a
-// whole second or more (see the package doc), and a TTL so short that the
-// acquisition itself used it up is refused with lockswap.ErrInvalid when
-// Acquire returns.
-func (lk *Locker) TTLRange() (min, max time.Duration) { return ttlRange() }
-
-// ttlRange is TTLRange, the same for every Locker.
+// ttlRange is the Locker's TTL range: from lockswap.MinTTL (10 ms) to
+// lockswap.MaxTTL (365 days; etcd's own lease limit is far above). A TTL
+// below a second still runs on a lease of a whole second or more (see the
+// package doc), and a TTL so short that the acquisition itself used it up
+// is refused with lockswap.ErrInvalid when Acquire returns.
 func ttlRange() (min, max time.Duration) {
 	min, max = lockswap.MinTTL, lockswap.MaxTTL
 	// A TTL must leave validity after the drift allowance.
@@ -378,28 +398,24 @@ func ttlRange() (min, max time.Duration) {
 	return min, max
 }
 
-// checkTTL refuses a TTL outside TTLRange with an error matching
-// lockswap.ErrInvalid.
-func (lk *Locker) checkTTL(op, key string, ttl time.Duration) error {
-	lo, hi := lk.TTLRange()
-	if ttl < lo || ttl > hi {
-		return fmt.Errorf("%s: %s %s: ttl %v is outside the accepted range [%v, %v]: %w",
-			Backend, op, lockstate.QuoteKey(key), ttl, lo, hi, lockswap.ErrInvalid)
+// checkKey refuses a key whose queue prefix is too large for etcd's
+// requests (see MaxQueuePrefixBytes).
+func (lk *Locker) checkKey(key string) error {
+	if n := len(lk.QueuePrefix(key)); n > MaxQueuePrefixBytes {
+		return fmt.Errorf("key too large: its queue prefix (prefix + escaped key, %q and %q counting 3 bytes) is %d bytes, the most is %d (MaxQueuePrefixBytes, from etcd's 1.5 MiB request limit): %w",
+			"%", "/", n, MaxQueuePrefixBytes, lockswap.ErrInvalid)
 	}
 	return nil
 }
 
 // Client returns the etcd client the Locker uses (for the caller's own
-// transactions guarded by [Lock.IsOwner]).
+// transactions guarded by [IsOwner]).
 func (lk *Locker) Client() *clientv3.Client { return lk.c }
 
 // String names the backend, endpoints and prefix, without credentials.
 func (lk *Locker) String() string {
 	return fmt.Sprintf("%s(%s, prefix %q)", Backend, strings.Join(lk.c.Endpoints(), ","), lk.opts.Prefix)
 }
-
-// Guarantees describes the etcd lock on this Locker's cluster.
-func (lk *Locker) Guarantees() lockswap.Guarantees { return Guarantees(lk.nodes) }
 
 // Guarantees returns the etcd backend's guarantees on a cluster of n
 // members.
@@ -420,7 +436,7 @@ func Guarantees(n int) lockswap.Guarantees {
 		Wait:                lockswap.WaitQueue,
 		Notes: []string{
 			"locks are kept alive by a lease per Locker and TTL in whole seconds: a crashed holder is freed after the lease's granted TTL (at least 1 s, often the server's minimum of 2 s)",
-			"a holder paused past its lease loses the lock without knowing until it resumes; guard writes with Fence or Lock.IsOwner",
+			"a holder paused past its lease loses the lock without knowing until it resumes; guard writes with Fence or etcdlease.IsOwner",
 		},
 	}
 }
@@ -443,7 +459,9 @@ var escaper = strings.NewReplacer("%", "%25", "/", "%2F")
 // so), and cleanup still running in the background (deletes whose outcome
 // was unknown when their caller returned) gets background.CloseWait (half
 // a second, at the same time) to finish, then is cancelled: no goroutine
-// of the Locker outlives Close.
+// of the Locker outlives Close. Extend of a lock of a closed Locker
+// returns an error matching lockswap.ErrClosed, and so does Release (and
+// lockswap.ErrLost: the revocation released the lock).
 func (lk *Locker) Close() error {
 	lk.mu.Lock()
 	if lk.closed {
@@ -455,17 +473,17 @@ func (lk *Locker) Close() error {
 	for ls := range lk.all {
 		leases = append(leases, ls)
 	}
-	locks := make([]*Lock, 0, len(lk.locks))
-	for l := range lk.locks {
-		locks = append(locks, l)
+	locks := make([]*entry, 0, len(lk.locks))
+	for e := range lk.locks {
+		locks = append(locks, e)
 	}
 	lk.mu.Unlock()
 	// Calls in progress, keepalives, watches and grants end now.
 	lk.cancel()
-	for _, l := range locks {
-		l.settle(stateLost)
-		l.End()
-		l.stopWatch()
+	for _, e := range locks {
+		e.settle(stateLost)
+		e.claim.Lose()
+		e.stopWatch()
 	}
 
 	ctx, cancel := context.WithTimeout(lk.cleanupCtx, min(closeRevokeTimeout, lk.opts.RequestTimeout))
@@ -490,13 +508,21 @@ func (lk *Locker) Close() error {
 			}
 		}()
 	}
-	// Meanwhile the background cleanup finishes or is cancelled; a delete
-	// it cuts short is moot once the revocation went through.
+	// Meanwhile the background cleanup (the kit's and ours) finishes or
+	// is cancelled; a delete it cuts short is moot once the revocation
+	// went through.
+	var kitErr error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		kitErr = lk.Locker.Close()
+	}()
 	lk.bg.Close()
 	wg.Wait()
 	cancel()
 	lk.cleanupCancel()
 	lk.wg.Wait()
+	errs = append(errs, kitErr)
 	if lk.own {
 		if err := lk.c.Close(); err != nil && !errors.Is(err, context.Canceled) {
 			errs = append(errs, fmt.Errorf("%s: close client: %w", Backend, err))
@@ -518,10 +544,21 @@ func (lk *Locker) callCtx(ctx context.Context) (context.Context, context.CancelF
 	return cctx, func() { stop(); cancel() }
 }
 
-// closedErr is the error of a call that Close ended.
-func closedErr(op, key string) error {
-	return fmt.Errorf("%s: %s %s: %w", Backend, op, lockstate.QuoteKey(key), lockswap.ErrClosed)
+// errClosed is the error of a call that Close ended.
+var errClosed = lockswap.ErrClosed
+
+// closedBecause is the error of a call that Close ended while it failed
+// with err.
+func closedBecause(err error) error {
+	if errors.Is(err, lockswap.ErrClosed) {
+		return err
+	}
+	return fmt.Errorf("%w (%v)", errClosed, err)
 }
+
+// errClosedLost is the error of Extend and Release after Close: its
+// revocation of the leases released the lock.
+var errClosedLost = fmt.Errorf("the Locker was closed, which released the lock: %w (%w)", lockswap.ErrClosed, lockswap.ErrLost)
 
 // classify returns the sentinel an etcd error maps to: ErrInvalid for what
 // retrying cannot fix (authentication and permission failures, requests the
@@ -578,630 +615,40 @@ func redact(err error, password string) string {
 	return s
 }
 
-// fail wraps an etcd error of op on key with its sentinel (once: err's own
-// text follows, without being wrapped again when it is a lockswap error).
-func (lk *Locker) fail(op, key string, err error) error {
+// fail wraps an etcd error with its sentinel and the endpoints (once:
+// err's own text follows, without being wrapped again when it is a
+// lockswap error); the kit adds the backend, the operation and the key.
+func (lk *Locker) fail(err error) error {
 	sentinel := classify(err)
 	where := strings.Join(lk.c.Endpoints(), ",")
 	if sentinel == lockswap.ErrInvalid {
-		return fmt.Errorf("%s: %s %s on %s: %w: %v (%s)", Backend, op, lockstate.QuoteKey(key), where, sentinel, err, lk.hint(err))
+		return fmt.Errorf("on %s: %w: %v (%s)", where, sentinel, err, lk.hint(err))
 	}
-	return fmt.Errorf("%s: %s %s on %s: %w: %w", Backend, op, lockstate.QuoteKey(key), where, sentinel, err)
+	return fmt.Errorf("on %s: %w: %w", where, sentinel, err)
 }
 
 // reqCtx bounds one request by the request timeout and, for Acquire, by the
 // end of its outage allowance.
-func (lk *Locker) reqCtx(ctx context.Context, ob *outage) (context.Context, context.CancelFunc) {
+func (lk *Locker) reqCtx(ctx context.Context, ob *driver.Outage) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, lk.reqTimeout(ob))
 }
 
 // reqTimeout is how long one request may take: the request timeout, and
 // for Acquire no longer than what is left of its outage bound.
-func (lk *Locker) reqTimeout(ob *outage) time.Duration {
+func (lk *Locker) reqTimeout(ob *driver.Outage) time.Duration {
 	d := lk.opts.RequestTimeout
-	if left, bounded := ob.left(); bounded {
+	if left, bounded := ob.Left(); bounded {
 		d = min(d, max(left, time.Millisecond))
 	}
 	return d
 }
 
-// outage tracks, for one Acquire, when etcd last answered it: Acquire gives
-// up with ErrUnavailable once its outage bound (the call's
-// lockswap.Options.MaxOutage) has passed since. A bound of zero or less is
-// no bound (as in lockswap.LimitOutage): the outage never ends the wait. A
-// nil *outage (TryAcquire, Extend, Release) is no bound either.
-type outage struct {
-	limit  time.Duration // > 0, or no bound
-	mu     sync.Mutex
-	lastOK time.Time
-}
-
-func newOutage(limit time.Duration) *outage { return &outage{limit: limit, lastOK: time.Now()} }
-
-// bounded reports whether the outage ends the wait at all.
-func (o *outage) bounded() bool { return o != nil && o.limit > 0 }
-
-// ok records an answer from etcd.
-func (o *outage) ok() {
-	if o == nil {
-		return
-	}
-	o.mu.Lock()
-	o.lastOK = time.Now()
-	o.mu.Unlock()
-}
-
-// left returns how long the outage may still last before it ends the wait
-// (negative once it has), and false when there is no bound.
-func (o *outage) left() (time.Duration, bool) {
-	if !o.bounded() {
-		return 0, false
-	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return time.Until(o.lastOK.Add(o.limit)), true
-}
-
-// over reports whether the outage has lasted past its bound.
-func (o *outage) over() bool {
-	left, bounded := o.left()
-	return bounded && left <= 0
-}
-
 // probePeriod is how often a quiet waiter reads the key it waits for:
-// probeEvery, or a third of the bound when smaller (at least 10 ms), so
-// that an outage is noticed in time.
-func (o *outage) probePeriod() time.Duration {
-	if !o.bounded() {
+// probeEvery, or a third of the outage bound when smaller (at least 10 ms),
+// so that an outage is noticed in time.
+func probePeriod(ob *driver.Outage) time.Duration {
+	if ob.Limit() <= 0 {
 		return probeEvery
 	}
-	return min(probeEvery, max(o.limit/3, 10*time.Millisecond))
+	return min(probeEvery, max(ob.Limit()/3, 10*time.Millisecond))
 }
-
-func (o *outage) err(op, key string, cause error) error {
-	return fmt.Errorf("%s: %s %s: etcd answered no request for %v (see lockswap.WithMaxOutage): %w", Backend, op,
-		lockstate.QuoteKey(key), o.limit, cause)
-}
-
-// prepare checks the Locker, the key (its size included) and the options;
-// errors match ErrClosed or ErrInvalid and quote the key cut short.
-func (lk *Locker) prepare(key string, opts []lockswap.Option) (lockswap.Options, error) {
-	if lk.isClosed() {
-		return lockswap.Options{}, closedErr("acquire", key)
-	}
-	if err := acquire.ValidateKey(key); err != nil {
-		return lockswap.Options{}, fmt.Errorf("%s: acquire: %w", Backend, err)
-	}
-	if n := len(lk.QueuePrefix(key)); n > MaxQueuePrefixBytes {
-		return lockswap.Options{}, fmt.Errorf("%s: acquire %s: key too large: its queue prefix (prefix + escaped key, %q and %q counting 3 bytes) is %d bytes, the most is %d (MaxQueuePrefixBytes, from etcd's 1.5 MiB request limit): %w",
-			Backend, lockstate.QuoteKey(key), "%", "/", n, MaxQueuePrefixBytes, lockswap.ErrInvalid)
-	}
-	if lk.opts.TTL != 0 {
-		opts = append([]lockswap.Option{lockswap.WithTTL(lk.opts.TTL)}, opts...)
-	}
-	o, err := lockswap.Options{Retry: lk.opts.Retry}.Resolve(opts...)
-	if err != nil {
-		return o, fmt.Errorf("%s: acquire %s: %w", Backend, lockstate.QuoteKey(key), err)
-	}
-	if err := lk.checkTTL("acquire", key, o.TTL); err != nil {
-		return o, err
-	}
-	return o, nil
-}
-
-// TryAcquire makes one attempt: it takes the lock only when nobody holds or
-// waits for it.
-func (lk *Locker) TryAcquire(ctx context.Context, key string, opts ...lockswap.Option) (lockswap.Lock, error) {
-	o, err := lk.prepare(key, opts)
-	if err != nil {
-		return nil, err
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("%s: acquire %s not attempted: %w", Backend, lockstate.QuoteKey(key), err)
-	}
-	cctx, stop := lk.callCtx(ctx)
-	defer stop()
-	l, err := lk.tryOnce(cctx, key, o.TTL)
-	if err != nil {
-		if lk.isClosed() && !errors.Is(err, lockswap.ErrClosed) {
-			return nil, fmt.Errorf("%s: %w (%v)", Backend, closedErr("acquire", key), err)
-		}
-		return nil, err
-	}
-	return l, nil
-}
-
-func (lk *Locker) tryOnce(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
-	ls, err := lk.lease(ctx, key, ttl, nil)
-	if err != nil {
-		return nil, err
-	}
-	pfx := lk.QueuePrefix(key)
-	token := lockstate.NewToken()
-	slot := lk.takeSlot()
-	myKey := lk.contenderKey(pfx, slot)
-	start := time.Now()
-	rctx, cancel := lk.reqCtx(ctx, nil)
-	resp, err := lk.c.Txn(rctx).
-		If(clientv3.Compare(clientv3.CreateRevision(pfx), "=", 0).WithPrefix()).
-		Then(clientv3.OpPut(myKey, token, clientv3.WithLease(ls.id))).
-		Commit()
-	cancel()
-	if err != nil {
-		lk.giveBack(ctx, myKey, slot, ls, err)
-		return nil, lk.fail("acquire", key, err)
-	}
-	if !resp.Succeeded {
-		lk.putSlot(slot) // nothing was written
-		ls.done()
-		return nil, fmt.Errorf("%s: acquire %s: %w", Backend, lockstate.QuoteKey(key), lockswap.ErrHeld)
-	}
-	return lk.held(ctx, key, token, myKey, slot, resp.Header.Revision, ls, start, ttl)
-}
-
-// Acquire joins the lock's queue and waits, woken by a watch, until it is
-// first. The wait ends early when ctx ends (the queue key is then removed),
-// when the Locker is closed (ErrClosed), when the retry policy gives up, and
-// when etcd has answered none of its requests for the call's
-// lockswap.WithMaxOutage (default lockswap.DefaultMaxOutage; ErrUnavailable). Errors that retrying cannot fix (ErrInvalid) end it at
-// once.
-func (lk *Locker) Acquire(ctx context.Context, key string, opts ...lockswap.Option) (lockswap.Lock, error) {
-	o, err := lk.prepare(key, opts)
-	if err != nil {
-		return nil, err
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("%s: acquire %s not attempted: %w", Backend, lockstate.QuoteKey(key), err)
-	}
-	cctx, stop := lk.callCtx(ctx)
-	defer stop()
-	ob := newOutage(o.MaxOutage)
-	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
-	var prev error
-	for attempt := 1; ; attempt++ {
-		l, err := lk.queue(cctx, key, o.TTL, ob)
-		if err == nil {
-			return l, nil
-		}
-		if lk.isClosed() {
-			if errors.Is(err, lockswap.ErrClosed) {
-				return nil, err
-			}
-			return nil, fmt.Errorf("%w (%v)", closedErr("acquire", key), err)
-		}
-		if ctxErr := ctx.Err(); ctxErr != nil {
-			// The context ended the wait: the cause is what the wait was
-			// for (the holder, ErrHeld) or the attempt before, if this one
-			// failed because of the context.
-			cause := err
-			if !errors.Is(err, lockswap.ErrHeld) && prev != nil {
-				cause = prev
-			}
-			return nil, acquire.WaitError(cause, ctxErr)
-		}
-		if !errors.Is(err, lockswap.ErrHeld) && !errors.Is(err, lockswap.ErrUnavailable) {
-			return nil, err
-		}
-		if errors.Is(err, lockswap.ErrUnavailable) && ob.over() {
-			return nil, ob.err("acquire", key, err)
-		}
-		prev = err
-		delay, ok := o.Retry.NextDelay(attempt)
-		if !ok {
-			return nil, err
-		}
-		if left, bounded := ob.left(); bounded {
-			delay = min(delay, max(left, 0))
-		}
-		if timer == nil {
-			timer = time.NewTimer(delay)
-		} else {
-			timer.Reset(delay)
-		}
-		select {
-		case <-cctx.Done():
-			if lk.isClosed() {
-				return nil, fmt.Errorf("%w (%v)", closedErr("acquire", key), err)
-			}
-			return nil, acquire.WaitError(err, ctx.Err())
-		case <-timer.C:
-		}
-	}
-}
-
-// queueOpts read the newest two keys of the queue up to a create revision:
-// our own key and the one just before it.
-func queueOpts(maxRev int64) []clientv3.OpOption {
-	o := []clientv3.OpOption{clientv3.WithPrefix(),
-		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(2)}
-	if maxRev > 0 {
-		o = append(o, clientv3.WithMaxCreateRev(maxRev))
-	}
-	return o
-}
-
-// queue makes one attempt of Acquire. Its errors are not wrapped with the
-// context's (Acquire does that once).
-func (lk *Locker) queue(ctx context.Context, key string, ttl time.Duration, ob *outage) (*Lock, error) {
-	ls, err := lk.lease(ctx, key, ttl, ob)
-	if err != nil {
-		return nil, err
-	}
-	pfx := lk.QueuePrefix(key)
-	token := lockstate.NewToken()
-	// The slot's key name is ours alone (see contenderKey), so the put
-	// needs no compare.
-	slot := lk.takeSlot()
-	myKey := lk.contenderKey(pfx, slot)
-	start := time.Now()
-	rctx, cancel := lk.reqCtx(ctx, ob)
-	resp, err := lk.c.Txn(rctx).
-		Then(clientv3.OpPut(myKey, token, clientv3.WithLease(ls.id)), clientv3.OpGet(pfx, queueOpts(0)...)).
-		Commit()
-	cancel()
-	if err != nil {
-		lk.giveBack(ctx, myKey, slot, ls, err)
-		return nil, lk.fail("acquire", key, err)
-	}
-	ob.ok()
-	myRev := resp.Header.Revision
-	kvs := resp.Responses[1].GetResponseRange().Kvs
-	header := resp.Header.Revision
-	for {
-		if len(kvs) == 0 || string(kvs[0].Key) != myKey {
-			// Our key is gone: the lease expired while we waited.
-			lk.giveBack(ctx, myKey, slot, ls, nil)
-			return nil, fmt.Errorf("%s: acquire %s: queue entry vanished while waiting (lease lost): %w", Backend, lockstate.QuoteKey(key), lockswap.ErrUnavailable)
-		}
-		if len(kvs) == 1 {
-			return lk.held(ctx, key, token, myKey, slot, myRev, ls, start, ttl)
-		}
-		if err := lk.waitDelete(ctx, string(kvs[1].Key), kvs[1].CreateRevision, header, ob); err != nil {
-			lk.giveBack(ctx, myKey, slot, ls, err)
-			if errors.Is(err, lockswap.ErrClosed) {
-				return nil, closedErr("acquire", key)
-			}
-			if ctx.Err() != nil {
-				return nil, fmt.Errorf("%s: acquire %s: %w", Backend, lockstate.QuoteKey(key), lockswap.ErrHeld)
-			}
-			if errors.Is(err, lockswap.ErrUnavailable) {
-				return nil, fmt.Errorf("%s: acquire %s: %w", Backend, lockstate.QuoteKey(key), err)
-			}
-			return nil, lk.fail("acquire", key, err)
-		}
-		start = time.Now()
-		rctx, cancel := lk.reqCtx(ctx, ob)
-		g, err := lk.c.Get(rctx, pfx, queueOpts(myRev)...)
-		cancel()
-		if err != nil {
-			lk.giveBack(ctx, myKey, slot, ls, err)
-			return nil, lk.fail("acquire", key, err)
-		}
-		ob.ok()
-		kvs, header = g.Kvs, g.Header.Revision
-	}
-}
-
-// waitDelete waits until k, created at revision created, is deleted after
-// revision rev, at which the caller read it. (A later key of the same name
-// is a later contender: its presence means ours is gone.)
-//
-// The watch starts at the server's current revision ("from now"): such a
-// watch is synced and gets each event as soon as it is committed. A watch
-// from rev+1 would do when nothing was written since rev, but under
-// contention other writes have moved the revision on by the time the watch
-// is registered, and a watch from a past revision waits for the server's
-// unsynced-watcher loop (every 100 ms). A deletion between rev and the
-// watch's creation is caught by reading k once the watch exists.
-//
-// While the watch stays quiet, k is read every probeEvery (or a third of
-// the outage bound when smaller): that tells a held lock from an etcd that
-// no longer answers, which ends the wait with ErrUnavailable once the
-// outage bound has passed (never, without a bound). Each watch's creation
-// is bounded like a request (see startWatch).
-func (lk *Locker) waitDelete(ctx context.Context, k string, created, rev int64, ob *outage) error {
-	stopWatch := func() {}
-	defer func() { stopWatch() }()
-	closing := lk.ctx.Done()
-	probe := time.NewTicker(ob.probePeriod())
-	defer probe.Stop()
-	// check reads k: done when it is gone or is another contender's.
-	check := func() (done bool, err error) {
-		rctx, rcancel := lk.reqCtx(ctx, ob)
-		g, err := lk.c.Get(rctx, k)
-		rcancel()
-		if err != nil {
-			return false, err
-		}
-		ob.ok()
-		if len(g.Kvs) == 0 || g.Kvs[0].CreateRevision != created {
-			return true, nil
-		}
-		rev = g.Header.Revision
-		return false, nil
-	}
-	for {
-		stopWatch() // the previous watch, if any, has ended
-		wch, cancel, err := lk.startWatch(ctx, k, ob)
-		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			return err
-		}
-		stopWatch = cancel
-		for {
-			var wr clientv3.WatchResponse
-			var ok bool
-			select {
-			case wr, ok = <-wch:
-			case <-closing:
-				return fmt.Errorf("waiting for %s: %w", lockstate.QuoteKey(k), lockswap.ErrClosed)
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-probe.C:
-				done, err := check()
-				if done {
-					return nil
-				}
-				if err != nil {
-					if ctx.Err() != nil {
-						return ctx.Err()
-					}
-					if classify(err) == lockswap.ErrInvalid {
-						return err
-					}
-					if ob.over() {
-						return fmt.Errorf("waiting for %s: %w: %w", lockstate.QuoteKey(k), lockswap.ErrUnavailable, err)
-					}
-				}
-				continue
-			}
-			if !ok {
-				if err := ctx.Err(); err != nil {
-					return err
-				}
-				break // the watch ended (member lost): watch again
-			}
-			if err := wr.Err(); err != nil {
-				return nil // cancelled by the server: the caller re-reads the queue
-			}
-			ob.ok()
-			if wr.Created {
-				if wr.Header.Revision <= rev {
-					continue
-				}
-				done, err := check()
-				if err != nil {
-					return err
-				}
-				if done {
-					return nil
-				}
-				continue
-			}
-			for _, ev := range wr.Events {
-				if ev.Type == clientv3.EventTypeDelete {
-					return nil
-				}
-			}
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		// Re-read k before the next watch, as after any gap.
-		done, err := check()
-		if err != nil {
-			return err
-		}
-		if done {
-			return nil
-		}
-	}
-}
-
-// startWatch watches the deletion of k from now. clientv3's Watch blocks
-// until etcd confirms the watch (and, on a shared stream, until it has
-// confirmed the watches asked before), bounded only by its context: here
-// that wait is bounded like a request (see reqCtx). When etcd does not
-// confirm in time the watch is cancelled and the error matches
-// lockswap.ErrUnavailable and context.DeadlineExceeded. The watch ends with
-// ctx or when the returned cancel is called.
-func (lk *Locker) startWatch(ctx context.Context, k string, ob *outage) (clientv3.WatchChan, context.CancelFunc, error) {
-	wctx, cancel := context.WithCancel(ctx)
-	d := lk.reqTimeout(ob)
-	t := time.AfterFunc(d, cancel)
-	wch := lk.c.Watch(wctx, k, clientv3.WithFilterPut(), clientv3.WithCreatedNotify())
-	if !t.Stop() {
-		cancel()
-		return nil, nil, fmt.Errorf("watching %s: etcd did not confirm the watch within %v: %w: %w",
-			lockstate.QuoteKey(k), d, lockswap.ErrUnavailable, context.DeadlineExceeded)
-	}
-	return wch, cancel, nil
-}
-
-// giveBack deletes our queue key after a failed or cancelled attempt and
-// releases the attempt's hold on its lease. A request that failed may
-// still land on the server (its reply lost or late), so the delete always
-// runs, in the background (lk.bg, bounded by lockswap.CleanupTimeout and
-// ended by Close); the caller waits for it only within its own bound (see
-// awaitGiveBack). The slot is reused only when the delete is confirmed;
-// when it cannot be, the lease is retired, so that the key goes with it.
-// After Close nothing is sent: Close revoked the lease (or let it expire).
-func (lk *Locker) giveBack(ctx context.Context, myKey string, slot int, ls *lease, cause error) {
-	if cause != nil && classify(cause) == lockswap.ErrInvalid && !errors.Is(cause, context.DeadlineExceeded) {
-		// The server refused the request: nothing was written.
-		lk.putSlot(slot)
-		ls.done()
-		return
-	}
-	if lk.isClosed() {
-		// Close revokes the lease (or lets it expire): the key goes with
-		// it, and Close need not wait for a delete.
-		ls.done()
-		return
-	}
-	done := make(chan struct{})
-	if !lk.bg.Go(ctx, func(bctx context.Context) {
-		defer close(done)
-		defer ls.done()
-		if _, err := lk.c.Delete(bctx, myKey); err == nil {
-			lk.putSlot(slot)
-			return
-		}
-		ls.retire()
-	}) {
-		ls.done()
-		return
-	}
-	awaitGiveBack(ctx, done)
-}
-
-// awaitGiveBack waits for done, the deletion of a failed attempt's queue
-// key, so that an attempt ended by its caller leaves nothing when Acquire
-// returns (a healthy etcd deletes in milliseconds). It waits at most
-// attempt.Grace from now, and never past ctx's deadline plus attempt.Grace
-// (lockswap.DeadlineGrace), the bound of the call: the request before it
-// already ran to that deadline.
-func awaitGiveBack(ctx context.Context, done <-chan struct{}) {
-	wait := attempt.Grace
-	if d, ok := ctx.Deadline(); ok {
-		wait = min(wait, time.Until(d.Add(attempt.Grace)))
-	}
-	if wait <= 0 {
-		return
-	}
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case <-done:
-	case <-t.C:
-	}
-}
-
-// awaitCleanup waits for done, a cleanup running in the background for a
-// call made with ctx, as long as that call may still wait: until
-// attempt.Grace (lockswap.DeadlineGrace) after ctx ends, attempt.Grace from
-// now when ctx has already ended, and at most limit from now (see
-// attempt.Context). It reports whether done closed.
-func awaitCleanup(ctx context.Context, done <-chan struct{}, limit time.Duration) bool {
-	select {
-	case <-done:
-		return true
-	default:
-	}
-	wctx, stop := attempt.Context(ctx, limit)
-	defer stop()
-	// wctx's Done is nil when nothing cancels ctx: then its deadline alone
-	// bounds the wait.
-	d, _ := wctx.Deadline()
-	t := time.NewTimer(time.Until(d))
-	defer t.Stop()
-	select {
-	case <-done:
-		return true
-	case <-wctx.Done():
-	case <-t.C:
-	}
-	select {
-	case <-done:
-		return true
-	default:
-		return false
-	}
-}
-
-// contenderKey is the key of contender slot in the queue pfx: the Locker's
-// random id (64 bits) and a slot number. A slot goes back to the free list
-// only once this Locker has seen its key deleted by its own request, after
-// which no handle that used it sends another plain delete; until then the
-// name belongs to one attempt or lock alone. That makes the put of Acquire
-// and the delete of Release safe without a compare. Reusing slots keeps a
-// busy lock from leaving an ever-growing set of deleted keys in etcd's index
-// (which every prefix read walks until the next compaction); the create
-// revision, not the name, tells holders apart (Fence, IsOwner).
-func (lk *Locker) contenderKey(pfx string, slot int) string {
-	return pfx + lk.id + "-" + strconv.Itoa(slot)
-}
-
-func (lk *Locker) takeSlot() int {
-	lk.slotMu.Lock()
-	defer lk.slotMu.Unlock()
-	if n := len(lk.freeSlots); n > 0 {
-		s := lk.freeSlots[n-1]
-		lk.freeSlots = lk.freeSlots[:n-1]
-		return s
-	}
-	lk.nextSlot++
-	return lk.nextSlot
-}
-
-func (lk *Locker) putSlot(s int) {
-	lk.slotMu.Lock()
-	lk.freeSlots = append(lk.freeSlots, s)
-	lk.slotMu.Unlock()
-}
-
-// held makes the lock handle and starts watching its key. The attempt's
-// hold on ls passes to the lock (released by forget). A lock whose validity
-// the acquisition used up is given back: ErrInvalid when the TTL was
-// shorter than the acquisition took, ErrUnavailable when the lease's own
-// deadline passed.
-func (lk *Locker) held(ctx context.Context, key, token, myKey string, slot int, rev int64, ls *lease, start time.Time, ttl time.Duration) (*Lock, error) {
-	deadline := start.Add(ttl - lockstate.Drift(ttl))
-	if now := time.Now(); !now.Before(deadline) {
-		lk.giveBack(ctx, myKey, slot, ls, nil)
-		return nil, fmt.Errorf("%s: acquire %s: ttl %v is too short: the acquisition took %v, which left the lock no validity (nothing is held; use a longer TTL): %w",
-			Backend, lockstate.QuoteKey(key), ttl, now.Sub(start).Round(time.Microsecond), lockswap.ErrInvalid)
-	} else if !now.Before(ls.leaseDeadline()) {
-		lk.giveBack(ctx, myKey, slot, ls, nil)
-		return nil, fmt.Errorf("%s: acquire %s: the lease's keepalives went unanswered past its deadline: %w",
-			Backend, lockstate.QuoteKey(key), lockswap.ErrUnavailable)
-	}
-	l := &Lock{lk: lk, ls: ls, etcdKey: myKey, slot: slot, rev: rev,
-		State: lockstate.New(key, token, uint64(rev), true, deadline)}
-	l.SetTTL(ttl)
-	lk.mu.Lock()
-	if lk.closed {
-		lk.mu.Unlock()
-		ls.done()
-		l.settle(stateLost)
-		l.End()
-		// Close revoked the lease (or let it expire): the key goes with it.
-		return nil, closedErr("acquire", key)
-	}
-	if !ls.add(l) {
-		lk.mu.Unlock()
-		l.settle(stateLost)
-		l.End()
-		lk.giveBack(ctx, myKey, slot, ls, nil)
-		return nil, fmt.Errorf("%s: acquire %s: lease lost while acquiring: %w", Backend, lockstate.QuoteKey(key), lockswap.ErrUnavailable)
-	}
-	lk.locks[l] = struct{}{}
-	lk.wg.Add(1)
-	l.watchTimer = time.AfterFunc(WatchDelay, l.watch)
-	lk.mu.Unlock()
-	return l, nil
-}
-
-// forget drops l from the Locker's and the lease's books; it runs once per
-// lock, when its watch ends or is cancelled before it started.
-func (lk *Locker) forget(l *Lock) {
-	lk.mu.Lock()
-	delete(lk.locks, l)
-	lk.mu.Unlock()
-	l.ls.remove(l)
-	l.ls.done()
-	lk.wg.Done()
-}
-
-// WatchDelay is how long a held lock waits before it watches its key. A
-// lock released sooner costs no watch at all; a deletion by someone else in
-// the meantime is still seen, since the watch starts at the revision after
-// the acquisition.
-const WatchDelay = 20 * time.Millisecond

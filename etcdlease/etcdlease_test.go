@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/driver"
 	"github.com/lockswap/lockswap/fenced"
 	"github.com/lockswap/lockswap/internal/testserver"
 )
@@ -25,11 +26,12 @@ func ctxT(t *testing.T, d time.Duration) context.Context {
 	return ctx
 }
 
-func asLock(t *testing.T, l lockswap.Lock) *Lock {
+// asLock returns the protocol's entry of an etcdlease lock.
+func asLock(t *testing.T, l lockswap.Lock) *entry {
 	t.Helper()
-	el, ok := l.(*Lock)
-	if !ok {
-		t.Fatalf("lock is a %T, want *etcdlease.Lock", l)
+	el, ok := driver.Data[*entry](l)
+	if !ok || el == nil {
+		t.Fatalf("lock is a %T, want an etcdlease lock", l)
 	}
 	return el
 }
@@ -176,7 +178,7 @@ func TestKeyDeletedEndsLock(t *testing.T) {
 	}
 	el := asLock(t, l)
 	other := benchClient(t, srv.Endpoints())
-	if _, err := other.Delete(ctx, el.EtcdKey()); err != nil {
+	if _, err := other.Delete(ctx, el.etcdKey); err != nil {
 		t.Fatal(err)
 	}
 	waitClosed(t, l.Done(), 5*time.Second, "Done still open after the key was deleted by another client")
@@ -224,7 +226,7 @@ func TestPausedHolderFencing(t *testing.T) {
 		t.Fatalf("after the paused holder's Release a third client got %v: the stale Release freed the new holder's lock", err)
 	}
 	cli := a.Client()
-	r, err := cli.Txn(ctx).If(ea.IsOwner()).Then(clientv3.OpPut("pause-data", "from a")).Commit()
+	r, err := cli.Txn(ctx).If(ea.isOwner()).Then(clientv3.OpPut("pause-data", "from a")).Commit()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,7 +275,7 @@ func TestCutOffClientDoneBeforeExpiry(t *testing.T) {
 	}
 	el := asLock(t, l)
 	observer := benchClient(t, srv.Endpoints())
-	wch := observer.Watch(ctx, el.EtcdKey(), clientv3.WithRev(el.rev+1), clientv3.WithFilterPut())
+	wch := observer.Watch(ctx, el.etcdKey, clientv3.WithRev(el.rev+1), clientv3.WithFilterPut())
 	proxy.Blackhole(true)
 	cut := time.Now()
 	var doneAt, expiredAt time.Time
@@ -399,7 +401,7 @@ func TestSubSecondTTL(t *testing.T) {
 	if d := l.Deadline(); d.After(end.Add(300 * time.Millisecond)) {
 		t.Fatalf("Deadline %v after the call's return + 300ms", d.Sub(end))
 	}
-	ttl, err := a.Client().TimeToLive(ctx, asLock(t, l).LeaseID())
+	ttl, err := a.Client().TimeToLive(ctx, asLock(t, l).ls.id)
 	if err != nil {
 		t.Fatal(err)
 	}

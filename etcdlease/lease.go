@@ -11,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/driver"
 	"github.com/lockswap/lockswap/internal/lockstate"
 )
 
@@ -35,7 +36,7 @@ type lease struct {
 	mu       sync.Mutex
 	deadline time.Time // last acknowledged keepalive's send time + ttl - drift
 	dead     bool
-	locks    map[*Lock]struct{}
+	locks    map[*entry]struct{}
 	// users counts the attempts in progress and the live locks that use
 	// the lease (see hold and done).
 	users int
@@ -52,12 +53,12 @@ func leaseSeconds(ttl time.Duration) int64 {
 
 // lease returns the live lease for ttl, granting it on first use, with a
 // hold on it for the caller's attempt (released by done, or passed on to
-// the lock). ob, when it has a bound (Acquire's, see outage), bounds the
+// the lock). ob, when it has a bound (Acquire's, see driver.Outage), bounds the
 // wait for the grant by what is left of it.
-func (lk *Locker) lease(ctx context.Context, key string, ttl time.Duration, ob *outage) (*lease, error) {
+func (lk *Locker) lease(ctx context.Context, ttl time.Duration, ob *driver.Outage) (*lease, error) {
 	secs := leaseSeconds(ttl)
 	var outageC <-chan time.Time
-	if left, bounded := ob.left(); bounded {
+	if left, bounded := ob.Left(); bounded {
 		t := time.NewTimer(max(left, 0))
 		defer t.Stop()
 		outageC = t.C
@@ -66,12 +67,12 @@ func (lk *Locker) lease(ctx context.Context, key string, ttl time.Duration, ob *
 		lk.mu.Lock()
 		if lk.closed {
 			lk.mu.Unlock()
-			return nil, closedErr("acquire", key)
+			return nil, errClosed
 		}
 		ls := lk.leases[secs]
 		if ls == nil {
 			ls = &lease{lk: lk, secs: secs, ready: make(chan struct{}), paused: make(chan struct{}),
-				locks: map[*Lock]struct{}{}}
+				locks: map[*entry]struct{}{}}
 			ls.ctx, ls.cancel = context.WithCancel(lk.ctx)
 			lk.leases[secs] = ls
 			lk.all[ls] = struct{}{}
@@ -84,9 +85,9 @@ func (lk *Locker) lease(ctx context.Context, key string, ttl time.Duration, ob *
 		select {
 		case <-ls.ready:
 		case <-ctx.Done():
-			return nil, fmt.Errorf("%s: acquire %s: waiting for a lease: %w: %w", Backend, lockstate.QuoteKey(key), lockswap.ErrUnavailable, ctx.Err())
+			return nil, fmt.Errorf("waiting for a lease: %w: %w", lockswap.ErrUnavailable, ctx.Err())
 		case <-outageC:
-			return nil, fmt.Errorf("%s: acquire %s: the lease grant went unanswered: %w", Backend, lockstate.QuoteKey(key), lockswap.ErrUnavailable)
+			return nil, fmt.Errorf("the lease grant went unanswered: %w", lockswap.ErrUnavailable)
 		}
 		if ls.err == nil && ls.hold() {
 			return ls, nil
@@ -100,7 +101,7 @@ func (lk *Locker) lease(ctx context.Context, key string, ttl time.Duration, ob *
 		}
 		lk.mu.Unlock()
 		if ls.err != nil {
-			return nil, fmt.Errorf("%s: acquire %s: %w", Backend, lockstate.QuoteKey(key), ls.err)
+			return nil, ls.err
 		}
 	}
 }
@@ -216,19 +217,19 @@ func (ls *lease) refreshed(sent time.Time, ttlSeconds int64) {
 	ls.mu.Unlock()
 }
 
-func (ls *lease) add(l *Lock) bool {
+func (ls *lease) add(e *entry) bool {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	if ls.dead {
 		return false
 	}
-	ls.locks[l] = struct{}{}
+	ls.locks[e] = struct{}{}
 	return true
 }
 
-func (ls *lease) remove(l *Lock) {
+func (ls *lease) remove(e *entry) {
 	ls.mu.Lock()
-	delete(ls.locks, l)
+	delete(ls.locks, e)
 	ls.mu.Unlock()
 }
 
@@ -241,9 +242,9 @@ func (ls *lease) lose() {
 	}
 	ls.dead = true
 	ls.cancel()
-	locks := make([]*Lock, 0, len(ls.locks))
-	for l := range ls.locks {
-		locks = append(locks, l)
+	locks := make([]*entry, 0, len(ls.locks))
+	for e := range ls.locks {
+		locks = append(locks, e)
 	}
 	ls.mu.Unlock()
 	ls.lk.mu.Lock()
@@ -252,9 +253,9 @@ func (ls *lease) lose() {
 	}
 	delete(ls.lk.all, ls)
 	ls.lk.mu.Unlock()
-	for _, l := range locks {
-		l.settle(stateLost)
-		l.End()
+	for _, e := range locks {
+		e.settle(stateLost)
+		e.claim.Lose()
 	}
 }
 

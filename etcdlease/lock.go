@@ -12,6 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/driver"
 	"github.com/lockswap/lockswap/internal/lockstate"
 )
 
@@ -23,16 +24,18 @@ const (
 	stateExpired
 )
 
-// Lock is a held etcd lock. Besides lockswap.Lock it tells its etcd key and
-// offers [Lock.IsOwner] for the caller's own transactions.
-type Lock struct {
-	*lockstate.State
+// entry is a held lock as the protocol sees it (the driver's Data): its
+// queue key, the lease it hangs on, and the one deletion of its key.
+type entry struct {
 	lk      *Locker
 	ls      *lease
+	key     string
 	etcdKey string
 	slot    int
 	rev     int64
-	st      atomic.Int32
+	// claim is the kit's claim of the lock: Lose ends it, Done is its Done.
+	claim *driver.Claim[*entry]
+	st    atomic.Int32
 	// releasing is set while Release's delete is in flight, so that the
 	// watch does not take our own deletion for a loss.
 	releasing atomic.Bool
@@ -46,73 +49,83 @@ type Lock struct {
 }
 
 // stopWatch cancels a watch that has not started yet.
-func (l *Lock) stopWatch() {
+func (l *entry) stopWatch() {
 	if l.watchTimer.Stop() {
 		l.lk.forget(l)
 	}
 }
 
-var _ lockswap.Lock = (*Lock)(nil)
-
 // settle moves a live lock to state s; false if it had already ended.
-func (l *Lock) settle(s int32) bool { return l.st.CompareAndSwap(stateLive, s) }
+func (l *entry) settle(s int32) bool { return l.st.CompareAndSwap(stateLive, s) }
 
-// EtcdKey is this holder's key in etcd (queue prefix + token).
-func (l *Lock) EtcdKey() string { return l.etcdKey }
+// lose settles a live lock as lost and tells the kit.
+func (l *entry) lose() {
+	if l.settle(stateLost) {
+		l.claim.Lose()
+	}
+}
 
-// LeaseID is the lease the key is attached to.
-func (l *Lock) LeaseID() clientv3.LeaseID { return l.ls.id }
-
-// IsOwner is the comparison that holds while this lock is held: the
-// holder's key still exists with the create revision it was taken at (its
-// Fence). Put it in your own transaction so that a write succeeds only while
-// you still own the lock:
-//
-//	resp, err := cli.Txn(ctx).If(l.IsOwner()).Then(clientv3.OpPut("data", v)).Commit()
-//	// !resp.Succeeded: the lock was lost, nothing was written.
-func (l *Lock) IsOwner() clientv3.Cmp {
+// isOwner is the comparison that holds while the lock is held.
+func (l *entry) isOwner() clientv3.Cmp {
 	return clientv3.Compare(clientv3.CreateRevision(l.etcdKey), "=", l.rev)
 }
 
-// IsOwner returns l's ownership comparison (see [Lock.IsOwner]) when l is an
-// etcdlease lock.
-func IsOwner(l lockswap.Lock) (clientv3.Cmp, bool) {
-	el, ok := l.(*Lock)
-	if !ok {
+// IsOwner returns the comparison that holds while l, a lock of an
+// etcdlease Locker, is held: the holder's key still exists with the create
+// revision it was taken at (its Fence). Put it in your own transaction so
+// that a write succeeds only while you still own the lock:
+//
+//	owner, _ := etcdlease.IsOwner(l)
+//	resp, err := cli.Txn(ctx).If(owner).Then(clientv3.OpPut("data", v)).Commit()
+//	// !resp.Succeeded: the lock was lost, nothing was written.
+//
+// ok is false for a lock of another backend.
+func IsOwner(l lockswap.Lock) (cmp clientv3.Cmp, ok bool) {
+	e, ok := driver.Data[*entry](l)
+	if !ok || e == nil {
 		return clientv3.Cmp{}, false
 	}
-	return el.IsOwner(), true
+	return e.isOwner(), true
 }
 
-// Deadline is the earlier of the lock's own deadline (start + TTL - drift,
-// moved by Extend) and the lease's deadline as this client knows it (last
-// acknowledged keepalive's send time + granted TTL - drift).
-func (l *Lock) Deadline() time.Time {
-	return minTime(l.State.Deadline(), l.ls.leaseDeadline())
+// EtcdKey returns the holder's key in etcd of l, a lock of an etcdlease
+// Locker (queue prefix + this Locker's contender name); ok is false for a
+// lock of another backend.
+func EtcdKey(l lockswap.Lock) (key string, ok bool) {
+	e, ok := driver.Data[*entry](l)
+	if !ok || e == nil {
+		return "", false
+	}
+	return e.etcdKey, true
+}
+
+// LeaseID returns the lease l's key is attached to, for a lock of an
+// etcdlease Locker; ok is false for a lock of another backend.
+func LeaseID(l lockswap.Lock) (id clientv3.LeaseID, ok bool) {
+	e, ok := driver.Data[*entry](l)
+	if !ok || e == nil {
+		return 0, false
+	}
+	return e.ls.id, true
 }
 
 // Extend refreshes the lease, checks in one transaction that the key is
-// still ours, and moves the lock's deadline to now + ttl. It returns an
+// still ours, and returns the lock's new deadline, now + ttl. It returns an
 // error matching lockswap.ErrLost when the lock is no longer held,
 // lockswap.ErrClosed after the Locker's Close, and lockswap.ErrInvalid for
-// a TTL outside [Locker.TTLRange] or one that ran out during the request
-// (the lock then keeps its previous deadline). It returns by ctx's
-// deadline.
-func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
-	lk := l.lk
-	if err := lk.checkTTL("extend", l.Key(), ttl); err != nil {
-		return err
-	}
+// a TTL that ran out during the request (the lock then keeps its previous
+// deadline).
+func (d drv) Extend(ctx context.Context, c *driver.Claim[*entry], ttl time.Duration) (driver.Grant, error) {
+	lk, l := d.lk, c.Data
 	if lk.isClosed() {
-		l.settle(stateLost)
-		l.End()
-		return fmt.Errorf("%s: extend %s: the Locker was closed, which released the lock: %w (%w)", Backend,
-			lockstate.QuoteKey(l.Key()), lockswap.ErrClosed, lockswap.ErrLost)
+		l.lose()
+		return driver.Grant{}, errClosedLost
 	}
-	if l.Ended() || !time.Now().Before(l.Deadline()) {
-		l.settle(stateExpired)
-		l.End()
-		return fmt.Errorf("%s: extend %s: validity already over: %w", Backend, lockstate.QuoteKey(l.Key()), lockswap.ErrLost)
+	if !time.Now().Before(l.ls.leaseDeadline()) {
+		if l.settle(stateExpired) {
+			c.Lose()
+		}
+		return driver.Grant{}, fmt.Errorf("validity already over (the lease's keepalives went unanswered): %w", lockswap.ErrLost)
 	}
 	cctx, stop := lk.callCtx(ctx)
 	defer stop()
@@ -123,38 +136,33 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if err != nil {
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 			l.ls.lose()
-			return fmt.Errorf("%s: extend %s: lease %x expired: %w", Backend, lockstate.QuoteKey(l.Key()), int64(l.ls.id), lockswap.ErrLost)
+			return driver.Grant{}, fmt.Errorf("lease %x expired: %w", int64(l.ls.id), lockswap.ErrLost)
 		}
-		return l.failAfterClose("extend", err)
+		return driver.Grant{}, l.failAfterClose(err)
 	}
 	l.ls.refreshed(start, ka.TTL)
-	resp, err := lk.c.Txn(rctx).If(l.IsOwner()).Commit()
+	resp, err := lk.c.Txn(rctx).If(l.isOwner()).Commit()
 	if err != nil {
-		return l.failAfterClose("extend", err)
+		return driver.Grant{}, l.failAfterClose(err)
 	}
 	if !resp.Succeeded {
-		l.settle(stateLost)
-		l.End()
-		return fmt.Errorf("%s: extend %s: key %s no longer ours: %w", Backend, lockstate.QuoteKey(l.Key()), lockstate.QuoteKey(l.etcdKey), lockswap.ErrLost)
+		l.lose()
+		return driver.Grant{}, fmt.Errorf("key %s no longer ours: %w", lockstate.QuoteKey(l.etcdKey), lockswap.ErrLost)
 	}
 	nd := start.Add(ttl - lockstate.Drift(ttl))
 	if now := time.Now(); !now.Before(nd) {
-		return fmt.Errorf("%s: extend %s: ttl %v is too short: the request took %v, which left no validity (the lock keeps its previous deadline): %w",
-			Backend, lockstate.QuoteKey(l.Key()), ttl, now.Sub(start).Round(time.Microsecond), lockswap.ErrInvalid)
+		return driver.Grant{}, fmt.Errorf("ttl %v is too short: the request took %v, which left no validity (the lock keeps its previous deadline): %w",
+			ttl, now.Sub(start).Round(time.Microsecond), lockswap.ErrInvalid)
 	}
-	if !l.SetDeadline(nd) {
-		return fmt.Errorf("%s: extend %s: lock ended while extending: %w", Backend, lockstate.QuoteKey(l.Key()), lockswap.ErrLost)
-	}
-	l.SetTTL(ttl)
-	return nil
+	return driver.Grant{Deadline: nd}, nil
 }
 
 // failAfterClose wraps a request's error, as ErrClosed when Close ended it.
-func (l *Lock) failAfterClose(op string, err error) error {
+func (l *entry) failAfterClose(err error) error {
 	if l.lk.isClosed() {
-		return fmt.Errorf("%w (%v)", closedErr(op, l.Key()), err)
+		return closedBecause(err)
 	}
-	return l.lk.fail(op, l.Key(), err)
+	return l.lk.fail(err)
 }
 
 // deletion is the one request in flight that deletes a lock's key.
@@ -181,7 +189,7 @@ func (d *deletion) failed() bool {
 // lockswap.CleanupTimeout and ended by Close); when it cannot confirm the
 // deletion of a key that nobody else will delete (the lock ended), the
 // lease is retired, so that the key goes with it.
-func (l *Lock) startDelete(parent context.Context) *deletion {
+func (l *entry) startDelete(parent context.Context) *deletion {
 	if l.del != nil && !l.del.failed() {
 		return l.del
 	}
@@ -205,33 +213,34 @@ func (l *Lock) startDelete(parent context.Context) *deletion {
 
 // deleteKey sends the deletion of l's key and settles the lock by its
 // outcome.
-func (l *Lock) deleteKey(ctx context.Context, live bool) error {
-	lk, q := l.lk, lockstate.QuoteKey(l.Key())
+func (l *entry) deleteKey(ctx context.Context, live bool) error {
+	lk := l.lk
 	if !live {
-		resp, err := lk.c.Txn(ctx).If(l.IsOwner()).Then(clientv3.OpDelete(l.etcdKey)).Commit()
+		resp, err := lk.c.Txn(ctx).If(l.isOwner()).Then(clientv3.OpDelete(l.etcdKey)).Commit()
 		if err != nil {
 			l.ls.retire()
-			return lk.fail("release", l.Key(), err)
+			return lk.fail(err)
 		}
 		what := "the lock had already ended"
 		if resp.Succeeded {
 			lk.putSlot(l.slot)
 			what += " (its key was still there and is now deleted)"
 		}
-		return fmt.Errorf("%s: release %s: %s: %w", Backend, q, what, lockswap.ErrLost)
+		return fmt.Errorf("%s: %w", what, lockswap.ErrLost)
 	}
 	defer l.releasing.Store(false)
 	resp, err := lk.c.Delete(ctx, l.etcdKey)
 	if err != nil {
-		return lk.fail("release", l.Key(), err)
+		return lk.fail(err)
 	}
 	if resp.Deleted == 0 {
 		l.settle(stateLost)
-		l.End()
-		return fmt.Errorf("%s: release %s: key %s was already gone: %w", Backend, q, lockstate.QuoteKey(l.etcdKey), lockswap.ErrLost)
+		return fmt.Errorf("key %s was already gone: %w", lockstate.QuoteKey(l.etcdKey), lockswap.ErrLost)
 	}
 	settled := l.settle(stateReleased)
-	l.End()
+	// Done closes now, also when the caller of Release stopped waiting
+	// for this delete (the kit then left the lock as it was).
+	l.claim.Lose()
 	l.stopWatch()
 	if settled {
 		lk.putSlot(l.slot)
@@ -244,55 +253,81 @@ func (l *Lock) deleteKey(ctx context.Context, live bool) error {
 // contenderKey), so that delete is a plain one; once the lock has ended
 // (lost, expired) the delete is a transaction that compares the key's
 // create revision with Fence. It returns nil when our lock was removed (or
-// was already released by this handle), an error matching lockswap.ErrLost
-// when it had already been lost or had passed its deadline, and one
-// matching lockswap.ErrClosed (and ErrLost) after the Locker's Close, whose
+// was already released), an error matching lockswap.ErrLost when it had
+// already been lost or had passed its deadline, and one matching
+// lockswap.ErrClosed (and ErrLost) after the Locker's Close, whose
 // revocation of the leases released it.
 //
-// The delete runs even if ctx is already cancelled, bounded by
-// lockswap.CleanupTimeout, but Release waits for it only until ctx's
-// deadline plus lockswap.DeadlineGrace (the grace from now when ctx has
-// already ended), as with every backend: it then returns an error matching
-// lockswap.ErrUnavailable (and ctx's error, once ctx has ended) while the
-// delete goes on in the background, ended by Close at the latest (a later
-// Release waits for the same one).
-func (l *Lock) Release(ctx context.Context) error {
+// The delete runs in the background (the Locker's group, bounded by
+// lockswap.CleanupTimeout, ended by Close); Release waits for it until
+// ctx's deadline (the kit's: the caller's plus lockswap.DeadlineGrace) and
+// otherwise returns an error matching lockswap.ErrUnavailable (and ctx's
+// error once the caller's context has ended) while the delete goes on: a
+// later Release waits for the same one.
+func (d drv) Release(ctx context.Context, c *driver.Claim[*entry]) error {
+	lk, l := d.lk, c.Data
 	if l.st.Load() == stateReleased {
 		return nil
 	}
-	lk, q := l.lk, lockstate.QuoteKey(l.Key())
 	if lk.isClosed() {
 		// Close revoked the Locker's leases, which deleted the key.
-		l.settle(stateLost)
-		l.End()
-		return fmt.Errorf("%s: release %s: the Locker was closed, which released the lock: %w (%w)", Backend, q, lockswap.ErrClosed, lockswap.ErrLost)
+		l.lose()
+		return errClosedLost
 	}
 	l.mu.Lock()
-	d := l.startDelete(ctx)
+	del := l.startDelete(ctx)
 	l.mu.Unlock()
-	if d == nil {
-		l.settle(stateLost)
-		l.End()
-		return fmt.Errorf("%s: release %s: the Locker was closed, which released the lock: %w (%w)", Backend, q, lockswap.ErrClosed, lockswap.ErrLost)
+	if del == nil {
+		l.lose()
+		return errClosedLost
 	}
-	if !awaitCleanup(ctx, d.done, lockswap.CleanupTimeout) {
+	if !awaitDone(ctx, del.done) {
 		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("%s: release %s: etcd did not confirm the delete before the context ended (it goes on in the background, for up to %v): %w: %w",
-				Backend, q, lockswap.CleanupTimeout, lockswap.ErrUnavailable, err)
+			return fmt.Errorf("etcd did not confirm the delete before the deadline (it goes on in the background, for up to %v): %w: %w",
+				lockswap.CleanupTimeout, lockswap.ErrUnavailable, err)
 		}
-		return fmt.Errorf("%s: release %s: etcd did not confirm the delete within %v: %w",
-			Backend, q, lockswap.CleanupTimeout, lockswap.ErrUnavailable)
+		return fmt.Errorf("etcd did not confirm the delete before the deadline (it goes on in the background, for up to %v): %w",
+			lockswap.CleanupTimeout, lockswap.ErrUnavailable)
 	}
-	if d.err != nil && lk.isClosed() && errors.Is(d.err, lockswap.ErrUnavailable) {
-		return fmt.Errorf("%s: release %s: the Locker was closed, which released the lock: %w (%w)", Backend, q, lockswap.ErrClosed, lockswap.ErrLost)
+	if del.err != nil && lk.isClosed() && errors.Is(del.err, lockswap.ErrUnavailable) {
+		return errClosedLost
 	}
-	return d.err
+	return del.err
+}
+
+// awaitDone waits for done until ctx ends or its deadline passes (a
+// context of the kit's may carry a deadline that nothing cancels), and
+// reports whether done closed.
+func awaitDone(ctx context.Context, done <-chan struct{}) bool {
+	select {
+	case <-done:
+		return true
+	default:
+	}
+	var expired <-chan time.Time
+	if d, ok := ctx.Deadline(); ok {
+		t := time.NewTimer(time.Until(d))
+		defer t.Stop()
+		expired = t.C
+	}
+	select {
+	case <-done:
+		return true
+	case <-ctx.Done():
+	case <-expired:
+	}
+	select {
+	case <-done:
+		return true
+	default:
+		return false
+	}
 }
 
 // watch runs while the lock is held: it ends the lock when the key is
 // deleted by anyone, and deletes the key when the lock's deadline passes
 // without Extend (the lease would otherwise keep it).
-func (l *Lock) watch() {
+func (l *entry) watch() {
 	lk := l.lk
 	defer lk.forget(l)
 	ctx, cancel := context.WithCancel(lk.ctx)
@@ -301,7 +336,7 @@ func (l *Lock) watch() {
 	wch := lk.c.Watch(ctx, l.etcdKey, clientv3.WithRev(rev), clientv3.WithFilterPut())
 	for {
 		select {
-		case <-l.Done():
+		case <-l.claim.Done():
 			// At the deadline the key is deleted (the lease would keep
 			// it), unless Release is already at it.
 			// A Release in flight is waited for first: if its delete
@@ -326,9 +361,7 @@ func (l *Lock) watch() {
 		case wr, ok := <-wch:
 			if !ok || wr.Err() != nil {
 				if ctx.Err() != nil || lk.c.Ctx().Err() != nil {
-					if l.settle(stateLost) {
-						l.End()
-					}
+					l.lose()
 					return
 				}
 				// The watch broke (compaction, member loss): check the key
@@ -339,14 +372,12 @@ func (l *Lock) watch() {
 				if err != nil {
 					select {
 					case <-time.After(50 * time.Millisecond):
-					case <-l.Done():
+					case <-l.claim.Done():
 					}
 					continue
 				}
 				if len(g.Kvs) == 0 || g.Kvs[0].CreateRevision != l.rev {
-					if l.settle(stateLost) {
-						l.End()
-					}
+					l.lose()
 					continue
 				}
 				rev = g.Header.Revision + 1
@@ -354,8 +385,8 @@ func (l *Lock) watch() {
 				continue
 			}
 			for _, ev := range wr.Events {
-				if ev.Type == clientv3.EventTypeDelete && !l.releasing.Load() && l.settle(stateLost) {
-					l.End()
+				if ev.Type == clientv3.EventTypeDelete && !l.releasing.Load() {
+					l.lose()
 				}
 			}
 			rev = wr.Header.Revision + 1

@@ -75,6 +75,11 @@ func (s *State) Init(key, token string, fence uint64, hasFence bool, deadline ti
 	s.key, s.token, s.fence, s.hasFence, s.deadline = key, token, fence, hasFence, deadline
 }
 
+// SetFence sets the fence of a lock whose State was set up before its
+// fence was known; it must be called before the lock is handed out (Fence
+// does not lock).
+func (s *State) SetFence(fence uint64, hasFence bool) { s.fence, s.hasFence = fence, hasFence }
+
 // Key returns the lock's key.
 func (s *State) Key() string { return s.key }
 

@@ -1,0 +1,450 @@
+package etcdlease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/driver"
+	"github.com/lockswap/lockswap/internal/attempt"
+	"github.com/lockswap/lockswap/internal/lockstate"
+)
+
+// drv is the protocol the kit runs (driver.Driver, driver.Waiter and
+// driver.Bounder). Its errors carry no "etcdlease: op key:" prefix: the
+// kit adds it.
+type drv struct{ lk *Locker }
+
+var (
+	_ driver.Driver[*entry]  = drv{}
+	_ driver.Waiter[*entry]  = drv{}
+	_ driver.Bounder[*entry] = drv{}
+)
+
+// Acquire is TryAcquire's one attempt: it takes the lock only when nobody
+// holds or waits for it (one transaction puts our key if the queue prefix
+// is empty).
+func (d drv) Acquire(ctx context.Context, c *driver.Claim[*entry]) (driver.Grant, error) {
+	lk := d.lk
+	cctx, stop := lk.callCtx(ctx)
+	defer stop()
+	g, err := lk.tryOnce(cctx, c)
+	if err != nil && lk.isClosed() {
+		return g, closedBecause(err)
+	}
+	return g, err
+}
+
+func (lk *Locker) tryOnce(ctx context.Context, c *driver.Claim[*entry]) (driver.Grant, error) {
+	ls, err := lk.lease(ctx, c.TTL, nil)
+	if err != nil {
+		return driver.Grant{}, err
+	}
+	pfx := lk.QueuePrefix(c.Key)
+	slot := lk.takeSlot()
+	myKey := lk.contenderKey(pfx, slot)
+	start := time.Now()
+	rctx, cancel := lk.reqCtx(ctx, nil)
+	resp, err := lk.c.Txn(rctx).
+		If(clientv3.Compare(clientv3.CreateRevision(pfx), "=", 0).WithPrefix()).
+		Then(clientv3.OpPut(myKey, c.Token, clientv3.WithLease(ls.id))).
+		Commit()
+	cancel()
+	if err != nil {
+		lk.giveBack(ctx, myKey, slot, ls, err)
+		return driver.Grant{}, lk.fail(err)
+	}
+	if !resp.Succeeded {
+		lk.putSlot(slot) // nothing was written
+		ls.done()
+		return driver.Grant{}, lockswap.ErrHeld
+	}
+	return lk.held(ctx, c, myKey, slot, resp.Header.Revision, ls, start)
+}
+
+// Wait is one attempt of Acquire: it joins the lock's queue and waits,
+// woken by a watch, until it is first. The wait ends early when ctx ends
+// (the queue key is then removed; ErrHeld), when the Locker is closed
+// (ErrClosed), and when etcd has answered none of its requests for the
+// call's outage bound (ErrUnavailable: the kit decides whether to try
+// again). Errors that retrying cannot fix (ErrInvalid) end it at once.
+func (d drv) Wait(ctx context.Context, c *driver.Claim[*entry], ob *driver.Outage) (driver.Grant, error) {
+	lk := d.lk
+	cctx, stop := lk.callCtx(ctx)
+	defer stop()
+	g, err := lk.queue(cctx, c, ob)
+	if err != nil && lk.isClosed() {
+		return g, closedBecause(err)
+	}
+	return g, err
+}
+
+// Bound is the lease's deadline as this client knows it: the send time of
+// its last acknowledged keepalive + its granted TTL - drift.
+func (drv) Bound(c *driver.Claim[*entry]) time.Time {
+	if c.Data == nil {
+		return time.Time{}.Add(1<<63 - 1)
+	}
+	return c.Data.ls.leaseDeadline()
+}
+
+// queueOpts read the newest two keys of the queue up to a create revision:
+// our own key and the one just before it.
+func queueOpts(maxRev int64) []clientv3.OpOption {
+	o := []clientv3.OpOption{clientv3.WithPrefix(),
+		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(2)}
+	if maxRev > 0 {
+		o = append(o, clientv3.WithMaxCreateRev(maxRev))
+	}
+	return o
+}
+
+// queue makes one attempt of Acquire. Its errors are not wrapped with the
+// context's (Wait does that once).
+func (lk *Locker) queue(ctx context.Context, c *driver.Claim[*entry], ob *driver.Outage) (driver.Grant, error) {
+	ls, err := lk.lease(ctx, c.TTL, ob)
+	if err != nil {
+		return driver.Grant{}, err
+	}
+	pfx := lk.QueuePrefix(c.Key)
+	// The slot's key name is ours alone (see contenderKey), so the put
+	// needs no compare.
+	slot := lk.takeSlot()
+	myKey := lk.contenderKey(pfx, slot)
+	start := time.Now()
+	rctx, cancel := lk.reqCtx(ctx, ob)
+	resp, err := lk.c.Txn(rctx).
+		Then(clientv3.OpPut(myKey, c.Token, clientv3.WithLease(ls.id)), clientv3.OpGet(pfx, queueOpts(0)...)).
+		Commit()
+	cancel()
+	if err != nil {
+		lk.giveBack(ctx, myKey, slot, ls, err)
+		return driver.Grant{}, lk.fail(err)
+	}
+	ob.Answered()
+	myRev := resp.Header.Revision
+	kvs := resp.Responses[1].GetResponseRange().Kvs
+	header := resp.Header.Revision
+	for {
+		if len(kvs) == 0 || string(kvs[0].Key) != myKey {
+			// Our key is gone: the lease expired while we waited.
+			lk.giveBack(ctx, myKey, slot, ls, nil)
+			return driver.Grant{}, fmt.Errorf("queue entry vanished while waiting (lease lost): %w", lockswap.ErrUnavailable)
+		}
+		if len(kvs) == 1 {
+			return lk.held(ctx, c, myKey, slot, myRev, ls, start)
+		}
+		if err := lk.waitDelete(ctx, string(kvs[1].Key), kvs[1].CreateRevision, header, ob); err != nil {
+			lk.giveBack(ctx, myKey, slot, ls, err)
+			if errors.Is(err, lockswap.ErrClosed) {
+				return driver.Grant{}, errClosed
+			}
+			if ctx.Err() != nil {
+				return driver.Grant{}, lockswap.ErrHeld
+			}
+			if errors.Is(err, lockswap.ErrUnavailable) {
+				return driver.Grant{}, err
+			}
+			return driver.Grant{}, lk.fail(err)
+		}
+		start = time.Now()
+		rctx, cancel := lk.reqCtx(ctx, ob)
+		g, err := lk.c.Get(rctx, pfx, queueOpts(myRev)...)
+		cancel()
+		if err != nil {
+			lk.giveBack(ctx, myKey, slot, ls, err)
+			return driver.Grant{}, lk.fail(err)
+		}
+		ob.Answered()
+		kvs, header = g.Kvs, g.Header.Revision
+	}
+}
+
+// waitDelete waits until k, created at revision created, is deleted after
+// revision rev, at which the caller read it. (A later key of the same name
+// is a later contender: its presence means ours is gone.)
+//
+// The watch starts at the server's current revision ("from now"): such a
+// watch is synced and gets each event as soon as it is committed. A watch
+// from rev+1 would do when nothing was written since rev, but under
+// contention other writes have moved the revision on by the time the watch
+// is registered, and a watch from a past revision waits for the server's
+// unsynced-watcher loop (every 100 ms). A deletion between rev and the
+// watch's creation is caught by reading k once the watch exists.
+//
+// While the watch stays quiet, k is read every probeEvery (or a third of
+// the outage bound when smaller): that tells a held lock from an etcd that
+// no longer answers, which ends the wait with ErrUnavailable once the
+// outage bound has passed (never, without a bound). Each watch's creation
+// is bounded like a request (see startWatch).
+func (lk *Locker) waitDelete(ctx context.Context, k string, created, rev int64, ob *driver.Outage) error {
+	stopWatch := func() {}
+	defer func() { stopWatch() }()
+	closing := lk.ctx.Done()
+	probe := time.NewTicker(probePeriod(ob))
+	defer probe.Stop()
+	// check reads k: done when it is gone or is another contender's.
+	check := func() (done bool, err error) {
+		rctx, rcancel := lk.reqCtx(ctx, ob)
+		g, err := lk.c.Get(rctx, k)
+		rcancel()
+		if err != nil {
+			return false, err
+		}
+		ob.Answered()
+		if len(g.Kvs) == 0 || g.Kvs[0].CreateRevision != created {
+			return true, nil
+		}
+		rev = g.Header.Revision
+		return false, nil
+	}
+	for {
+		stopWatch() // the previous watch, if any, has ended
+		wch, cancel, err := lk.startWatch(ctx, k, ob)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return err
+		}
+		stopWatch = cancel
+		for {
+			var wr clientv3.WatchResponse
+			var ok bool
+			select {
+			case wr, ok = <-wch:
+			case <-closing:
+				return fmt.Errorf("waiting for %s: %w", lockstate.QuoteKey(k), errClosed)
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-probe.C:
+				done, err := check()
+				if done {
+					return nil
+				}
+				if err != nil {
+					if ctx.Err() != nil {
+						return ctx.Err()
+					}
+					if classify(err) == lockswap.ErrInvalid {
+						return err
+					}
+					if ob.Over() {
+						return fmt.Errorf("waiting for %s: %w: %w", lockstate.QuoteKey(k), lockswap.ErrUnavailable, err)
+					}
+				}
+				continue
+			}
+			if !ok {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				break // the watch ended (member lost): watch again
+			}
+			if err := wr.Err(); err != nil {
+				return nil // cancelled by the server: the caller re-reads the queue
+			}
+			ob.Answered()
+			if wr.Created {
+				if wr.Header.Revision <= rev {
+					continue
+				}
+				done, err := check()
+				if err != nil {
+					return err
+				}
+				if done {
+					return nil
+				}
+				continue
+			}
+			for _, ev := range wr.Events {
+				if ev.Type == clientv3.EventTypeDelete {
+					return nil
+				}
+			}
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		// Re-read k before the next watch, as after any gap.
+		done, err := check()
+		if err != nil {
+			return err
+		}
+		if done {
+			return nil
+		}
+	}
+}
+
+// startWatch watches the deletion of k from now. clientv3's Watch blocks
+// until etcd confirms the watch (and, on a shared stream, until it has
+// confirmed the watches asked before), bounded only by its context: here
+// that wait is bounded like a request (see reqCtx). When etcd does not
+// confirm in time the watch is cancelled and the error matches
+// lockswap.ErrUnavailable and context.DeadlineExceeded. The watch ends with
+// ctx or when the returned cancel is called.
+func (lk *Locker) startWatch(ctx context.Context, k string, ob *driver.Outage) (clientv3.WatchChan, context.CancelFunc, error) {
+	wctx, cancel := context.WithCancel(ctx)
+	d := lk.reqTimeout(ob)
+	t := time.AfterFunc(d, cancel)
+	wch := lk.c.Watch(wctx, k, clientv3.WithFilterPut(), clientv3.WithCreatedNotify())
+	if !t.Stop() {
+		cancel()
+		return nil, nil, fmt.Errorf("watching %s: etcd did not confirm the watch within %v: %w: %w",
+			lockstate.QuoteKey(k), d, lockswap.ErrUnavailable, context.DeadlineExceeded)
+	}
+	return wch, cancel, nil
+}
+
+// giveBack deletes our queue key after a failed or cancelled attempt and
+// releases the attempt's hold on its lease. A request that failed may
+// still land on the server (its reply lost or late), so the delete always
+// runs, in the background (lk.bg, bounded by lockswap.CleanupTimeout and
+// ended by Close); the caller waits for it only within its own bound (see
+// awaitGiveBack). The slot is reused only when the delete is confirmed;
+// when it cannot be, the lease is retired, so that the key goes with it.
+// After Close nothing is sent: Close revoked the lease (or let it expire).
+func (lk *Locker) giveBack(ctx context.Context, myKey string, slot int, ls *lease, cause error) {
+	if cause != nil && classify(cause) == lockswap.ErrInvalid && !errors.Is(cause, context.DeadlineExceeded) {
+		// The server refused the request: nothing was written.
+		lk.putSlot(slot)
+		ls.done()
+		return
+	}
+	if lk.isClosed() {
+		// Close revokes the lease (or lets it expire): the key goes with
+		// it, and Close need not wait for a delete.
+		ls.done()
+		return
+	}
+	done := make(chan struct{})
+	if !lk.bg.Go(ctx, func(bctx context.Context) {
+		defer close(done)
+		defer ls.done()
+		if _, err := lk.c.Delete(bctx, myKey); err == nil {
+			lk.putSlot(slot)
+			return
+		}
+		ls.retire()
+	}) {
+		ls.done()
+		return
+	}
+	awaitGiveBack(ctx, done)
+}
+
+// awaitGiveBack waits for done, the deletion of a failed attempt's queue
+// key, so that an attempt ended by its caller leaves nothing when Acquire
+// returns (a healthy etcd deletes in milliseconds). It waits at most
+// attempt.Grace from now, and never past ctx's deadline plus attempt.Grace
+// (lockswap.DeadlineGrace), the bound of the call: the request before it
+// already ran to that deadline.
+func awaitGiveBack(ctx context.Context, done <-chan struct{}) {
+	wait := attempt.Grace
+	if d, ok := ctx.Deadline(); ok {
+		wait = min(wait, time.Until(d.Add(attempt.Grace)))
+	}
+	if wait <= 0 {
+		return
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
+}
+
+// contenderKey is the key of contender slot in the queue pfx: the Locker's
+// random id (64 bits) and a slot number. A slot goes back to the free list
+// only once this Locker has seen its key deleted by its own request, after
+// which no handle that used it sends another plain delete; until then the
+// name belongs to one attempt or lock alone. That makes the put of Acquire
+// and the delete of Release safe without a compare. Reusing slots keeps a
+// busy lock from leaving an ever-growing set of deleted keys in etcd's index
+// (which every prefix read walks until the next compaction); the create
+// revision, not the name, tells holders apart (Fence, IsOwner).
+func (lk *Locker) contenderKey(pfx string, slot int) string {
+	return pfx + lk.id + "-" + strconv.Itoa(slot)
+}
+
+func (lk *Locker) takeSlot() int {
+	lk.slotMu.Lock()
+	defer lk.slotMu.Unlock()
+	if n := len(lk.freeSlots); n > 0 {
+		s := lk.freeSlots[n-1]
+		lk.freeSlots = lk.freeSlots[:n-1]
+		return s
+	}
+	lk.nextSlot++
+	return lk.nextSlot
+}
+
+func (lk *Locker) putSlot(s int) {
+	lk.slotMu.Lock()
+	lk.freeSlots = append(lk.freeSlots, s)
+	lk.slotMu.Unlock()
+}
+
+// held makes the lock's entry (c.Data) and starts watching its key. The
+// attempt's hold on ls passes to the lock (released by forget). A lock
+// whose validity the acquisition used up is given back: ErrInvalid when
+// the TTL was shorter than the acquisition took, ErrUnavailable when the
+// lease's own deadline passed.
+func (lk *Locker) held(ctx context.Context, c *driver.Claim[*entry], myKey string, slot int, rev int64, ls *lease, start time.Time) (driver.Grant, error) {
+	ttl := c.TTL
+	deadline := start.Add(ttl - lockstate.Drift(ttl))
+	if now := time.Now(); !now.Before(deadline) {
+		lk.giveBack(ctx, myKey, slot, ls, nil)
+		return driver.Grant{}, fmt.Errorf("ttl %v is too short: the acquisition took %v, which left the lock no validity (nothing is held; use a longer TTL): %w",
+			ttl, now.Sub(start).Round(time.Microsecond), lockswap.ErrInvalid)
+	} else if !now.Before(ls.leaseDeadline()) {
+		lk.giveBack(ctx, myKey, slot, ls, nil)
+		return driver.Grant{}, fmt.Errorf("the lease's keepalives went unanswered past its deadline: %w", lockswap.ErrUnavailable)
+	}
+	e := &entry{lk: lk, ls: ls, key: c.Key, etcdKey: myKey, slot: slot, rev: rev, claim: c}
+	lk.mu.Lock()
+	if lk.closed {
+		lk.mu.Unlock()
+		ls.done()
+		e.settle(stateLost)
+		// Close revoked the lease (or let it expire): the key goes with it.
+		return driver.Grant{}, errClosed
+	}
+	if !ls.add(e) {
+		lk.mu.Unlock()
+		e.settle(stateLost)
+		lk.giveBack(ctx, myKey, slot, ls, nil)
+		return driver.Grant{}, fmt.Errorf("lease lost while acquiring: %w", lockswap.ErrUnavailable)
+	}
+	c.Data = e
+	lk.locks[e] = struct{}{}
+	lk.wg.Add(1)
+	e.watchTimer = time.AfterFunc(WatchDelay, e.watch)
+	lk.mu.Unlock()
+	return driver.Grant{Fence: uint64(rev), Deadline: deadline}, nil
+}
+
+// forget drops e from the Locker's and the lease's books; it runs once per
+// lock, when its watch ends or is cancelled before it started.
+func (lk *Locker) forget(e *entry) {
+	lk.mu.Lock()
+	delete(lk.locks, e)
+	lk.mu.Unlock()
+	e.ls.remove(e)
+	e.ls.done()
+	lk.wg.Done()
+}
+
+// WatchDelay is how long a held lock waits before it watches its key. A
+// lock released sooner costs no watch at all; a deletion by someone else in
+// the meantime is still seen, since the watch starts at the revision after
+// the acquisition.
+const WatchDelay = 20 * time.Millisecond
