@@ -744,6 +744,11 @@ func (l *lock[D]) Release(ctx context.Context) error {
 			return lk.fail("release", key, fmt.Errorf("outcome unknown at the deadline, still releasing in the background: %w", err))
 		}
 	}
+	if err != nil && lk.closed.Load() && !errors.Is(err, lockswap.ErrClosed) {
+		// Close ran meanwhile and may be why (etcdlease revokes its
+		// leases): say both.
+		err = fmt.Errorf("%w (%w)", lockswap.ErrClosed, err)
+	}
 	if err != nil && !errors.Is(err, lockswap.ErrLost) && !gaveUp(err) {
 		return lk.fail("release", key, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/alicebob/miniredis/v2"
@@ -43,9 +44,9 @@ func TestOpenWithoutBackendPackage(t *testing.T) {
 	}
 }
 
-// TestThirdPartyScheme: a backend from another package registers its
-// scheme and parameters, and is opened like the built-in ones.
-func TestThirdPartyScheme(t *testing.T) {
+// registerTestmem registers the scheme testmem once per test binary (a
+// scheme registers once: -count=2 runs the test twice).
+var registerTestmem = sync.OnceFunc(func() {
 	store := memlock.NewStore()
 	registry.Register(registry.Scheme{
 		Name:   "testmem",
@@ -60,6 +61,12 @@ func TestThirdPartyScheme(t *testing.T) {
 			return func(context.Context) (lockswap.Locker, error) { return memlock.New(store), nil }, nil
 		},
 	})
+})
+
+// TestThirdPartyScheme: a backend from another package registers its
+// scheme and parameters, and is opened like the built-in ones.
+func TestThirdPartyScheme(t *testing.T) {
+	registerTestmem()
 	ctx := context.Background()
 	lk, err := registry.OpenURL(ctx, "testmem://?ttl=1s&require=fencing")
 	if err != nil {

@@ -180,9 +180,10 @@ func TestFenceAfterFailoverToLaggingReplica(t *testing.T) {
 		take().Release(ctx)
 	}
 	replicated := strconv.FormatUint(last, 10)
-	queuetest.WaitUntil(t, "the replica received the counter", func() bool {
+	queuetest.WaitUntil(t, "the replica received the counter and the last release", func() bool {
 		v, _ := rraw.Get(ctx, fk).Result()
-		return v == replicated
+		n, _ := rraw.Exists(ctx, key).Result()
+		return v == replicated && n == 0
 	})
 	link.Blackhole(true) // from now on the replica lags
 	for i := 0; i < 5; i++ {
