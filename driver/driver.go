@@ -224,7 +224,8 @@ func (o *Outage) Over() bool {
 // background): a lock's Deadline is then the earlier of the kit's and
 // Bound's. A driver that sees the bound pass calls [Claim.Lose].
 type Bounder[D any] interface {
-	// Bound returns the time until which what c hangs on is known to live.
+	// Bound returns the time until which what c hangs on is known to live
+	// (zero: no bound).
 	// It is called concurrently with anything, so it must not read what
 	// Extend changes without its own guard.
 	Bound(c *Claim[D]) time.Time
@@ -500,6 +501,9 @@ func (lk *Locker[D]) try(ctx context.Context, key string, ttl time.Duration, fir
 			return nil, lk.fail("acquire", key, err)
 		}
 		l.granted(start, g)
+		if err := l.expired(ctx, start); err != nil {
+			return nil, lk.fail("acquire", key, err)
+		}
 		return l, nil
 	})
 }
@@ -530,13 +534,11 @@ func (lk *Locker[D]) wait(ctx context.Context, key string, o lockswap.Options) (
 		if err == nil {
 			l.granted(start, g)
 			if ctx.Err() != nil {
-				release := func(ctx context.Context) { _ = l.Release(ctx) }
-				if !lk.bg.Go(ctx, release) {
-					rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), attempt.Grace)
-					release(rctx)
-					cancel()
-				}
+				lk.giveBack(ctx, l)
 				return nil, lk.fail("acquire", key, fmt.Errorf("acquired as the wait was given up; giving it back: %w", ctx.Err()))
+			}
+			if err := l.expired(ctx, start); err != nil {
+				return nil, lk.fail("acquire", key, err)
 			}
 			return l, nil
 		}
@@ -621,7 +623,7 @@ type lock[D any] struct {
 func (l *lock[D]) Deadline() time.Time {
 	d := l.State.Deadline()
 	if l.lk.bd != nil {
-		if b := l.lk.bd.Bound(&l.c); b.Before(d) {
+		if b := l.lk.bd.Bound(&l.c); !b.IsZero() && b.Before(d) {
 			return b
 		}
 	}
@@ -644,6 +646,32 @@ func (l *lock[D]) granted(start time.Time, g Grant) {
 	l.SetTTL(l.c.TTL)
 	l.SetFence(g.Fence, l.lk.cfg.Fence)
 	l.SetDeadline(deadline(start, l.c.TTL, g))
+}
+
+// expired gives l back and returns an error matching lockswap.ErrInvalid
+// when l, granted for an attempt that started at start, has no validity
+// left: the attempt took as long as the TTL allowed. A lock is never
+// returned already past its Deadline; retrying with the same TTL would
+// not help.
+func (l *lock[D]) expired(ctx context.Context, start time.Time) error {
+	now := time.Now()
+	if now.Before(l.Deadline()) {
+		return nil
+	}
+	l.lk.giveBack(ctx, l)
+	return fmt.Errorf("ttl %v is too short: the attempt took %v, which left no validity; the lock was given back: %w",
+		l.c.TTL, now.Sub(start).Round(time.Microsecond), lockswap.ErrInvalid)
+}
+
+// giveBack releases l, a lock nobody will hold, in the background (inline
+// within the grace when the Locker is closing).
+func (lk *Locker[D]) giveBack(ctx context.Context, l *lock[D]) {
+	release := func(ctx context.Context) { _ = l.Release(ctx) }
+	if !lk.bg.Go(ctx, release) {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), attempt.Grace)
+		release(rctx)
+		cancel()
+	}
 }
 
 func deadline(start time.Time, ttl time.Duration, g Grant) time.Time {
@@ -784,7 +812,11 @@ func (l *lock[D]) handOver(ctx context.Context, t *localq.Ticket, limit time.Tim
 	g, acqErr, released := lk.ho.HandOver(hctx, &l.c, &next.c)
 	if acqErr == nil {
 		next.granted(start, g)
-		t.Deliver(next, nil)
+		if err := next.expired(ctx, start); err != nil {
+			t.Deliver(nil, lk.fail("acquire", key, err))
+		} else {
+			t.Deliver(next, nil)
+		}
 	} else {
 		if lk.cfg.Undo != nil && lk.cfg.Undo(acqErr) {
 			lk.undo(ctx, next.c) // the waiter's attempt may have been applied

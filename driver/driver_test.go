@@ -371,3 +371,23 @@ func TestHandOverDeliversBeforeTheReleaseIsDecided(t *testing.T) {
 		t.Error("the waiter's Release did not release the handed-over claim")
 	}
 }
+
+// TestNoLockPastItsDeadline: a lock whose validity the attempt used up is
+// given back, and the call fails with ErrInvalid (a longer TTL is the
+// fix), instead of returning a lock already past its Deadline.
+func TestNoLockPastItsDeadline(t *testing.T) {
+	f := &fake{acquire: func(context.Context, *driver.Claim[int]) (driver.Grant, error) {
+		return driver.Grant{Deadline: time.Now().Add(-time.Millisecond)}, nil
+	}}
+	lk := newLocker(t, f, driver.Config{Retry: lockswap.ConstantRetry(time.Millisecond)})
+	for name, acquire := range map[string]func(context.Context, string, ...lockswap.Option) (lockswap.Lock, error){
+		"TryAcquire": lk.TryAcquire, "Acquire": lk.Acquire,
+	} {
+		before := f.released.Load()
+		l, err := acquire(context.Background(), "k")
+		if l != nil || !errors.Is(err, lockswap.ErrInvalid) || !strings.Contains(err.Error(), "too short") {
+			t.Errorf("%s: (%v, %v), want no lock and ErrInvalid saying the TTL is too short", name, l, err)
+		}
+		waitFor(t, name+": the expired lock was not given back", func() bool { return f.released.Load() > before })
+	}
+}
