@@ -8,6 +8,7 @@
 //	legacysetnx://host:6379?prefix=lock.&unit=s
 //	etcd://host1:2379,host2:2379?prefix=/locks/&ttl=10s   (etcdlease:// too; etcds:// for TLS)
 //	migrate://?phase=dual&legacy=<url>&target=<url>
+//	memlock://?store=tests&ttl=10s           (in-process, for tests)
 //
 // Every Redis scheme takes client=goredis|redigo. Any scheme takes
 // require=fencing,failover,... (lockswap.Property names): opening a backend

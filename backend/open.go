@@ -15,6 +15,7 @@ import (
 	// The built-in backends and Redis clients register themselves.
 	_ "github.com/lockswap/lockswap/etcdlease"
 	_ "github.com/lockswap/lockswap/legacysetnx"
+	_ "github.com/lockswap/lockswap/memlock"
 	_ "github.com/lockswap/lockswap/migrate"
 	_ "github.com/lockswap/lockswap/redisclient/goredis"
 	_ "github.com/lockswap/lockswap/redisclient/redigo"

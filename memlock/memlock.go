@@ -46,20 +46,45 @@ func Guarantees() lockswap.Guarantees {
 		Notes: []string{"in-process only: excludes goroutines sharing one Store, not processes"}}
 }
 
+// Options configure a Locker made with NewWithOptions. The zero value is
+// what New uses.
+type Options struct {
+	// TTL is the default TTL of Acquire and TryAcquire (lockswap.WithTTL
+	// overrides it); zero means lockswap.DefaultTTL.
+	TTL time.Duration
+	// Retry is Acquire's default retry policy; nil means every 5 ms.
+	Retry lockswap.RetryStrategy
+}
+
 // New returns a Locker over s that retries every 5 ms by default, with
 // the default TTL lockswap.DefaultTTL.
 func New(s *Store) *Locker {
+	lk, err := NewWithOptions(s, Options{})
+	if err != nil {
+		panic(err) // the zero Options are valid
+	}
+	return lk
+}
+
+// NewWithOptions returns a Locker over s configured by opts. A TTL outside
+// [lockswap.MinTTL, lockswap.MaxTTL] fails with an error matching
+// lockswap.ErrInvalid.
+func NewWithOptions(s *Store, opts Options) (*Locker, error) {
+	if opts.Retry == nil {
+		opts.Retry = lockswap.ConstantRetry(5 * time.Millisecond)
+	}
 	lk, err := driver.New[struct{}](store{s}, driver.Config{
 		Name:       "memlock",
 		Guarantees: Guarantees(),
-		Retry:      lockswap.ConstantRetry(5 * time.Millisecond),
+		TTL:        opts.TTL,
+		Retry:      opts.Retry,
 		Fence:      true,
 		Queue:      true,
 	})
 	if err != nil {
-		panic(err) // the configuration above is valid
+		return nil, err
 	}
-	return &Locker{lk}
+	return &Locker{lk}, nil
 }
 
 // store is memlock's driver: its protocol is a map under a mutex.
