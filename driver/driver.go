@@ -490,22 +490,26 @@ func (lk *Locker[D]) TryAcquire(ctx context.Context, key string, opts ...lockswa
 // try makes one attempt; a caller that gives up while the request is on
 // its way gets no lock and leaves none (see internal/attempt).
 func (lk *Locker[D]) try(ctx context.Context, key string, ttl time.Duration, first bool) (lockswap.Lock, error) {
-	return attempt.Run(ctx, &lk.bg, func(rctx context.Context) (lockswap.Lock, error) {
-		l := lk.newLock(key, ttl, first)
-		start := time.Now()
-		g, err := lk.d.Acquire(rctx, &l.c)
-		if err != nil {
-			if lk.cfg.Undo != nil && lk.cfg.Undo(err) {
-				lk.undo(ctx, l.c)
-			}
-			return nil, lk.fail("acquire", key, err)
+	l := lk.newLock(key, ttl, first)
+	rctx, stop := attempt.Context(ctx, attempt.Timeout)
+	start := time.Now()
+	g, err := lk.d.Acquire(rctx, &l.c)
+	stop()
+	if err != nil {
+		if lk.cfg.Undo != nil && lk.cfg.Undo(err) {
+			lk.undo(ctx, l.c)
 		}
-		l.granted(start, g)
-		if err := l.expired(ctx, start); err != nil {
-			return nil, lk.fail("acquire", key, err)
-		}
-		return l, nil
-	})
+		return nil, lk.fail("acquire", key, err)
+	}
+	l.granted(start, g)
+	if ctx.Err() != nil {
+		lk.giveBack(ctx, l)
+		return nil, lk.fail("acquire", key, fmt.Errorf("acquired as the wait was given up; giving it back: %w", ctx.Err()))
+	}
+	if err := l.expired(ctx, start); err != nil {
+		return nil, lk.fail("acquire", key, err)
+	}
+	return l, nil
 }
 
 // wait is Acquire through a Waiter: one Wait after another while the
@@ -664,9 +668,10 @@ func (l *lock[D]) expired(ctx context.Context, start time.Time) error {
 }
 
 // giveBack releases l, a lock nobody will hold, in the background (inline
-// within the grace when the Locker is closing).
+// within the grace when the Locker is closing: a lock taken while Close
+// runs is given back too).
 func (lk *Locker[D]) giveBack(ctx context.Context, l *lock[D]) {
-	release := func(ctx context.Context) { _ = l.Release(ctx) }
+	release := func(ctx context.Context) { _ = l.release(ctx, true) }
 	if !lk.bg.Go(ctx, release) {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), attempt.Grace)
 		release(rctx)
@@ -723,12 +728,16 @@ func (l *lock[D]) Extend(ctx context.Context, ttl time.Duration) error {
 }
 
 // Release gives the lock up; see lockswap.Lock.
-func (l *lock[D]) Release(ctx context.Context) error {
+func (l *lock[D]) Release(ctx context.Context) error { return l.release(ctx, false) }
+
+// release is Release; giveBack also releases after Close (a lock nobody
+// was handed).
+func (l *lock[D]) release(ctx context.Context, afterClose bool) error {
 	if l.released.Load() {
 		return nil
 	}
 	lk, key := l.lk, l.c.Key
-	if lk.closed.Load() {
+	if lk.closed.Load() && !afterClose {
 		if l.lost.Load() {
 			return lk.fail("release", key, fmt.Errorf("%w, and the lock was lost (%w)", lockswap.ErrClosed, lockswap.ErrLost))
 		}

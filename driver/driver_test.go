@@ -391,3 +391,49 @@ func TestNoLockPastItsDeadline(t *testing.T) {
 		waitFor(t, name+": the expired lock was not given back", func() bool { return f.released.Load() > before })
 	}
 }
+
+// TestCancelledDuringAttempt: the attempt's request outlives the caller's
+// cancellation (it finishes within the grace); a lock it took then is
+// given back, and the caller gets the context's error.
+func TestCancelledDuringAttempt(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var stillAlive bool
+	f := &fake{acquire: func(rctx context.Context, _ *driver.Claim[int]) (driver.Grant, error) {
+		cancel() // the caller gives up while the request is on its way
+		select {
+		case <-rctx.Done():
+		default:
+			stillAlive = true
+		}
+		return driver.Grant{}, nil
+	}}
+	lk := newLocker(t, f, driver.Config{})
+	l, err := lk.TryAcquire(ctx, "k")
+	if !stillAlive {
+		t.Error("the request's context ended with the caller's: the request in flight would be abandoned")
+	}
+	if l != nil || !errors.Is(err, context.Canceled) {
+		t.Fatalf("TryAcquire = (%v, %v), want no lock and an error matching context.Canceled", l, err)
+	}
+	waitFor(t, "the lock taken for a caller who gave up was not given back", func() bool { return f.released.Load() == 1 })
+}
+
+// TestGiveBackWhileClosing: a lock an attempt took for a caller who gave
+// up is given back even when the Locker was closed meanwhile (Close does
+// not release held locks, but this one was never handed to anyone).
+func TestGiveBackWhileClosing(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var lk *driver.Locker[int]
+	f := &fake{acquire: func(context.Context, *driver.Claim[int]) (driver.Grant, error) {
+		cancel()
+		lk.Close()
+		return driver.Grant{}, nil
+	}}
+	lk = newLocker(t, f, driver.Config{})
+	if _, err := lk.TryAcquire(ctx, "k"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+	if n := f.released.Load(); n != 1 {
+		t.Errorf("the lock taken while Close ran was released %d times, want once", n)
+	}
+}

@@ -5,10 +5,11 @@
 // client still waits for its reply. If the client returned at the
 // cancellation (redigo's DoContext does, and its write may even happen
 // after it returned), a request that then takes the lock leaves it held
-// until its TTL, as a crashed holder would. [Run] instead lets the attempt
-// finish, for a short grace (lockswap.DeadlineGrace) after the caller's
-// context ended, and gives back a lock that the caller no longer wants, in
-// the background. [Release] runs an idempotent release request within the
+// until its TTL, as a crashed holder would. A request context from
+// [Context] instead lets the attempt finish, for a short grace
+// (lockswap.DeadlineGrace) after the caller's context ended, so that the
+// kit (package driver) can give back a lock that the caller no longer
+// wants. [Release] runs an idempotent release request within the
 // caller's deadline and goes on in the background when its outcome is
 // still unknown then.
 //
@@ -19,7 +20,6 @@ package attempt
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 
@@ -127,31 +127,6 @@ func Ended(rctx context.Context) bool {
 	}
 	d, ok := rctx.Deadline()
 	return ok && !time.Now().Before(d)
-}
-
-// Run calls try with a request context (see [Context], bounded by
-// [Timeout]). When try took the lock but ctx had ended by then, the lock is
-// released in the background (in g; inline when g is closed) and Run
-// returns an error that matches ctx.Err().
-func Run(ctx context.Context, g *background.Group, try func(context.Context) (lockswap.Lock, error)) (lockswap.Lock, error) {
-	actx, stop := Context(ctx, Timeout)
-	l, err := try(actx)
-	stop()
-	if err != nil || ctx.Err() == nil {
-		return l, err
-	}
-	giveBack(ctx, g, l)
-	return nil, fmt.Errorf("acquired %q as the wait was given up; giving it back: %w", l.Key(), ctx.Err())
-}
-
-// giveBack releases l in the background.
-func giveBack(ctx context.Context, g *background.Group, l lockswap.Lock) {
-	release := func(ctx context.Context) { _ = l.Release(ctx) }
-	if g == nil || !g.Go(ctx, release) {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), Grace)
-		defer cancel()
-		release(rctx)
-	}
 }
 
 // Release goes on with a release whose first request (made by the caller,
