@@ -79,6 +79,7 @@ func Run(t *testing.T, h Harness) {
 		{"ReleaseIdempotent", s.releaseIdempotent},
 		{"ReleaseWithCancelledContext", s.releaseCancelled},
 		{"CancelWaitingAcquire", s.cancelWaiting},
+		{"WaitLongerThanTTL", s.waitLongerThanTTL},
 		{"TokensUnique", s.tokensUnique},
 		{"DeadlineWithinTTL", s.deadlineWithinTTL},
 		{"DoneByDeadline", s.doneByDeadline},
@@ -496,6 +497,47 @@ func (s *suite) cancelWaiting(t *testing.T) {
 		t.Fatalf("after the holder released, the key is still taken (%v): the cancelled waiter left something behind", err)
 	}
 	lc.Release(ctx)
+}
+
+// waitLongerThanTTL: an Acquire that waited longer than its own TTL for
+// the holder gets a lock valid from when it got it (the TTL counts from
+// the grant, not from the start of the wait).
+func (s *suite) waitLongerThanTTL(t *testing.T) {
+	a, b := s.locker(t), s.locker(t)
+	ctx, key := ctxT(t), s.key(t)
+	if lw, err := b.TryAcquire(ctx, key+"-warm-up", lockswap.WithTTL(10*time.Second)); err == nil {
+		lw.Release(ctx)
+	}
+	la, err := a.TryAcquire(ctx, key, lockswap.WithTTL(10*time.Second))
+	if err != nil {
+		t.Fatalf("TryAcquire: %v", err)
+	}
+	type result struct {
+		l   lockswap.Lock
+		err error
+	}
+	got := make(chan result, 1)
+	go func() {
+		l, err := b.Acquire(ctx, key, s.ttl(), lockswap.WithRetry(lockswap.ConstantRetry(5*time.Millisecond)))
+		got <- result{l, err}
+	}()
+	waitBlocked(t, 1, "waitLongerThanTTL")
+	time.Sleep(s.h.TTL * 3 / 2) // real time: the wait must outlast the waiter's TTL
+	if err := la.Release(ctx); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	select {
+	case r := <-got:
+		if r.err != nil {
+			t.Fatalf("Acquire that waited %v for a holder, with a TTL of %v: %v; the TTL counts from the grant", s.h.TTL*3/2, s.h.TTL, r.err)
+		}
+		if !time.Now().Before(r.l.Deadline()) {
+			t.Errorf("the lock's Deadline %v had passed on return", r.l.Deadline())
+		}
+		r.l.Release(ctx)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter got nothing within 10s of the release")
+	}
 }
 
 func (s *suite) tokensUnique(t *testing.T) {

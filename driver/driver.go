@@ -166,7 +166,10 @@ type Waiter[D any] interface {
 	// outage bound (o.Left), also while it waits. ctx has no request
 	// deadline (bound each request) and is cancelled by Close. An attempt
 	// that fails or is cancelled leaves nothing behind: the driver gives
-	// back what it wrote.
+	// back what it wrote. The TTL counts from the grant, so Wait sets
+	// Grant.Deadline from the request that found the lock ours (a zero
+	// Deadline counts from the start of Wait, which is too early after a
+	// wait).
 	Wait(ctx context.Context, c *Claim[D], o *Outage) (Grant, error)
 }
 
@@ -353,9 +356,10 @@ func (lk *Locker[D]) Waiting(key string) int {
 }
 
 // Close marks the Locker closed: Acquire calls still waiting return an
-// error matching lockswap.ErrClosed (an attempt in flight finishes first),
-// and so do Extend and Release of its locks from then on. Held locks are
-// not released; they expire after their TTL. Releases still running in
+// error matching lockswap.ErrClosed (an attempt in flight finishes first,
+// and a lock it or a hand-over took then is given back), and so do Extend
+// and Release of its locks from then on. Held locks are not released;
+// they expire after their TTL. Releases still running in
 // the background get half a second to finish, then are cancelled. Close
 // then closes Config.Closer.
 func (lk *Locker[D]) Close() error {
@@ -537,6 +541,10 @@ func (lk *Locker[D]) wait(ctx context.Context, key string, o lockswap.Options) (
 		g, err := lk.w.Wait(wctx, &l.c, ob)
 		if err == nil {
 			l.granted(start, g)
+			if lk.closed.Load() {
+				lk.giveBack(ctx, l)
+				return nil, lk.fail("acquire", key, fmt.Errorf("acquired as the Locker was closed; giving it back: %w", lockswap.ErrClosed))
+			}
 			if ctx.Err() != nil {
 				lk.giveBack(ctx, l)
 				return nil, lk.fail("acquire", key, fmt.Errorf("acquired as the wait was given up; giving it back: %w", ctx.Err()))
@@ -547,7 +555,7 @@ func (lk *Locker[D]) wait(ctx context.Context, key string, o lockswap.Options) (
 			return l, nil
 		}
 		if lk.closed.Load() && !errors.Is(err, lockswap.ErrClosed) {
-			err = fmt.Errorf("%w (%v)", lockswap.ErrClosed, err)
+			err = fmt.Errorf("%w (%w)", lockswap.ErrClosed, err)
 		}
 		if errors.Is(err, lockswap.ErrClosed) {
 			return nil, lk.fail("acquire", key, err)
@@ -584,7 +592,7 @@ func (lk *Locker[D]) wait(ctx context.Context, key string, o lockswap.Options) (
 		select {
 		case <-wctx.Done():
 			if lk.closed.Load() {
-				return nil, lk.fail("acquire", key, fmt.Errorf("%w (%v)", lockswap.ErrClosed, err))
+				return nil, lk.fail("acquire", key, fmt.Errorf("%w (%w)", lockswap.ErrClosed, err))
 			}
 			return nil, lk.fail("acquire", key, acquire.WaitError(err, ctx.Err()))
 		case <-timer.C:
@@ -600,7 +608,7 @@ func (lk *Locker[D]) wait(ctx context.Context, key string, o lockswap.Options) (
 // request sent later on another, but a server that reads every connection
 // with data before it answers (Redis does) has run it by the second answer.
 func (lk *Locker[D]) undo(ctx context.Context, c Claim[D]) {
-	lk.bg.Go(ctx, func(ctx context.Context) {
+	work := func(ctx context.Context) {
 		answers := 0
 		background.Retry(ctx, func(ctx context.Context) bool {
 			err := lk.d.Release(ctx, &c)
@@ -610,7 +618,13 @@ func (lk *Locker[D]) undo(ctx context.Context, c Claim[D]) {
 			answers++
 			return err == nil || !errors.Is(err, lockswap.ErrLost) || answers >= 2
 		})
-	})
+	}
+	if !lk.bg.Go(ctx, work) {
+		// The Locker is closing: one try within the grace.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), attempt.Grace)
+		work(rctx)
+		cancel()
+	}
 }
 
 // lock is a held lock: the kit's bookkeeping around the driver's Claim.
@@ -640,9 +654,15 @@ func (l *lock[D]) Deadline() time.Time {
 func (lk *Locker[D]) newLock(key string, ttl time.Duration, first bool) *lock[D] {
 	l := &lock[D]{lk: lk}
 	l.c = Claim[D]{Key: key, Token: lockstate.NewToken(), TTL: ttl, First: first, l: l}
-	l.Init(key, l.c.Token, 0, false, time.Now().Add(ttl))
+	// Until it is granted the lock has no time limit of its own: a Wait
+	// may last longer than the TTL, which counts from the grant.
+	l.Init(key, l.c.Token, 0, false, time.Now().Add(notYetGranted))
 	return l
 }
+
+// notYetGranted is the provisional validity of a lock whose attempt is
+// still under way: longer than any wait.
+const notYetGranted = 100 * 365 * 24 * time.Hour
 
 // granted sets up l, whose attempt started at start, as held. A lock the
 // driver already lost (Claim.Lose) stays ended.
@@ -701,7 +721,7 @@ func (l *lock[D]) Extend(ctx context.Context, ttl time.Duration) error {
 	}
 	// The call's bound is fixed now: waiting for its turn does not extend it.
 	limit := attempt.Limit(ctx, attempt.Timeout)
-	if !l.gate.enter(limit) {
+	if !l.gate.enter(ctx, limit) {
 		return lk.fail("extend", key, fmt.Errorf("another Extend or Release of this lock was still running at the deadline: %w", lockswap.ErrUnavailable))
 	}
 	defer l.gate.leave()
@@ -745,7 +765,7 @@ func (l *lock[D]) release(ctx context.Context, afterClose bool) error {
 	}
 	// The call's bound is fixed now: waiting for its turn does not extend it.
 	limit := attempt.Limit(ctx, lockswap.CleanupTimeout)
-	if !l.gate.enter(limit) {
+	if !l.gate.enter(ctx, limit) {
 		return lk.fail("release", key, fmt.Errorf("an Extend of this lock was still running at the deadline: %w", lockswap.ErrUnavailable))
 	}
 	defer l.gate.leave()
@@ -821,7 +841,12 @@ func (l *lock[D]) handOver(ctx context.Context, t *localq.Ticket, limit time.Tim
 	g, acqErr, released := lk.ho.HandOver(hctx, &l.c, &next.c)
 	if acqErr == nil {
 		next.granted(start, g)
-		if err := next.expired(ctx, start); err != nil {
+		if lk.closed.Load() {
+			// Close ran meanwhile: the waiter gets ErrClosed, and nobody
+			// would release what it was handed.
+			lk.giveBack(ctx, next)
+			t.Deliver(nil, lk.fail("acquire", key, lockswap.ErrClosed))
+		} else if err := next.expired(ctx, start); err != nil {
 			t.Deliver(nil, lk.fail("acquire", key, err))
 		} else {
 			t.Deliver(next, nil)
@@ -872,8 +897,9 @@ type gate struct {
 	wake chan struct{} // closed when the current holder leaves; made on demand
 }
 
-func (g *gate) enter(limit time.Time) bool {
+func (g *gate) enter(ctx context.Context, limit time.Time) bool {
 	var t *time.Timer
+	done := ctx.Done()
 	defer func() {
 		if t != nil {
 			t.Stop()
@@ -904,6 +930,12 @@ func (g *gate) enter(limit time.Time) bool {
 		case <-wake:
 		case <-t.C:
 			return false
+		case <-done:
+			// A cancelled caller waits no more than the grace.
+			done = nil
+			if until := time.Now().Add(attempt.Grace); until.Before(limit) {
+				limit = until
+			}
 		}
 	}
 }

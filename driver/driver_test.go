@@ -437,3 +437,45 @@ func TestGiveBackWhileClosing(t *testing.T) {
 		t.Errorf("the lock taken while Close ran was released %d times, want once", n)
 	}
 }
+
+// TestWaitLongerThanTheTTL: a Waiter's wait may outlast the TTL, which
+// counts from the grant: the lock is held, not given back as expired, and
+// its Done stays open while the wait goes on.
+func TestWaitLongerThanTheTTL(t *testing.T) {
+	w := &slowWaiter{fake: &fake{}}
+	lk, err := driver.New[int](w, driver.Config{Name: "waiter"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lk.Close()
+	l, err := lk.Acquire(context.Background(), "k", lockswap.WithTTL(20*time.Millisecond))
+	if err != nil {
+		t.Fatalf("Acquire after a wait longer than the TTL: %v", err)
+	}
+	if w.doneDuringWait {
+		t.Error("the claim's Done closed during the wait, before the lock was granted")
+	}
+	if !time.Now().Before(l.Deadline()) {
+		t.Errorf("Deadline %v already passed", l.Deadline())
+	}
+	if err := l.Release(context.Background()); err != nil {
+		t.Errorf("Release: %v", err)
+	}
+}
+
+// slowWaiter's Wait takes 100 ms before it grants, watching the claim's
+// Done meanwhile.
+type slowWaiter struct {
+	*fake
+	doneDuringWait bool
+}
+
+func (w *slowWaiter) Wait(ctx context.Context, c *driver.Claim[int], _ *driver.Outage) (driver.Grant, error) {
+	select {
+	case <-c.Done():
+		w.doneDuringWait = true
+	case <-time.After(100 * time.Millisecond):
+	}
+	granted := time.Now() // the request that found the lock ours
+	return driver.Grant{Deadline: granted.Add(c.TTL - 2*time.Millisecond)}, nil
+}
