@@ -2,6 +2,7 @@ package redlock_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"sort"
@@ -183,6 +184,12 @@ func (s *loadStats) leftBehind(expired map[string]int, prefix string) (out []str
 
 func (s *loadStats) cycle(ctx context.Context, t *testing.T, lk *redlock.Locker, key string, ttl time.Duration) bool {
 	l, err := lk.Acquire(ctx, key, lockswap.WithTTL(ttl))
+	if errors.Is(err, lockswap.ErrInvalid) && strings.Contains(err.Error(), "too short") {
+		// The attempt took so long on the saturated CPU that the lock had
+		// no validity left: the kit gave it back instead of returning it.
+		s.lateReleases.Add(1)
+		return true
+	}
 	if err != nil {
 		t.Errorf("Acquire %s: %v", key, err)
 		return false
@@ -263,7 +270,7 @@ func TestReleaseUnderLoad(t *testing.T) {
 	for i, c := range redistest.Clients {
 		st := &stats[i]
 		behind := st.leftBehind(expired, "load:"+c.Name+":")
-		t.Logf("%s: %d cycles in %v under load (both clients at once); release errors (deadline not passed): %d; releases after the deadline: %d; keys left behind (expired, not removed): %d",
+		t.Logf("%s: %d cycles in %v under load (both clients at once); release errors (deadline not passed): %d; releases after the deadline or locks given back on arrival: %d; keys left behind (expired, not removed): %d",
 			c.Name, st.cycles.Load(), elapsed.Round(time.Millisecond), st.releaseErrs.Load(), st.lateReleases.Load(), len(behind))
 		if n := st.releaseErrs.Load(); n != 0 {
 			t.Errorf("%s: %d releases of locks whose deadline had not passed failed, e.g. %q", c.Name, n, st.samples)
