@@ -134,25 +134,40 @@ type Result struct {
 // reset as the cycles start and stopped when the last one ends. The first
 // error a cycle returns stops every goroutine and is returned.
 func (l Loop) Count(ctx context.Context, n int, timer Timer) (Result, error) {
-	var next atomic.Int64
-	return l.run(ctx, timer, func() bool { return next.Add(1) <= int64(n) }, func() bool { return false }, n)
+	return l.run(ctx, timer, until{cycles: n})
 }
 
-// For runs cycles until d has passed or ctx is done. A cycle still running
-// at the end gets grace more to finish (its context is cancelled then); one
-// that fails after the end is not counted and not an error (a waiter cut
-// off by the end of the run). The first error before the end stops every
-// goroutine and is returned with the figures so far.
+// For runs cycles for d from the clock's start (after NewCycle and Warm),
+// or until ctx is done. A cycle still running at the end gets grace more
+// to finish (its context is cancelled then); one that fails after the end
+// is not counted and not an error (a waiter cut off by the end of the
+// run). The first error before the end stops every goroutine and is
+// returned with the figures so far.
 func (l Loop) For(ctx context.Context, d, grace time.Duration) (Result, error) {
-	end := time.Now().Add(d)
-	ctx, cancel := context.WithDeadline(ctx, end.Add(grace))
-	defer cancel()
-	return l.run(ctx, nil, func() bool { return time.Now().Before(end) }, func() bool { return !time.Now().Before(end) }, 0)
+	return l.run(ctx, nil, until{d: d, grace: grace})
 }
 
-// run runs the goroutines while more says so; an error when late says so
-// ends the goroutine without failing the run.
-func (l Loop) run(ctx context.Context, timer Timer, more, late func() bool, sizeHint int) (Result, error) {
+// until is when a run ends: after cycles, or (when d > 0) after d.
+type until struct {
+	cycles   int
+	d, grace time.Duration
+}
+
+func (l Loop) run(ctx context.Context, timer Timer, u until) (Result, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	timed := u.d > 0
+	var (
+		next atomic.Int64
+		end  time.Time // set before the goroutines pass start
+	)
+	more := func() bool {
+		if timed {
+			return time.Now().Before(end)
+		}
+		return next.Add(1) <= int64(u.cycles)
+	}
+	late := func() bool { return timed && !end.IsZero() && !time.Now().Before(end) }
 	n := l.Shape.goroutines()
 	cycles := make([]Cycle, n)
 	keys := make([][]string, n)
@@ -169,7 +184,7 @@ func (l Loop) run(ctx context.Context, timer Timer, more, late func() bool, size
 	lats := make([][]time.Duration, n)
 	if l.Latency {
 		for g := range lats {
-			lats[g] = make([]time.Duration, 0, sizeHint/n+1)
+			lats[g] = make([]time.Duration, 0, u.cycles/n+1)
 		}
 	}
 	counts := make([]int, n)
@@ -231,6 +246,11 @@ func (l Loop) run(ctx context.Context, timer Timer, more, late func() bool, size
 		timer.ResetTimer()
 	}
 	t0 := time.Now()
+	if timed {
+		end = t0.Add(u.d)
+		stop := time.AfterFunc(u.d+u.grace, cancel)
+		defer stop.Stop()
+	}
 	close(start)
 	done.Wait()
 	elapsed := time.Since(t0)

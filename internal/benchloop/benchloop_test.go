@@ -320,3 +320,22 @@ func Example() {
 	// 4 goroutines, 100 cycles, error: <nil>
 	// 4 goroutines, 100 cycles, error: <nil>
 }
+
+func TestForTimesFromTheClockStartNotFromSetup(t *testing.T) {
+	var calls atomic.Int64
+	newCycle := func() benchloop.Cycle {
+		return func(context.Context, string) error {
+			if calls.Add(1) == 1 {
+				time.Sleep(100 * time.Millisecond) // a warm-up longer than the run
+			}
+			return nil
+		}
+	}
+	r, err := benchloop.Loop{Shape: benchloop.Serial, NewCycle: newCycle, Warm: 1}.For(context.Background(), 20*time.Millisecond, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Ops == 0 {
+		t.Error("no cycles measured: the warm-up used up the run's duration")
+	}
+}
