@@ -8,7 +8,8 @@
 //
 // BenchmarkLocks/<scenario>/<group>/<impl>:
 //
-//   - scenario serial: one goroutine, distinct keys (latency);
+//   - scenario (the loop shapes of internal/benchloop) serial: one
+//     goroutine, distinct keys (latency);
 //     parallel: 32 goroutines, distinct keys (throughput);
 //     contended: 8 goroutines on one key (acquisitions per second, fairness).
 //   - group redis1 (one redis-server), redlock3 and redlock5 (3 and 5
@@ -29,20 +30,15 @@ package bench
 import (
 	"context"
 	"fmt"
-	"math"
-	"slices"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/lockswap/lockswap/internal/benchloop"
 	"github.com/lockswap/lockswap/internal/redisscript"
 )
 
-const (
-	ttl     = 10 * time.Second
-	keyRing = 256 // distinct keys per goroutine
-)
+const ttl = 10 * time.Second
 
 // The raw floors release with the script lockswap's Redis backends run.
 var (
@@ -66,17 +62,8 @@ type impl struct {
 // distinct keys never do.
 var contendedOnly = map[string]bool{"redsync-redigo-defaultretry": true}
 
-type scenario struct {
-	name       string
-	goroutines int
-	contended  bool
-}
-
-var scenarios = []scenario{
-	{"serial", 1, false},
-	{"parallel", 32, false},
-	{"contended", 8, true},
-}
+// scenarios are the loop shapes every library runs.
+var scenarios = []benchloop.Shape{benchloop.Serial, benchloop.Parallel(32), benchloop.Contended(8)}
 
 type group struct {
 	name  string
@@ -99,14 +86,14 @@ func BenchmarkLocks(b *testing.B) {
 	s := shared(b)
 	gs := groups(b, s)
 	for _, sc := range scenarios {
-		b.Run(sc.name, func(b *testing.B) {
+		b.Run(sc.Name, func(b *testing.B) {
 			for _, g := range gs {
 				b.Run(g.name, func(b *testing.B) {
 					for _, im := range g.impls {
-						if contendedOnly[im.name] && !sc.contended {
+						if contendedOnly[im.name] && !sc.OneKey {
 							continue
 						}
-						b.Run(im.name, func(b *testing.B) { runScenario(b, sc, g.name, im) })
+						b.Run(im.name, func(b *testing.B) { runScenario(b, sc, im) })
 					}
 				})
 			}
@@ -114,38 +101,14 @@ func BenchmarkLocks(b *testing.B) {
 	}
 }
 
-var runSeq atomic.Int64
-
-// runScenario runs b.N acquire+release cycles spread over the scenario's
-// goroutines (each takes the next op number from a shared counter) and
-// reports the latency percentiles, and for the contended scenario the
-// acquisition rate and fairness.
-func runScenario(b *testing.B, sc scenario, groupName string, im impl) {
-	ctx := context.Background()
-	run := runSeq.Add(1)
-	cycles := make([]cycleFunc, sc.goroutines)
-	keys := make([][]string, sc.goroutines)
-	for g := range cycles {
-		cycles[g] = im.newCycle(b)
-		if sc.contended {
-			keys[g] = []string{fmt.Sprintf("bench:%s:%s:contended:%d", groupName, im.name, run)}
-			continue
-		}
-		keys[g] = make([]string, keyRing)
-		for i := range keys[g] {
-			keys[g][i] = fmt.Sprintf("bench:%s:%s:%d:%d:%d", groupName, im.name, run, g, i)
-		}
-	}
-	lat := make([]time.Duration, b.N)
-	counts := make([]int, sc.goroutines)
-	var (
-		next    atomic.Int64
-		holders atomic.Int32
-		failed  atomic.Pointer[error]
-		wg      sync.WaitGroup
-	)
+// runScenario runs b.N acquire+release cycles of im in the scenario's
+// shape and reports the latency percentiles, and for the contended
+// scenario the acquisition rate and fairness. In the contended scenario
+// the holder checks that it is alone (failing the benchmark on overlap).
+func runScenario(b *testing.B, sc benchloop.Shape, im impl) {
 	var hold func() error
-	if sc.contended {
+	if sc.OneKey {
+		var holders atomic.Int32
 		hold = func() error {
 			if n := holders.Add(1); n != 1 {
 				return fmt.Errorf("%s: %d holders of one lock at once", im.name, n)
@@ -154,44 +117,9 @@ func runScenario(b *testing.B, sc scenario, groupName string, im impl) {
 			return nil
 		}
 	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	start := time.Now()
-	for g := range cycles {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			cycle, ks := cycles[g], keys[g]
-			for j := 0; ; j++ {
-				i := next.Add(1) - 1
-				if i >= int64(b.N) || failed.Load() != nil {
-					return
-				}
-				t0 := time.Now()
-				if err := cycle(ctx, ks[j%len(ks)], hold); err != nil {
-					failed.Store(&err)
-					return
-				}
-				lat[i] = time.Since(t0)
-				counts[g]++
-			}
-		}()
+	newCycle := func() benchloop.Cycle {
+		cycle := im.newCycle(b)
+		return func(ctx context.Context, key string) error { return cycle(ctx, key, hold) }
 	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	b.StopTimer()
-	if p := failed.Load(); p != nil {
-		b.Fatal(*p)
-	}
-	slices.Sort(lat)
-	b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds()), "p50-ns")
-	b.ReportMetric(float64(lat[min(len(lat)-1, int(math.Ceil(0.99*float64(len(lat))))-1)].Nanoseconds()), "p99-ns")
-	if sc.contended {
-		b.ReportMetric(float64(b.N)/elapsed.Seconds(), "acq/s")
-		lo, hi := slices.Min(counts), slices.Max(counts)
-		if hi > 0 && b.N >= 2*sc.goroutines {
-			// Fairness needs a few turns per goroutine (Mutex manages ~80/s).
-			b.ReportMetric(float64(lo)/float64(hi), "fairness")
-		}
-	}
+	benchloop.Loop{Shape: sc, NewCycle: newCycle, Latency: true}.Bench(b, b.N)
 }

@@ -4,13 +4,12 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	redigo "github.com/gomodule/redigo/redis"
 
-	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/internal/benchloop"
 	"github.com/lockswap/lockswap/internal/redistest"
 	"github.com/lockswap/lockswap/internal/testserver"
 	"github.com/lockswap/lockswap/legacysetnx"
@@ -26,45 +25,6 @@ import (
 // and compare each BenchmarkCycle/<client>/<serial|parallel>/<variant> with
 // its .../floor sibling.
 
-var benchSeq atomic.Int64
-
-func benchKeys(n int) []string {
-	g := benchSeq.Add(1)
-	ks := make([]string, n)
-	for i := range ks {
-		ks[i] = fmt.Sprintf("bench:%d:%d", g, i)
-	}
-	return ks
-}
-
-type cycleFunc func(ctx context.Context, key string) error
-
-func runCycle(b *testing.B, parallel bool, newCycle func() cycleFunc) {
-	ctx := context.Background()
-	b.ReportAllocs()
-	if !parallel {
-		cycle, ks := newCycle(), benchKeys(1024)
-		b.ResetTimer()
-		for i := 0; i < b.N; i++ {
-			if err := cycle(ctx, ks[i&1023]); err != nil {
-				b.Fatal(err)
-			}
-		}
-		return
-	}
-	b.SetParallelism(16) // 32 goroutines on 2 cores
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		cycle, ks := newCycle(), benchKeys(1024)
-		for i := 0; pb.Next(); i++ {
-			if err := cycle(ctx, ks[i&1023]); err != nil {
-				b.Error(err)
-				return
-			}
-		}
-	})
-}
-
 func BenchmarkCycle(b *testing.B) {
 	srv := testserver.RedisT(b, testserver.RedisOptions{})
 	addr := srv.Addr()
@@ -72,7 +32,7 @@ func BenchmarkCycle(b *testing.B) {
 	stampNow := func() string { return strconv.FormatInt(time.Now().Unix()+11, 10) }
 
 	gr := redistest.GoRedisClient(b, addr)
-	goredisFloor := func() cycleFunc {
+	goredisFloor := func() benchloop.Cycle {
 		return func(ctx context.Context, key string) error {
 			ok, err := gr.SetNX(ctx, key, stampNow(), 0).Result()
 			if err != nil || !ok {
@@ -82,7 +42,7 @@ func BenchmarkCycle(b *testing.B) {
 		}
 	}
 	pool := redistest.RedigoPool(b, addr)
-	redigoFloor := func() cycleFunc {
+	redigoFloor := func() benchloop.Cycle {
 		return func(ctx context.Context, key string) error {
 			c, err := pool.GetContext(ctx)
 			if err != nil {
@@ -102,24 +62,16 @@ func BenchmarkCycle(b *testing.B) {
 			return err
 		}
 	}
-	ours := func(newClient redistest.NewClient, o legacysetnx.Options) func() cycleFunc {
+	ours := func(newClient redistest.NewClient, o legacysetnx.Options) func() benchloop.Cycle {
 		lk, err := legacysetnx.New(newClient(b, addr), o)
 		if err != nil {
 			b.Fatal(err)
 		}
-		return func() cycleFunc {
-			return func(ctx context.Context, key string) error {
-				l, err := lk.TryAcquire(ctx, key, lockswap.WithTTL(ttl))
-				if err != nil {
-					return err
-				}
-				return l.Release(ctx)
-			}
-		}
+		return func() benchloop.Cycle { return benchloop.TryCycle(lk, ttl) }
 	}
 	for _, client := range []struct {
 		name  string
-		floor func() cycleFunc
+		floor func() benchloop.Cycle
 		new   redistest.NewClient
 	}{
 		{"goredis", goredisFloor, redistest.GoRedis},
@@ -127,18 +79,17 @@ func BenchmarkCycle(b *testing.B) {
 	} {
 		variants := []struct {
 			name string
-			c    func() cycleFunc
+			c    func() benchloop.Cycle
 		}{
 			{"floor", client.floor},
 			{"lockswap", ours(client.new, legacysetnx.Options{Unit: legacysetnx.Seconds})},
 			{"lockswap-servertime", ours(client.new, legacysetnx.Options{ServerTime: true, Unit: legacysetnx.Milliseconds})},
 		}
-		for _, mode := range []struct {
-			name     string
-			parallel bool
-		}{{"serial", false}, {"parallel", true}} {
+		for _, shape := range benchloop.Uncontended {
 			for _, v := range variants {
-				b.Run(client.name+"/"+mode.name+"/"+v.name, func(b *testing.B) { runCycle(b, mode.parallel, v.c) })
+				b.Run(client.name+"/"+shape.Name+"/"+v.name, func(b *testing.B) {
+					benchloop.Loop{Shape: shape, NewCycle: v.c}.Bench(b, b.N)
+				})
 			}
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/internal/benchloop"
 	"github.com/lockswap/lockswap/internal/redisscript"
 	"github.com/lockswap/lockswap/internal/redistest"
 	"github.com/lockswap/lockswap/internal/testserver"
@@ -32,82 +33,27 @@ import (
 //     caller serves that one), joined by a WaitGroup.
 //
 // BenchmarkContended runs 8 goroutines on one key with the same jittered
-// retry for floor and lockswap and reports acquisitions per second (acq/s).
+// retry for floor and lockswap and reports acquisitions per second (acq/s)
+// and fairness (fewest ÷ most acquisitions per goroutine).
 // Run:
 //
 //	go test -run '^$' -bench . -benchmem ./redlock/ | tee /tmp/redlock.txt
 
 var (
-	benchSeq   atomic.Int64
 	benchToken = "0123456789abcdef0123456789abcdef"
 	benchTTL   = 10 * time.Second
 	benchSHA   = redisscript.CompareAndDelete.SHA() // the release script lockswap runs
 )
 
-func benchKeys(n int) []string {
-	g := benchSeq.Add(1)
-	ks := make([]string, n)
-	for i := range ks {
-		ks[i] = fmt.Sprintf("bench:%d:%d", g, i)
-	}
-	return ks
-}
-
-type cycleFunc func(ctx context.Context, key string) error
-
-func runCycle(b *testing.B, parallel bool, newCycle func(b *testing.B) cycleFunc) {
-	ctx := context.Background()
-	b.ReportAllocs()
-	if !parallel {
-		cycle, ks := newCycle(b), benchKeys(1024)
-		b.ResetTimer()
-		for i := 0; i < b.N; i++ {
-			if err := cycle(ctx, ks[i&1023]); err != nil {
-				b.Fatal(err)
-			}
-		}
-		return
-	}
-	b.SetParallelism(16) // 32 goroutines on 2 cores
-	var mu sync.Mutex
-	cycles := make(chan cycleFunc, 64)
-	for range 64 {
-		cycles <- newCycle(b) // dial before timing
-	}
-	// Warm up with as many goroutines as the run uses, so that the
-	// pools behind lockswap hold their connections before timing, as
-	// the floors' dedicated connections do.
-	var wg sync.WaitGroup
-	for g := range 32 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			cycle := newCycle(b)
-			for i := range 4 {
-				if err := cycle(ctx, fmt.Sprintf("warm:%d:%d:%d", benchSeq.Add(1), g, i)); err != nil {
-					b.Error(err)
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		mu.Lock()
-		cycle := <-cycles
-		mu.Unlock()
-		ks := benchKeys(1024)
-		for i := 0; pb.Next(); i++ {
-			if err := cycle(ctx, ks[i&1023]); err != nil {
-				b.Error(err)
-				return
-			}
-		}
-	})
+// runCycle runs newCycle's cycles in shape, each goroutine warming up with
+// 4 cycles first, all at once, so that the pools behind lockswap hold their
+// connections before timing, as the floors' dedicated connections do.
+func runCycle(b *testing.B, shape benchloop.Shape, newCycle func() benchloop.Cycle) {
+	benchloop.Loop{Shape: shape, NewCycle: newCycle, Warm: 4}.Bench(b, b.N)
 }
 
 // redigoFloor returns a cycle on N dedicated connections, pipelined.
-func redigoFloor(b *testing.B, addrs []string) cycleFunc {
+func redigoFloor(b *testing.B, addrs []string) benchloop.Cycle {
 	conns := make([]redigo.Conn, len(addrs))
 	for i, a := range addrs {
 		c, err := redigo.Dial("tcp", a)
@@ -150,7 +96,7 @@ func redigoFloor(b *testing.B, addrs []string) cycleFunc {
 }
 
 // goredisFloor returns the cheapest raw go-redis fan-out.
-func goredisFloor(b *testing.B, cs []*goredis.Client) cycleFunc {
+func goredisFloor(b *testing.B, cs []*goredis.Client) benchloop.Cycle {
 	quorum := len(cs)/2 + 1
 	return func(ctx context.Context, key string) error {
 		var ok atomic.Int32
@@ -181,16 +127,6 @@ func goredisFloor(b *testing.B, cs []*goredis.Client) cycleFunc {
 		err := cs[0].EvalSha(ctx, benchSHA, []string{key}, benchToken).Err()
 		wg.Wait()
 		return err
-	}
-}
-
-func lockswapCycle(lk *redlock.Locker) cycleFunc {
-	return func(ctx context.Context, key string) error {
-		l, err := lk.TryAcquire(ctx, key, lockswap.WithTTL(benchTTL))
-		if err != nil {
-			return err
-		}
-		return l.Release(ctx)
 	}
 }
 
@@ -236,22 +172,19 @@ func BenchmarkCycle(b *testing.B) {
 		}
 		grLocker := benchLocker(b, addrs, redistest.GoRedis, redlock.Options{})
 		rgLocker := benchLocker(b, addrs, redistest.Redigo, redlock.Options{})
-		for _, mode := range []struct {
-			name     string
-			parallel bool
-		}{{"serial", false}, {"parallel", true}} {
-			name := fmt.Sprintf("N=%d/%s", n, mode.name)
+		for _, shape := range benchloop.Uncontended {
+			name := fmt.Sprintf("N=%d/%s", n, shape.Name)
 			b.Run("redigo/"+name+"/floor", func(b *testing.B) {
-				runCycle(b, mode.parallel, func(b *testing.B) cycleFunc { return redigoFloor(b, addrs) })
+				runCycle(b, shape, func() benchloop.Cycle { return redigoFloor(b, addrs) })
 			})
 			b.Run("redigo/"+name+"/lockswap", func(b *testing.B) {
-				runCycle(b, mode.parallel, func(*testing.B) cycleFunc { return lockswapCycle(rgLocker) })
+				runCycle(b, shape, func() benchloop.Cycle { return benchloop.TryCycle(rgLocker, benchTTL) })
 			})
 			b.Run("goredis/"+name+"/floor", func(b *testing.B) {
-				runCycle(b, mode.parallel, func(b *testing.B) cycleFunc { return goredisFloor(b, grs) })
+				runCycle(b, shape, func() benchloop.Cycle { return goredisFloor(b, grs) })
 			})
 			b.Run("goredis/"+name+"/lockswap", func(b *testing.B) {
-				runCycle(b, mode.parallel, func(*testing.B) cycleFunc { return lockswapCycle(grLocker) })
+				runCycle(b, shape, func() benchloop.Cycle { return benchloop.TryCycle(grLocker, benchTTL) })
 			})
 		}
 	}
@@ -272,7 +205,7 @@ func BenchmarkRestartSafety(b *testing.B) {
 			}
 		}
 		b.Run(fmt.Sprintf("goredis/N=3/RestartSafety=%v", safe), func(b *testing.B) {
-			runCycle(b, false, func(*testing.B) cycleFunc { return lockswapCycle(lk) })
+			runCycle(b, benchloop.Serial, func() benchloop.Cycle { return benchloop.TryCycle(lk, benchTTL) })
 		})
 	}
 }
@@ -289,67 +222,41 @@ func BenchmarkContended(b *testing.B) {
 		}
 		grLocker := benchLocker(b, addrs, redistest.GoRedis, redlock.Options{Retry: retry})
 		rgLocker := benchLocker(b, addrs, redistest.Redigo, redlock.Options{Retry: retry})
-		key := fmt.Sprintf("contended:%d", n)
-		floor := func(newFloor func(b *testing.B) cycleFunc) func(b *testing.B) {
+		floor := func(newFloor func() benchloop.Cycle) func(b *testing.B) {
 			return func(b *testing.B) {
-				runContended(b, func(b *testing.B) func(ctx context.Context) error {
-					cycle := newFloor(b)
-					return func(ctx context.Context) error {
-						for {
-							if err := cycle(ctx, key); err == nil {
-								return nil
-							}
+				runContended(b, func() benchloop.Cycle {
+					cycle := newFloor()
+					return func(ctx context.Context, key string) error {
+						for cycle(ctx, key) != nil {
 							d, _ := retry.NextDelay(1)
 							time.Sleep(d)
 						}
+						return nil
 					}
 				})
 			}
 		}
 		ours := func(lk *redlock.Locker) func(b *testing.B) {
 			return func(b *testing.B) {
-				runContended(b, func(*testing.B) func(ctx context.Context) error {
-					return func(ctx context.Context) error {
-						l, err := lk.Acquire(ctx, key, lockswap.WithTTL(benchTTL))
-						if err != nil {
-							return err
-						}
-						return l.Release(ctx)
-					}
-				})
+				runContended(b, func() benchloop.Cycle { return benchloop.AcquireCycle(lk, benchTTL) })
 			}
 		}
-		b.Run(fmt.Sprintf("redigo/N=%d/floor", n), floor(func(b *testing.B) cycleFunc { return contendedRedigoFloor(b, addrs) }))
+		b.Run(fmt.Sprintf("redigo/N=%d/floor", n), floor(func() benchloop.Cycle { return contendedRedigoFloor(b, addrs) }))
 		b.Run(fmt.Sprintf("redigo/N=%d/lockswap", n), ours(rgLocker))
-		b.Run(fmt.Sprintf("goredis/N=%d/floor", n), floor(func(b *testing.B) cycleFunc { return contendedGoredisFloor(grs) }))
+		b.Run(fmt.Sprintf("goredis/N=%d/floor", n), floor(func() benchloop.Cycle { return contendedGoredisFloor(grs) }))
 		b.Run(fmt.Sprintf("goredis/N=%d/lockswap", n), ours(grLocker))
 	}
 }
 
-func runContended(b *testing.B, newWorker func(b *testing.B) func(ctx context.Context) error) {
-	ctx := context.Background()
-	b.ReportAllocs()
-	b.SetParallelism(4) // 8 goroutines on 2 cores
-	workers := make(chan func(context.Context) error, 16)
-	for range 16 {
-		workers <- newWorker(b)
-	}
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		w := <-workers
-		for pb.Next() {
-			if err := w(ctx); err != nil {
-				b.Error(err)
-				return
-			}
-		}
-	})
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "acq/s")
+// runContended runs 8 goroutines on one key and reports acquisitions per
+// second and fairness.
+func runContended(b *testing.B, newCycle func() benchloop.Cycle) {
+	benchloop.Loop{Shape: benchloop.Contended(8), NewCycle: newCycle}.Bench(b, b.N)
 }
 
 // contendedRedigoFloor is redigoFloor with a random token per attempt and
 // the undo of a failed attempt, as the protocol needs under contention.
-func contendedRedigoFloor(b *testing.B, addrs []string) cycleFunc {
+func contendedRedigoFloor(b *testing.B, addrs []string) benchloop.Cycle {
 	conns := make([]redigo.Conn, len(addrs))
 	for i, a := range addrs {
 		c, err := redigo.Dial("tcp", a)
@@ -387,7 +294,7 @@ func contendedRedigoFloor(b *testing.B, addrs []string) cycleFunc {
 	}
 }
 
-func contendedGoredisFloor(cs []*goredis.Client) cycleFunc {
+func contendedGoredisFloor(cs []*goredis.Client) benchloop.Cycle {
 	quorum := len(cs)/2 + 1
 	return func(ctx context.Context, key string) error {
 		token := fmt.Sprintf("%016x%016x", rand.Uint64(), rand.Uint64())
@@ -432,14 +339,14 @@ func BenchmarkCyclePaired(b *testing.B) {
 		}
 		for _, c := range []struct {
 			name   string
-			floor  func(b *testing.B) cycleFunc
+			floor  func(b *testing.B) benchloop.Cycle
 			locker *redlock.Locker
 		}{
-			{"redigo", func(b *testing.B) cycleFunc { return redigoFloor(b, addrs) }, benchLocker(b, addrs, redistest.Redigo, redlock.Options{})},
-			{"goredis", func(*testing.B) cycleFunc { return goredisFloor(b, grs) }, benchLocker(b, addrs, redistest.GoRedis, redlock.Options{})},
+			{"redigo", func(b *testing.B) benchloop.Cycle { return redigoFloor(b, addrs) }, benchLocker(b, addrs, redistest.Redigo, redlock.Options{})},
+			{"goredis", func(*testing.B) benchloop.Cycle { return goredisFloor(b, grs) }, benchLocker(b, addrs, redistest.GoRedis, redlock.Options{})},
 		} {
 			b.Run(fmt.Sprintf("%s/N=%d", c.name, n), func(b *testing.B) {
-				redistest.PairedCycles(b, benchKeys(1024), c.floor(b), lockswapCycle(c.locker))
+				benchloop.Paired(b, b.N, benchloop.Pair{Base: c.floor(b), Ours: benchloop.TryCycle(c.locker, benchTTL), BaseName: "floor"})
 			})
 		}
 	}

@@ -3,13 +3,13 @@ package singleredis_test
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	redigo "github.com/gomodule/redigo/redis"
 
 	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/internal/benchloop"
 	"github.com/lockswap/lockswap/internal/redisscript"
 	"github.com/lockswap/lockswap/internal/redistest"
 	"github.com/lockswap/lockswap/internal/testserver"
@@ -25,61 +25,22 @@ import (
 // and compare each BenchmarkCycle/<client>/<serial|parallel>/lockswap with
 // its .../floor sibling.
 
-var benchGoroutineSeq atomic.Int64
-
-// keys returns n distinct keys for one goroutine.
-func keys(n int) []string {
-	g := benchGoroutineSeq.Add(1)
-	ks := make([]string, n)
-	for i := range ks {
-		ks[i] = fmt.Sprintf("bench:%d:%d", g, i)
-	}
-	return ks
-}
-
-type cycleFunc func(ctx context.Context, key string) error
-
-func runCycle(b *testing.B, parallel bool, newCycle func() cycleFunc) {
-	ctx := context.Background()
-	b.ReportAllocs()
-	if !parallel {
-		cycle, ks := newCycle(), keys(1024)
-		b.ResetTimer()
-		for i := 0; i < b.N; i++ {
-			if err := cycle(ctx, ks[i&1023]); err != nil {
-				b.Fatal(err)
-			}
-		}
-		return
-	}
-	b.SetParallelism(16) // 32 goroutines on 2 cores
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		cycle, ks := newCycle(), keys(1024)
-		for i := 0; pb.Next(); i++ {
-			if err := cycle(ctx, ks[i&1023]); err != nil {
-				b.Error(err)
-				return
-			}
-		}
-	})
-}
-
 // benchClient is one client's floor and lockswap cycle.
 type benchClient struct {
 	name  string
-	floor func() cycleFunc
-	ours  func() cycleFunc
+	floor func() benchloop.Cycle
+	ours  func() benchloop.Cycle
 }
 
 func BenchmarkCycle(b *testing.B) {
 	for _, client := range benchClients(b) {
-		for _, mode := range []struct {
-			name     string
-			parallel bool
-		}{{"serial", false}, {"parallel", true}} {
-			b.Run(client.name+"/"+mode.name+"/floor", func(b *testing.B) { runCycle(b, mode.parallel, client.floor) })
-			b.Run(client.name+"/"+mode.name+"/lockswap", func(b *testing.B) { runCycle(b, mode.parallel, client.ours) })
+		for _, shape := range benchloop.Uncontended {
+			b.Run(client.name+"/"+shape.Name+"/floor", func(b *testing.B) {
+				benchloop.Loop{Shape: shape, NewCycle: client.floor}.Bench(b, b.N)
+			})
+			b.Run(client.name+"/"+shape.Name+"/lockswap", func(b *testing.B) {
+				benchloop.Loop{Shape: shape, NewCycle: client.ours}.Bench(b, b.N)
+			})
 		}
 	}
 }
@@ -95,7 +56,7 @@ func BenchmarkCycle(b *testing.B) {
 func BenchmarkCyclePaired(b *testing.B) {
 	for _, client := range benchClients(b) {
 		b.Run(client.name, func(b *testing.B) {
-			redistest.PairedCycles(b, keys(1024), client.floor(), client.ours())
+			benchloop.Paired(b, b.N, benchloop.Pair{Base: client.floor(), Ours: client.ours(), BaseName: "floor"})
 		})
 	}
 }
@@ -112,7 +73,7 @@ func benchClients(b *testing.B) []benchClient {
 	gr := redistest.GoRedisClient(b, addr)
 	grLocker, _ := singleredis.New(redistest.GoRedis(b, addr), singleredis.Options{})
 	sha := gr.ScriptLoad(context.Background(), redisscript.CompareAndDelete.Source()).Val()
-	goredisFloor := func() cycleFunc {
+	goredisFloor := func() benchloop.Cycle {
 		return func(ctx context.Context, key string) error {
 			ok, err := gr.SetNX(ctx, key, token, ttl).Result()
 			if err != nil || !ok {
@@ -125,7 +86,7 @@ func benchClients(b *testing.B) []benchClient {
 	// redigo
 	pool := redistest.RedigoPool(b, addr)
 	rgLocker, _ := singleredis.New(redistest.Redigo(b, addr), singleredis.Options{})
-	redigoFloor := func() cycleFunc {
+	redigoFloor := func() benchloop.Cycle {
 		return func(ctx context.Context, key string) error {
 			c, err := pool.GetContext(ctx)
 			if err != nil {
@@ -146,16 +107,8 @@ func benchClients(b *testing.B) []benchClient {
 		}
 	}
 
-	lockswapCycle := func(lk lockswap.Locker) func() cycleFunc {
-		return func() cycleFunc {
-			return func(ctx context.Context, key string) error {
-				l, err := lk.TryAcquire(ctx, key, lockswap.WithTTL(ttl))
-				if err != nil {
-					return err
-				}
-				return l.Release(ctx)
-			}
-		}
+	lockswapCycle := func(lk lockswap.Locker) func() benchloop.Cycle {
+		return func() benchloop.Cycle { return benchloop.TryCycle(lk, ttl) }
 	}
 
 	return []benchClient{

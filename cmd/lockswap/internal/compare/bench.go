@@ -4,12 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"sort"
-	"sync"
 	"text/tabwriter"
 	"time"
 
-	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/internal/benchloop"
 	"github.com/lockswap/lockswap/internal/servers"
 )
 
@@ -55,9 +53,9 @@ func Bench(ctx context.Context, o BenchOptions) ([]BenchRow, string, error) {
 			rows = append(rows, BenchRow{Backend: k.name, Mode: "all", Err: err.Error()})
 			continue
 		}
-		for _, mode := range []string{"serial", "parallel", "contended"} {
-			progress(o.Progress, "bench %s %s ...", k.name, mode)
-			row := benchMode(ctx, f, mode, o.Duration)
+		for _, shape := range benchShapes {
+			progress(o.Progress, "bench %s %s ...", k.name, shape.Name)
+			row := benchMode(ctx, f, shape, o.Duration)
 			row.Backend = k.name
 			rows = append(rows, row)
 		}
@@ -66,85 +64,26 @@ func Bench(ctx context.Context, o BenchOptions) ([]BenchRow, string, error) {
 	return rows, envDesc, nil
 }
 
-func benchMode(ctx context.Context, f *fixture, mode string, d time.Duration) BenchRow {
-	goroutines, sameKey := 1, false
-	switch mode {
-	case "parallel":
-		goroutines = 16
-	case "contended":
-		goroutines, sameKey = 8, true
-	}
+// benchShapes are the modes Bench measures, in the shapes of
+// internal/benchloop, which the benchmarks in the repository use too.
+var benchShapes = []benchloop.Shape{benchloop.Serial, benchloop.Parallel(16), benchloop.Contended(8)}
+
+// benchMode runs Acquire+Release cycles in shape for d on one Locker of f.
+// A cycle still waiting at the end gets a second more.
+func benchMode(ctx context.Context, f *fixture, shape benchloop.Shape, d time.Duration) BenchRow {
 	lk, err := f.locker(f.newLocker)
 	if err != nil {
-		return BenchRow{Mode: mode, Err: err.Error()}
+		return BenchRow{Mode: shape.Name, Err: err.Error()}
 	}
-	ttl := 10 * time.Second
-	if f.ttl > ttl {
-		ttl = f.ttl
+	ttl := max(10*time.Second, f.ttl)
+	loop := benchloop.Loop{Shape: shape, NewCycle: func() benchloop.Cycle { return benchloop.AcquireCycle(lk, ttl) }, Latency: true}
+	r, err := loop.For(ctx, d, time.Second)
+	row := BenchRow{Mode: shape.Name, Ops: r.Ops, PerSec: r.PerSec(), P50: r.Percentile(50), P99: r.Percentile(99)}
+	if err != nil {
+		row.Err = err.Error()
 	}
-	var mu sync.Mutex
-	var lat []time.Duration
-	counts := make([]int, goroutines)
-	var firstErr error
-	end := time.Now().Add(d)
-	var wg sync.WaitGroup
-	for g := 0; g < goroutines; g++ {
-		wg.Add(1)
-		go func(g int) {
-			defer wg.Done()
-			var mine []time.Duration
-			for i := 0; time.Now().Before(end) && ctx.Err() == nil; i++ {
-				key := fmt.Sprintf("bench-%s-%d-%d", mode, g, i)
-				if sameKey {
-					key = "bench-contended"
-				}
-				start := time.Now()
-				actx, cancel := context.WithDeadline(ctx, end.Add(time.Second))
-				l, err := lk.Acquire(actx, key, lockswap.WithTTL(ttl))
-				cancel()
-				if err != nil {
-					if time.Now().Before(end) {
-						mu.Lock()
-						if firstErr == nil {
-							firstErr = err
-						}
-						mu.Unlock()
-					}
-					break
-				}
-				err = l.Release(ctx)
-				mine = append(mine, time.Since(start))
-				counts[g]++
-				if err != nil {
-					mu.Lock()
-					firstErr = err
-					mu.Unlock()
-					break
-				}
-			}
-			mu.Lock()
-			lat = append(lat, mine...)
-			mu.Unlock()
-		}(g)
-	}
-	wg.Wait()
-	row := BenchRow{Mode: mode, Ops: len(lat), PerSec: float64(len(lat)) / d.Seconds()}
-	if firstErr != nil {
-		row.Err = firstErr.Error()
-	}
-	if len(lat) > 0 {
-		sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-		row.P50 = lat[len(lat)/2]
-		row.P99 = lat[len(lat)*99/100]
-	}
-	if sameKey {
-		lo, hi := counts[0], counts[0]
-		for _, c := range counts {
-			lo, hi = min(lo, c), max(hi, c)
-		}
-		if hi > 0 {
-			row.Fairness = float64(lo) / float64(hi)
-		}
+	if shape.OneKey {
+		row.Fairness, _ = r.Fairness()
 	}
 	return row
 }
