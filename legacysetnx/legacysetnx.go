@@ -140,7 +140,7 @@ func ParseUnit(s string) (Unit, error) {
 	case "":
 		return 0, fmt.Errorf("legacysetnx: the timestamp unit is required (unit=s or unit=ms): %s: %w", UnitHelp, lockswap.ErrInvalid)
 	}
-	return 0, fmt.Errorf("legacysetnx: unknown timestamp unit %q: want s (seconds) or ms (milliseconds): %w", truncate(s), lockswap.ErrInvalid)
+	return 0, fmt.Errorf("legacysetnx: unknown timestamp unit %s: want s (seconds) or ms (milliseconds): %w", lockstate.QuoteKey(s), lockswap.ErrInvalid)
 }
 
 // TTLRange returns the TTLs a Locker in unit u accepts: from the larger of
@@ -465,8 +465,8 @@ func (p *proto) notTimestamp(k, val string) error {
 		what = "which is not a lock timestamp (want the digits of a Unix time)"
 		fix = "the key holds other data: use another lock name or prefix, or delete the key if it is stale"
 	}
-	return fmt.Errorf("key %s holds %q, %s (unit=%s); %s; the value was left untouched: %w",
-		lockstate.QuoteKey(k), truncate(val), what, u, fix, lockswap.ErrInvalid)
+	return fmt.Errorf("key %s holds %s, %s (unit=%s); %s; the value was left untouched: %w",
+		lockstate.QuoteKey(k), lockstate.QuoteKey(val), what, u, fix, lockswap.ErrInvalid)
 }
 
 // wrongType is the error for a key that holds another Redis type.
@@ -480,13 +480,6 @@ func unitConst(u Unit) string {
 		return "legacysetnx.Milliseconds"
 	}
 	return "legacysetnx.Seconds"
-}
-
-func truncate(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "..."
-	}
-	return s
 }
 
 // stamp is a lock's Data: its Redis key and the timestamp it wrote,
@@ -559,7 +552,7 @@ func (p *proto) Extend(ctx context.Context, c *driver.Claim[*stamp], ttl time.Du
 		if r.value == old {
 			return driver.Grant{}, fmt.Errorf("timestamp %s already passed: %w", old, lockswap.ErrLost)
 		}
-		return driver.Grant{}, fmt.Errorf("key holds %q, not our timestamp %s: %w", truncate(r.value), old, lockswap.ErrLost)
+		return driver.Grant{}, fmt.Errorf("key holds %s, not our timestamp %s: %w", lockstate.QuoteKey(r.value), old, lockswap.ErrLost)
 	}
 	c.Data.setValue(r.value)
 	exp, _ := strconv.ParseInt(r.value, 10, 64)
@@ -597,13 +590,13 @@ func (p *proto) deadline(start time.Time, ttl time.Duration, left int64) time.Ti
 // returns the zero time and false. A value that is not a timestamp in the
 // configured unit returns an error matching lockswap.ErrInvalid.
 func (lk *Locker) Peek(ctx context.Context, key string) (expiry time.Time, live bool, err error) {
-	if lk.Closed() {
-		return time.Time{}, false, fmt.Errorf("legacysetnx: peek %s: %w", lockstate.QuoteKey(key), lockswap.ErrClosed)
+	err = lockswap.ErrClosed
+	if !lk.Closed() {
+		err = acquire.ValidateKey(key)
 	}
-	if err := acquire.ValidateKey(key); err != nil {
-		return time.Time{}, false, fmt.Errorf("legacysetnx: peek: %w", err)
+	if err == nil {
+		expiry, live, err = lk.p.peek(ctx, key)
 	}
-	expiry, live, err = lk.p.peek(ctx, key)
 	if err != nil {
 		return time.Time{}, false, fmt.Errorf("legacysetnx: peek %s: %w", lockstate.QuoteKey(key), err)
 	}

@@ -3,6 +3,7 @@ package redisclient
 import (
 	"errors"
 	"fmt"
+	"net"
 
 	"github.com/lockswap/lockswap"
 )
@@ -28,4 +29,13 @@ func Classify(c Client, err error) error {
 // backend makes itself (lockswap.ErrHeld, lockswap.ErrLost) are not.
 func Uncertain(err error) bool {
 	return errors.Is(err, lockswap.ErrUnavailable) && IsTransport(err)
+}
+
+// MaybeApplied reports whether the request that failed with err may have
+// run on the server: an error [Uncertain] accepts, except a failure to
+// connect (the request was never sent). An attempt that failed so is one
+// to undo (driver.Config.Undo).
+func MaybeApplied(err error) bool {
+	var op *net.OpError
+	return Uncertain(err) && !(errors.As(err, &op) && op.Op == "dial")
 }
