@@ -539,10 +539,7 @@ func (p *proto) Extend(ctx context.Context, c *driver.Claim[*stamp], ttl time.Du
 	old := c.Data.value()
 	v, err := p.c.Run(ctx, extendScript, []string{c.Data.k}, p.nowArg(), p.ttlUnits(ttl), p.opts.Unit.String(), p.expiryFlag(), old)
 	if err != nil {
-		if redisclient.IsWrongType(err) {
-			return driver.Grant{}, fmt.Errorf("key now holds another type: %w", lockswap.ErrLost)
-		}
-		return driver.Grant{}, redisclient.Classify(p.c, err)
+		return driver.Grant{}, redisclient.ClassifyHeld(p.c, err)
 	}
 	r, err := parseReply(v)
 	if err != nil {
@@ -563,8 +560,8 @@ func (p *proto) Extend(ctx context.Context, c *driver.Claim[*stamp], ttl time.Du
 func (p *proto) Release(ctx context.Context, c *driver.Claim[*stamp]) error {
 	val := c.Data.value()
 	v, err := p.c.Run(ctx, releaseScript, []string{c.Data.k}, val)
-	if err != nil && !redisclient.IsWrongType(err) {
-		return redisclient.Classify(p.c, err)
+	if err != nil {
+		return redisclient.ClassifyHeld(p.c, err)
 	}
 	if n, _ := v.(int64); n != 1 {
 		return fmt.Errorf("the key no longer holds our timestamp %s: %w", val, lockswap.ErrLost)

@@ -39,3 +39,16 @@ func MaybeApplied(err error) bool {
 	var op *net.OpError
 	return Uncertain(err) && !(errors.As(err, &op) && op.Op == "dial")
 }
+
+// ClassifyHeld is [Classify] for a request on a key the caller held (an
+// extend or a release of its lock): a WRONGTYPE reply there means the key
+// now holds another Redis type, so the lock is gone, and the error matches
+// lockswap.ErrLost.
+func ClassifyHeld(c Client, err error) error {
+	if IsWrongType(err) {
+		return errNowOtherType
+	}
+	return Classify(c, err)
+}
+
+var errNowOtherType = fmt.Errorf("the key now holds another Redis type: %w", lockswap.ErrLost)

@@ -2,11 +2,15 @@ package redisclient_test
 
 import (
 	"context"
+	"errors"
 	"net"
 	"testing"
 	"time"
 
+	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/internal/redisscript"
 	"github.com/lockswap/lockswap/internal/redistest"
+	"github.com/lockswap/lockswap/internal/testserver"
 	"github.com/lockswap/lockswap/redisclient"
 )
 
@@ -61,6 +65,34 @@ func TestMaybeApplied(t *testing.T) {
 			if got := redisclient.MaybeApplied(classified); got != tc.want {
 				t.Errorf("%s, %s: MaybeApplied(%v) = %v, want %v", c.Name, tc.name, classified, got, tc.want)
 			}
+		}
+	}
+}
+
+// TestClassifyHeld: on a key the caller held, another Redis type means the
+// lock is lost; any other error is classified as Classify does.
+func TestClassifyHeld(t *testing.T) {
+	srv := testserver.RedisT(t, testserver.RedisOptions{})
+	for _, c := range redistest.Clients {
+		cl := c.New(t, srv.Addr())
+		ctx := context.Background()
+		if _, err := cl.Do(ctx, "RPUSH", "held-"+c.Name, "x"); err != nil {
+			t.Fatal(err)
+		}
+		_, err := cl.Run(ctx, redisscript.CompareAndDelete, []string{"held-" + c.Name}, "token")
+		if got := redisclient.ClassifyHeld(cl, err); !errors.Is(got, lockswap.ErrLost) || errors.Is(got, lockswap.ErrInvalid) {
+			t.Errorf("%s: ClassifyHeld(%v) = %v, want ErrLost", c.Name, err, got)
+		}
+		if got := redisclient.Classify(cl, err); !errors.Is(got, lockswap.ErrInvalid) {
+			t.Errorf("%s: Classify(%v) = %v, want ErrInvalid (a WRONGTYPE reply is permanent)", c.Name, err, got)
+		}
+		down := c.New(t, "127.0.0.1:1") // nothing listens on port 1
+		_, err = down.Run(ctx, redisscript.CompareAndDelete, []string{"k"}, "token")
+		if got := redisclient.ClassifyHeld(down, err); !errors.Is(got, lockswap.ErrUnavailable) || errors.Is(got, lockswap.ErrLost) {
+			t.Errorf("%s: ClassifyHeld(%v) = %v, want ErrUnavailable", c.Name, err, got)
+		}
+		if got := redisclient.ClassifyHeld(cl, nil); got != nil {
+			t.Errorf("%s: ClassifyHeld(nil) = %v", c.Name, got)
 		}
 	}
 }

@@ -306,10 +306,7 @@ func (p *proto) checkStringKey(ctx context.Context, k string) error {
 func (p *proto) Extend(ctx context.Context, c *driver.Claim[ref], ttl time.Duration) (driver.Grant, error) {
 	v, err := p.c.Run(ctx, extendScript, c.Data.keys[:], c.Token, ttl.Milliseconds())
 	if err != nil {
-		if redisclient.IsWrongType(err) {
-			return driver.Grant{}, fmt.Errorf("key now holds another type: %w", lockswap.ErrLost)
-		}
-		return driver.Grant{}, redisclient.Classify(p.c, err)
+		return driver.Grant{}, redisclient.ClassifyHeld(p.c, err)
 	}
 	if n, _ := v.(int64); n != 1 {
 		return driver.Grant{}, lockswap.ErrLost
@@ -323,10 +320,7 @@ var errNotOurs = fmt.Errorf("no longer ours: %w", lockswap.ErrLost)
 func (p *proto) Release(ctx context.Context, c *driver.Claim[ref]) error {
 	v, err := p.c.Run(ctx, releaseScript, c.Data.keys[:], c.Data.tokenArg[:]...)
 	if err != nil {
-		if redisclient.IsWrongType(err) {
-			return errNotOurs
-		}
-		return redisclient.Classify(p.c, err)
+		return redisclient.ClassifyHeld(p.c, err)
 	}
 	if n, _ := v.(int64); n != 1 {
 		return errNotOurs
