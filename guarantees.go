@@ -22,15 +22,15 @@ const (
 
 // String returns "none", "bounded drift" or "synchronized wall clocks".
 func (c ClockAssumption) String() string {
-	switch c {
-	case ClockNone:
-		return "none"
-	case ClockBoundedDrift:
-		return "bounded drift"
-	case ClockSynchronized:
-		return "synchronized wall clocks"
+	return enumName("ClockAssumption", int(c), "none", "bounded drift", "synchronized wall clocks")
+}
+
+// enumName returns names[v], or typ(v) for a value without a name.
+func enumName(typ string, v int, names ...string) string {
+	if v >= 0 && v < len(names) {
+		return names[v]
 	}
-	return fmt.Sprintf("ClockAssumption(%d)", int(c))
+	return fmt.Sprintf("%s(%d)", typ, v)
 }
 
 // WaitStyle is how Acquire waits for a held lock.
@@ -47,15 +47,7 @@ const (
 
 // String returns "poll", "notify" or "fifo queue".
 func (w WaitStyle) String() string {
-	switch w {
-	case WaitPoll:
-		return "poll"
-	case WaitNotify:
-		return "notify"
-	case WaitQueue:
-		return "fifo queue"
-	}
-	return fmt.Sprintf("WaitStyle(%d)", int(w))
+	return enumName("WaitStyle", int(w), "poll", "notify", "fifo queue")
 }
 
 // Guarantees describes what a backend keeps under which faults. It is data:
@@ -108,32 +100,38 @@ const (
 	PropFair             Property = "fair"
 )
 
+// properties says, for each [Property] in a stable order, whether a
+// Guarantees provides it.
+var properties = []struct {
+	p   Property
+	has func(Guarantees) bool
+}{
+	{PropFencing, func(g Guarantees) bool { return g.Fencing }},
+	{PropFailover, func(g Guarantees) bool { return g.SurvivesFailover }},
+	{PropRestart, func(g Guarantees) bool { return g.SurvivesRestart }},
+	{PropClockIndependent, func(g Guarantees) bool { return g.Clock != ClockSynchronized }},
+	{PropFaultTolerant, func(g Guarantees) bool { return g.Tolerates > 0 }},
+	{PropStaleReleaseSafe, func(g Guarantees) bool { return g.StaleReleaseSafe }},
+	{PropNoPolling, func(g Guarantees) bool { return g.Wait != WaitPoll }},
+	{PropFair, func(g Guarantees) bool { return g.Wait == WaitQueue }},
+}
+
 // Properties lists every [Property] in a stable order.
 func Properties() []Property {
-	return []Property{PropFencing, PropFailover, PropRestart, PropClockIndependent,
-		PropFaultTolerant, PropStaleReleaseSafe, PropNoPolling, PropFair}
+	out := make([]Property, len(properties))
+	for i, p := range properties {
+		out[i] = p.p
+	}
+	return out
 }
 
 // Has reports whether g provides p. It returns an error matching
 // [ErrInvalid] for an unknown property.
 func (g Guarantees) Has(p Property) (bool, error) {
-	switch p {
-	case PropFencing:
-		return g.Fencing, nil
-	case PropFailover:
-		return g.SurvivesFailover, nil
-	case PropRestart:
-		return g.SurvivesRestart, nil
-	case PropClockIndependent:
-		return g.Clock != ClockSynchronized, nil
-	case PropFaultTolerant:
-		return g.Tolerates > 0, nil
-	case PropStaleReleaseSafe:
-		return g.StaleReleaseSafe, nil
-	case PropNoPolling:
-		return g.Wait != WaitPoll, nil
-	case PropFair:
-		return g.Wait == WaitQueue, nil
+	for _, q := range properties {
+		if q.p == p {
+			return q.has(g), nil
+		}
 	}
 	return false, fmt.Errorf("unknown property %q (known: %v): %w", p, Properties(), ErrInvalid)
 }

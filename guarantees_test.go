@@ -2,6 +2,7 @@ package lockswap_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -47,5 +48,44 @@ note: note a
 `
 	if s := a.String(); s != want {
 		t.Errorf("String() changed; the docs table of lockswap compare is built from it:\n%s\nwant:\n%s", s, want)
+	}
+}
+
+// TestEnumStrings: the clock assumptions and wait styles read as the docs
+// table shows them, and a value without a name says what it is.
+func TestEnumStrings(t *testing.T) {
+	for _, c := range []struct {
+		v    fmt.Stringer
+		want string
+	}{
+		{lockswap.ClockNone, "none"},
+		{lockswap.ClockBoundedDrift, "bounded drift"},
+		{lockswap.ClockSynchronized, "synchronized wall clocks"},
+		{lockswap.ClockAssumption(7), "ClockAssumption(7)"},
+		{lockswap.ClockAssumption(-1), "ClockAssumption(-1)"},
+		{lockswap.WaitPoll, "poll"},
+		{lockswap.WaitNotify, "notify"},
+		{lockswap.WaitQueue, "fifo queue"},
+		{lockswap.WaitStyle(3), "WaitStyle(3)"},
+	} {
+		if got := c.v.String(); got != c.want {
+			t.Errorf("%#v.String() = %q, want %q", c.v, got, c.want)
+		}
+	}
+}
+
+// TestEveryPropertyKnown: Has answers for every property Properties lists,
+// and a backend that has them all (fair waiting, fencing, ...) requires
+// each without error.
+func TestEveryPropertyKnown(t *testing.T) {
+	all := lockswap.Guarantees{Backend: "all", Fencing: true, SurvivesFailover: true, SurvivesRestart: true,
+		Clock: lockswap.ClockNone, Nodes: 3, Tolerates: 1, StaleReleaseSafe: true, Wait: lockswap.WaitQueue}
+	for _, p := range lockswap.Properties() {
+		if ok, err := all.Has(p); !ok || err != nil {
+			t.Errorf("Has(%s) = %v, %v on a backend that has everything", p, ok, err)
+		}
+		if ok, err := (lockswap.Guarantees{Clock: lockswap.ClockSynchronized}).Has(p); ok || err != nil {
+			t.Errorf("Has(%s) = %v, %v on a backend that has nothing", p, ok, err)
+		}
 	}
 }

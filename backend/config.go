@@ -158,37 +158,36 @@ func fromURL(u *registry.URL) (Config, error) {
 	return c, nil
 }
 
+// fields returns the fields of c that hold one URL parameter each, by
+// the parameter's name (also the field's JSON name): the one place that
+// maps parameters to fields, both ways (set, query).
+func (c *Config) fields() map[string]any {
+	return map[string]any{
+		"ttl": &c.TTL, "max_ttl": &c.MaxTTL, "dial_timeout": &c.DialTimeout,
+		"prefix": &c.Prefix, "client": &c.Client, "unit": &c.Unit, "phase": &c.Phase,
+		"fence": &c.Fence, "restart_safety": &c.RestartSafety, "server_time": &c.ServerTime,
+		"redis_expiry": &c.RedisExpiry, "legacy_net": &c.LegacyNet,
+		"drift": &c.Drift,
+	}
+}
+
 // set sets the field of parameter k, from a URL its backend has checked.
 func (c *Config) set(k, v string) error {
-	parseBool := func() bool { b, _ := strconv.ParseBool(v); return b }
-	parseDur := func() Duration { d, _ := time.ParseDuration(v); return Duration(d) }
+	if f, ok := c.fields()[k]; ok {
+		switch f := f.(type) {
+		case *Duration:
+			d, _ := time.ParseDuration(v)
+			*f = Duration(d)
+		case *string:
+			*f = v
+		case *bool:
+			*f, _ = strconv.ParseBool(v)
+		case *float64:
+			*f, _ = strconv.ParseFloat(v, 64)
+		}
+		return nil
+	}
 	switch k {
-	case "ttl":
-		c.TTL = parseDur()
-	case "max_ttl":
-		c.MaxTTL = parseDur()
-	case "dial_timeout":
-		c.DialTimeout = parseDur()
-	case "prefix":
-		c.Prefix = v
-	case "fence":
-		c.Fence = parseBool()
-	case "restart_safety":
-		c.RestartSafety = parseBool()
-	case "server_time":
-		c.ServerTime = parseBool()
-	case "redis_expiry":
-		c.RedisExpiry = parseBool()
-	case "legacy_net":
-		c.LegacyNet = parseBool()
-	case "client":
-		c.Client = v
-	case "unit":
-		c.Unit = v
-	case "phase":
-		c.Phase = v
-	case "drift":
-		c.Drift, _ = strconv.ParseFloat(v, 64)
 	case "require":
 		for _, p := range strings.Split(v, ",") {
 			if p = strings.TrimSpace(p); p != "" {
@@ -242,25 +241,31 @@ func (c Config) url() *registry.URL {
 // target= have their passwords replaced.
 func (c Config) query(redact bool) url.Values {
 	q := url.Values{}
-	setIf := func(k, v string, ok bool) {
-		if ok {
+	for k, f := range c.fields() {
+		var v string
+		switch f := f.(type) {
+		case *Duration:
+			if *f != 0 {
+				v = time.Duration(*f).String()
+			}
+		case *string:
+			v = *f
+		case *bool:
+			if *f {
+				v = "true"
+			}
+		case *float64:
+			if *f != 0 {
+				v = strconv.FormatFloat(*f, 'g', -1, 64)
+			}
+		}
+		if v != "" {
 			q.Set(k, v)
 		}
 	}
-	setIf("ttl", time.Duration(c.TTL).String(), c.TTL != 0)
-	setIf("prefix", c.Prefix, c.Prefix != "")
-	setIf("fence", "true", c.Fence)
-	setIf("client", c.Client, c.Client != "")
-	setIf("drift", strconv.FormatFloat(c.Drift, 'g', -1, 64), c.Drift != 0)
-	setIf("restart_safety", "true", c.RestartSafety)
-	setIf("max_ttl", time.Duration(c.MaxTTL).String(), c.MaxTTL != 0)
-	setIf("unit", c.Unit, c.Unit != "")
-	setIf("server_time", "true", c.ServerTime)
-	setIf("redis_expiry", "true", c.RedisExpiry)
-	setIf("dial_timeout", time.Duration(c.DialTimeout).String(), c.DialTimeout != 0)
-	setIf("require", strings.Join(c.Require, ","), len(c.Require) > 0)
-	setIf("phase", c.Phase, c.Phase != "")
-	setIf("legacy_net", "true", c.LegacyNet)
+	if len(c.Require) > 0 {
+		q.Set("require", strings.Join(c.Require, ","))
+	}
 	for name, sub := range map[string]*Config{"legacy": c.Legacy, "target": c.Target} {
 		if sub == nil {
 			continue

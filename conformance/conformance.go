@@ -120,6 +120,25 @@ func (s *suite) key(t *testing.T) string {
 	return fmt.Sprintf("conformance-%s-%d-%d", strings.ReplaceAll(t.Name(), "/", "-"), time.Now().UnixNano(), s.seq)
 }
 
+// take is a TryAcquire of key on lk that the case needs: a failure ends
+// the case with the message failed, whose %v is the error.
+func take(t *testing.T, ctx context.Context, lk lockswap.Locker, key, failed string, opts ...lockswap.Option) lockswap.Lock {
+	t.Helper()
+	l, err := lk.TryAcquire(ctx, key, opts...)
+	if err != nil {
+		t.Fatalf(failed, err)
+	}
+	return l
+}
+
+// release is a Release of l that the case needs to succeed.
+func release(t *testing.T, ctx context.Context, l lockswap.Lock) {
+	t.Helper()
+	if err := l.Release(ctx); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+}
+
 func ctxT(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
@@ -214,11 +233,8 @@ func (s *suite) mutualExclusion(t *testing.T) {
 func (s *suite) tryAcquireHeld(t *testing.T) {
 	a, b := s.locker(t), s.locker(t)
 	ctx, key := ctxT(t), s.key(t)
-	la, err := a.TryAcquire(ctx, key, lockswap.WithTTL(10*time.Second))
-	if err != nil {
-		t.Fatalf("TryAcquire on a free key: %v", err)
-	}
-	_, err = b.TryAcquire(ctx, key, lockswap.WithTTL(10*time.Second))
+	la := take(t, ctx, a, key, "TryAcquire on a free key: %v", lockswap.WithTTL(10*time.Second))
+	_, err := b.TryAcquire(ctx, key, lockswap.WithTTL(10*time.Second))
 	if !errors.Is(err, lockswap.ErrHeld) {
 		t.Fatalf("TryAcquire on a key another Locker holds: err = %v; contention must match ErrHeld", err)
 	}
@@ -228,23 +244,15 @@ func (s *suite) tryAcquireHeld(t *testing.T) {
 	if !strings.Contains(err.Error(), key) {
 		t.Errorf("contention error %q does not name the key %q", err, key)
 	}
-	if err := la.Release(ctx); err != nil {
-		t.Fatalf("Release: %v", err)
-	}
-	lb, err := b.TryAcquire(ctx, key, lockswap.WithTTL(10*time.Second))
-	if err != nil {
-		t.Fatalf("TryAcquire after the holder released: %v; Release must free the key", err)
-	}
+	release(t, ctx, la)
+	lb := take(t, ctx, b, key, "TryAcquire after the holder released: %v; Release must free the key", lockswap.WithTTL(10*time.Second))
 	lb.Release(ctx)
 }
 
 func (s *suite) expiredHolder(t *testing.T) {
 	a, b, c := s.locker(t), s.locker(t), s.locker(t)
 	ctx, key := ctxT(t), s.key(t)
-	la, err := a.TryAcquire(ctx, key, s.ttl())
-	if err != nil {
-		t.Fatalf("TryAcquire: %v", err)
-	}
+	la := take(t, ctx, a, key, "TryAcquire: %v", s.ttl())
 	lb := s.expireAndTake(t, a, la, b)
 	if err := la.Extend(ctx, s.h.TTL); !errors.Is(err, lockswap.ErrLost) {
 		t.Errorf("Extend by a holder whose lock expired and was taken: err = %v, want ErrLost", err)
@@ -268,10 +276,7 @@ func (s *suite) expiredHolder(t *testing.T) {
 func (s *suite) vanishedHolder(t *testing.T) {
 	a, b := s.locker(t), s.locker(t)
 	ctx, key := ctxT(t), s.key(t)
-	la, err := a.TryAcquire(ctx, key, s.ttl())
-	if err != nil {
-		t.Fatalf("TryAcquire: %v", err)
-	}
+	la := take(t, ctx, a, key, "TryAcquire: %v", s.ttl())
 	if _, err := b.TryAcquire(ctx, key, s.ttl()); !errors.Is(err, lockswap.ErrHeld) {
 		t.Fatalf("key taken while its holder was alive: err = %v", err)
 	}
@@ -286,10 +291,7 @@ func (s *suite) extendKeepsLock(t *testing.T) {
 	a, b := s.locker(t), s.locker(t)
 	ctx, key := ctxT(t), s.key(t)
 	ttl := s.h.TTL
-	la, err := a.TryAcquire(ctx, key, s.ttl())
-	if err != nil {
-		t.Fatalf("TryAcquire: %v", err)
-	}
+	la := take(t, ctx, a, key, "TryAcquire: %v", s.ttl())
 	first := la.Deadline()
 	// Extend twice, each time before the validity runs out, so that in all
 	// the lock is held for more than its original TTL.
@@ -314,9 +316,7 @@ func (s *suite) extendKeepsLock(t *testing.T) {
 	if _, err := b.TryAcquire(ctx, key, s.ttl()); !errors.Is(err, lockswap.ErrHeld) {
 		t.Fatalf("after 1.2×TTL with extensions another Locker got err = %v, want ErrHeld: Extend must keep the lock", err)
 	}
-	if err := la.Release(ctx); err != nil {
-		t.Fatalf("Release: %v", err)
-	}
+	release(t, ctx, la)
 }
 
 // ttlReported: Lock.TTL is the TTL the lock was taken with (WithTTL, or
@@ -325,10 +325,7 @@ func (s *suite) extendKeepsLock(t *testing.T) {
 func (s *suite) ttlReported(t *testing.T) {
 	lk := s.locker(t)
 	ctx, key := ctxT(t), s.key(t)
-	l, err := lk.TryAcquire(ctx, key, lockswap.WithTTL(10*time.Second))
-	if err != nil {
-		t.Fatalf("TryAcquire: %v", err)
-	}
+	l := take(t, ctx, lk, key, "TryAcquire: %v", lockswap.WithTTL(10*time.Second))
 	if got := l.TTL(); got != 10*time.Second {
 		t.Errorf("TTL() = %v after TryAcquire with WithTTL(10s)", got)
 	}
@@ -338,13 +335,8 @@ func (s *suite) ttlReported(t *testing.T) {
 	if got := l.TTL(); got != 12*time.Second {
 		t.Errorf("TTL() = %v after Extend(12s)", got)
 	}
-	if err := l.Release(ctx); err != nil {
-		t.Fatalf("Release: %v", err)
-	}
-	l, err = lk.TryAcquire(ctx, key)
-	if err != nil {
-		t.Fatalf("TryAcquire without WithTTL: %v", err)
-	}
+	release(t, ctx, l)
+	l = take(t, ctx, lk, key, "TryAcquire without WithTTL: %v")
 	defer l.Release(ctx)
 	want := lockswap.DefaultTTL
 	if d, ok := lk.(interface{ DefaultTTL() time.Duration }); ok {
@@ -391,9 +383,7 @@ func (s *suite) defaultTTL(t *testing.T) {
 			if d := l.Deadline(); !d.After(start) || d.After(time.Now().Add(c.want)) {
 				t.Errorf("%s with %d options: deadline %v after the call began, want within its TTL %v", call.name, len(c.opts), d.Sub(start), c.want)
 			}
-			if err := l.Release(ctx); err != nil {
-				t.Fatalf("Release: %v", err)
-			}
+			release(t, ctx, l)
 		}
 	}
 	for _, bad := range []time.Duration{time.Nanosecond, lockswap.MaxTTL + time.Hour} {
@@ -410,22 +400,14 @@ func (s *suite) defaultTTL(t *testing.T) {
 func (s *suite) releaseIdempotent(t *testing.T) {
 	a, b, c := s.locker(t), s.locker(t), s.locker(t)
 	ctx, key := ctxT(t), s.key(t)
-	la, err := a.TryAcquire(ctx, key, lockswap.WithTTL(10*time.Second))
-	if err != nil {
-		t.Fatalf("TryAcquire: %v", err)
-	}
-	if err := la.Release(ctx); err != nil {
-		t.Fatalf("Release: %v", err)
-	}
+	la := take(t, ctx, a, key, "TryAcquire: %v", lockswap.WithTTL(10*time.Second))
+	release(t, ctx, la)
 	select {
 	case <-la.Done():
 	default:
 		t.Error("Done still open after Release")
 	}
-	lb, err := b.TryAcquire(ctx, key, lockswap.WithTTL(10*time.Second))
-	if err != nil {
-		t.Fatalf("TryAcquire after Release: %v", err)
-	}
+	lb := take(t, ctx, b, key, "TryAcquire after Release: %v", lockswap.WithTTL(10*time.Second))
 	if err := la.Release(ctx); err != nil && !errors.Is(err, lockswap.ErrLost) {
 		t.Errorf("second Release: %v, want nil or ErrLost", err)
 	}
@@ -441,19 +423,13 @@ func (s *suite) releaseIdempotent(t *testing.T) {
 func (s *suite) releaseCancelled(t *testing.T) {
 	a, b := s.locker(t), s.locker(t)
 	ctx, key := ctxT(t), s.key(t)
-	l, err := a.TryAcquire(ctx, key, lockswap.WithTTL(10*time.Second))
-	if err != nil {
-		t.Fatalf("TryAcquire: %v", err)
-	}
+	l := take(t, ctx, a, key, "TryAcquire: %v", lockswap.WithTTL(10*time.Second))
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
 	if err := l.Release(cancelled); err != nil {
 		t.Fatalf("Release with an already cancelled context: %v; cleanup must still run, bounded by its own timeout", err)
 	}
-	lb, err := b.TryAcquire(ctx, key, lockswap.WithTTL(10*time.Second))
-	if err != nil {
-		t.Fatalf("after Release with a cancelled context the key is still held (%v): the release was skipped", err)
-	}
+	lb := take(t, ctx, b, key, "after Release with a cancelled context the key is still held (%v): the release was skipped", lockswap.WithTTL(10*time.Second))
 	lb.Release(ctx)
 }
 
@@ -465,10 +441,7 @@ func (s *suite) cancelWaiting(t *testing.T) {
 	if lw, err := b.TryAcquire(ctx, key+"-warm-up", lockswap.WithTTL(10*time.Second)); err == nil {
 		lw.Release(ctx)
 	}
-	la, err := a.TryAcquire(ctx, key, lockswap.WithTTL(10*time.Second))
-	if err != nil {
-		t.Fatalf("TryAcquire: %v", err)
-	}
+	la := take(t, ctx, a, key, "TryAcquire: %v", lockswap.WithTTL(10*time.Second))
 	wctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
@@ -489,13 +462,8 @@ func (s *suite) cancelWaiting(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Acquire did not return within 5s of its context being cancelled")
 	}
-	if err := la.Release(ctx); err != nil {
-		t.Fatalf("Release: %v", err)
-	}
-	lc, err := c.TryAcquire(ctx, key, lockswap.WithTTL(10*time.Second))
-	if err != nil {
-		t.Fatalf("after the holder released, the key is still taken (%v): the cancelled waiter left something behind", err)
-	}
+	release(t, ctx, la)
+	lc := take(t, ctx, c, key, "after the holder released, the key is still taken (%v): the cancelled waiter left something behind", lockswap.WithTTL(10*time.Second))
 	lc.Release(ctx)
 }
 
@@ -508,10 +476,7 @@ func (s *suite) waitLongerThanTTL(t *testing.T) {
 	if lw, err := b.TryAcquire(ctx, key+"-warm-up", lockswap.WithTTL(10*time.Second)); err == nil {
 		lw.Release(ctx)
 	}
-	la, err := a.TryAcquire(ctx, key, lockswap.WithTTL(10*time.Second))
-	if err != nil {
-		t.Fatalf("TryAcquire: %v", err)
-	}
+	la := take(t, ctx, a, key, "TryAcquire: %v", lockswap.WithTTL(10*time.Second))
 	type result struct {
 		l   lockswap.Lock
 		err error
@@ -523,9 +488,7 @@ func (s *suite) waitLongerThanTTL(t *testing.T) {
 	}()
 	waitBlocked(t, 1, "waitLongerThanTTL")
 	time.Sleep(s.h.TTL * 3 / 2) // real time: the wait must outlast the waiter's TTL
-	if err := la.Release(ctx); err != nil {
-		t.Fatalf("Release: %v", err)
-	}
+	release(t, ctx, la)
 	select {
 	case r := <-got:
 		if r.err != nil {
@@ -564,9 +527,7 @@ func (s *suite) tokensUnique(t *testing.T) {
 		if l.Key() != key {
 			t.Errorf("Key() = %q, want %q", l.Key(), key)
 		}
-		if err := l.Release(ctx); err != nil {
-			t.Fatalf("Release: %v", err)
-		}
+		release(t, ctx, l)
 	}
 }
 
@@ -575,10 +536,7 @@ func (s *suite) deadlineWithinTTL(t *testing.T) {
 	ctx, key := ctxT(t), s.key(t)
 	ttl := 10 * time.Second
 	start := time.Now()
-	l, err := a.TryAcquire(ctx, key, lockswap.WithTTL(ttl))
-	if err != nil {
-		t.Fatalf("TryAcquire: %v", err)
-	}
+	l := take(t, ctx, a, key, "TryAcquire: %v", lockswap.WithTTL(ttl))
 	defer l.Release(ctx)
 	end := time.Now()
 	// The deadline counts from before the first request (start + validity -
@@ -593,10 +551,7 @@ func (s *suite) deadlineWithinTTL(t *testing.T) {
 func (s *suite) doneByDeadline(t *testing.T) {
 	a := s.locker(t)
 	ctx, key := ctxT(t), s.key(t)
-	l, err := a.TryAcquire(ctx, key, s.ttl())
-	if err != nil {
-		t.Fatalf("TryAcquire: %v", err)
-	}
+	l := take(t, ctx, a, key, "TryAcquire: %v", s.ttl())
 	defer l.Release(ctx)
 	select {
 	case <-l.Done():
@@ -633,9 +588,7 @@ func (s *suite) fencing(t *testing.T) {
 			t.Errorf("fence %d after %d: fences must strictly increase across holders", f, last)
 		}
 		last = f
-		if err := l.Release(ctx); err != nil {
-			t.Fatalf("Release: %v", err)
-		}
+		release(t, ctx, l)
 	}
 }
 
@@ -687,10 +640,7 @@ func (s *suite) badArguments(t *testing.T) {
 		check(fmt.Sprintf("Acquire with TTL %v", ttl), err)
 	}
 	// Nothing was taken by the rejected calls.
-	l, err := b.TryAcquire(ctx, key, lockswap.WithTTL(10*time.Second))
-	if err != nil {
-		t.Fatalf("key taken after rejected calls: %v; bad arguments must change nothing", err)
-	}
+	l := take(t, ctx, b, key, "key taken after rejected calls: %v; bad arguments must change nothing", lockswap.WithTTL(10*time.Second))
 	check("Extend with TTL 0", l.Extend(ctx, 0))
 	check("Extend with a TTL above lockswap.MaxTTL", l.Extend(ctx, lockswap.MaxTTL+1))
 	if _, err := a.TryAcquire(ctx, key, lockswap.WithTTL(10*time.Second)); !errors.Is(err, lockswap.ErrHeld) {
@@ -767,10 +717,7 @@ func (s *suite) oddKeys(t *testing.T) {
 func (s *suite) afterClose(t *testing.T) {
 	lk := s.h.NewLocker(t)
 	ctx, key := ctxT(t), s.key(t)
-	l, err := lk.TryAcquire(ctx, key, lockswap.WithTTL(10*time.Second))
-	if err != nil {
-		t.Fatalf("TryAcquire: %v", err)
-	}
+	l := take(t, ctx, lk, key, "TryAcquire: %v", lockswap.WithTTL(10*time.Second))
 	lk.Close()
 	if err := l.Extend(ctx, 10*time.Second); !errors.Is(err, lockswap.ErrClosed) {
 		t.Errorf("Extend after Close: err = %v, want ErrClosed", err)
@@ -784,13 +731,8 @@ func (s *suite) closeLocker(t *testing.T) {
 	before := leaked(s.h.Goroutines)
 	lk := s.h.NewLocker(t)
 	ctx, key := ctxT(t), s.key(t)
-	l, err := lk.TryAcquire(ctx, key, lockswap.WithTTL(10*time.Second))
-	if err != nil {
-		t.Fatalf("TryAcquire: %v", err)
-	}
-	if err := l.Release(ctx); err != nil {
-		t.Fatalf("Release: %v", err)
-	}
+	l := take(t, ctx, lk, key, "TryAcquire: %v", lockswap.WithTTL(10*time.Second))
+	release(t, ctx, l)
 	if err := lk.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
@@ -819,10 +761,7 @@ func (s *suite) closeEndsWaiters(t *testing.T) {
 		t.Run(fmt.Sprintf("%d", n), func(t *testing.T) {
 			holder := s.locker(t)
 			ctx, key := ctxT(t), s.key(t)
-			l, err := holder.TryAcquire(ctx, key, lockswap.WithTTL(30*time.Second))
-			if err != nil {
-				t.Fatalf("TryAcquire: %v", err)
-			}
+			l := take(t, ctx, holder, key, "TryAcquire: %v", lockswap.WithTTL(30*time.Second))
 			defer l.Release(ctx)
 			lk := s.h.NewLocker(t)
 			errs := make(chan error, n)
@@ -975,9 +914,6 @@ func (s *suite) do(t *testing.T) {
 	if !ran {
 		t.Fatal("Do returned nil without running fn")
 	}
-	l, err := b.TryAcquire(ctx, key, s.ttl())
-	if err != nil {
-		t.Fatalf("after Do returned the key is still held (%v): Do must release", err)
-	}
+	l := take(t, ctx, b, key, "after Do returned the key is still held (%v): Do must release", s.ttl())
 	l.Release(ctx)
 }

@@ -16,26 +16,17 @@ import (
 // legacysetnxs:// is the same over TLS. unit= is required and takes what
 // ParseUnit takes; ttl= must be in the unit's Unit.TTLRange.
 func init() {
-	registry.Register(registry.Scheme{
-		Name: "legacysetnx", TLS: true,
-		Params: []string{"ttl", "prefix", "unit", "client", "dial_timeout", "server_time", "redis_expiry"},
-		Parse:  parseURL,
-	})
+	registry.Register(registry.RedisScheme("legacysetnx", parseURL, "unit", "server_time", "redis_expiry"))
 }
 
-func parseURL(u *registry.URL, c registry.Clients) (registry.OpenFunc, error) {
-	n, err := u.RedisServers(c)
-	if err != nil {
+// parseURL checks this backend's parameters; registry checked the others.
+func parseURL(u *registry.URL, r registry.Redis) (registry.RedisOpener, error) {
+	if err := r.One(); err != nil {
 		return nil, err
 	}
-	if n != 1 {
-		return nil, fmt.Errorf("legacysetnx needs exactly one host:port, got %d: %w", n, lockswap.ErrInvalid)
-	}
-	o := Options{Prefix: u.Query.Get("prefix")}
+	o := Options{Prefix: r.Prefix, TTL: r.TTL}
+	var err error
 	if o.Unit, err = ParseUnit(u.Query.Get("unit")); err != nil {
-		return nil, err
-	}
-	if o.TTL, err = u.TTL(); err != nil {
 		return nil, err
 	}
 	if o.TTL != 0 {
@@ -49,9 +40,9 @@ func parseURL(u *registry.URL, c registry.Clients) (registry.OpenFunc, error) {
 	if o.SetRedisExpiry, err = u.Bool("redis_expiry"); err != nil {
 		return nil, err
 	}
-	return registry.OpenRedis(u, c, func(rcs []redisclient.Client, closer io.Closer) (lockswap.Locker, error) {
+	return func(rcs []redisclient.Client, closer io.Closer) (lockswap.Locker, error) {
 		o := o
 		o.Closer = closer
 		return New(rcs[0], o)
-	}), nil
+	}, nil
 }

@@ -3,6 +3,7 @@ package redisclient
 import (
 	"errors"
 	"fmt"
+	"net"
 
 	"github.com/lockswap/lockswap"
 )
@@ -29,3 +30,25 @@ func Classify(c Client, err error) error {
 func Uncertain(err error) bool {
 	return errors.Is(err, lockswap.ErrUnavailable) && IsTransport(err)
 }
+
+// MaybeApplied reports whether the request that failed with err may have
+// run on the server: an error [Uncertain] accepts, except a failure to
+// connect (the request was never sent). An attempt that failed so is one
+// to undo (driver.Config.Undo).
+func MaybeApplied(err error) bool {
+	var op *net.OpError
+	return Uncertain(err) && !(errors.As(err, &op) && op.Op == "dial")
+}
+
+// ClassifyHeld is [Classify] for a request on a key the caller held (an
+// extend or a release of its lock): a WRONGTYPE reply there means the key
+// now holds another Redis type, so the lock is gone, and the error matches
+// lockswap.ErrLost.
+func ClassifyHeld(c Client, err error) error {
+	if IsWrongType(err) {
+		return errNowOtherType
+	}
+	return Classify(c, err)
+}
+
+var errNowOtherType = fmt.Errorf("the key now holds another Redis type: %w", lockswap.ErrLost)

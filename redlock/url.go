@@ -16,25 +16,16 @@ import (
 // redlocks:// is the same over TLS. The hosts are N independent masters, N
 // odd and at least 3.
 func init() {
-	registry.Register(registry.Scheme{
-		Name: "redlock", TLS: true,
-		Params: []string{"ttl", "prefix", "drift", "client", "dial_timeout", "restart_safety", "max_ttl"},
-		Parse:  parseURL,
-	})
+	registry.Register(registry.RedisScheme("redlock", parseURL, "drift", "restart_safety", "max_ttl"))
 }
 
-func parseURL(u *registry.URL, c registry.Clients) (registry.OpenFunc, error) {
-	n, err := u.RedisServers(c)
-	if err != nil {
-		return nil, err
+// parseURL checks this backend's parameters; registry checked the others.
+func parseURL(u *registry.URL, r registry.Redis) (registry.RedisOpener, error) {
+	if r.Servers < 3 || r.Servers%2 == 0 {
+		return nil, fmt.Errorf("redlock needs an odd number of at least 3 independent masters, got %d hosts: %w", r.Servers, lockswap.ErrInvalid)
 	}
-	if n < 3 || n%2 == 0 {
-		return nil, fmt.Errorf("redlock needs an odd number of at least 3 independent masters, got %d hosts: %w", n, lockswap.ErrInvalid)
-	}
-	o := Options{Prefix: u.Query.Get("prefix")}
-	if o.TTL, err = u.TTL(); err != nil {
-		return nil, err
-	}
+	o := Options{Prefix: r.Prefix, TTL: r.TTL}
+	var err error
 	if o.DriftFactor, err = u.Float("drift"); err != nil {
 		return nil, err
 	}
@@ -53,11 +44,11 @@ func parseURL(u *registry.URL, c registry.Clients) (registry.OpenFunc, error) {
 	if o.MaxTTL != 0 && o.TTL > o.MaxTTL {
 		return nil, fmt.Errorf("ttl=%v exceeds max_ttl=%v: %w", o.TTL, o.MaxTTL, lockswap.ErrInvalid)
 	}
-	return registry.OpenRedis(u, c, func(rcs []redisclient.Client, closer io.Closer) (lockswap.Locker, error) {
+	return func(rcs []redisclient.Client, closer io.Closer) (lockswap.Locker, error) {
 		o := o
 		if closer != nil {
 			o.Closers = []io.Closer{closer}
 		}
 		return New(rcs, o)
-	}), nil
+	}, nil
 }

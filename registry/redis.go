@@ -68,6 +68,69 @@ func redisDialer(name string) (RedisDialer, error) {
 	return nil, invalid("client=%q: want goredis or redigo (linked: %s)", name, strings.Join(known, ", "))
 }
 
+// RedisParams returns the query parameters every Redis backend takes
+// (ttl, prefix, client, dial_timeout: see [Redis]) followed by extra, the
+// backend's own.
+func RedisParams(extra ...string) []string {
+	return append([]string{"ttl", "prefix", "client", "dial_timeout"}, extra...)
+}
+
+// Redis is what the URL of a Redis backend says in the same way for every
+// Redis backend, checked.
+type Redis struct {
+	// Backend is the backend's name (Scheme.Name), for messages.
+	Backend string
+	// Servers is how many servers the URL names: the given clients, or
+	// else the hosts.
+	Servers int
+	// Prefix is prefix=, prepended to every key; "" when absent.
+	Prefix string
+	// TTL is ttl=, within [lockswap.MinTTL, lockswap.MaxTTL]; 0 when
+	// absent.
+	TTL time.Duration
+}
+
+// One refuses any number of servers but one, with an error matching
+// lockswap.ErrInvalid: for a backend of one Redis server.
+func (r Redis) One() error {
+	if r.Servers != 1 {
+		return invalid("%s needs exactly one host:port, got %d", r.Backend, r.Servers)
+	}
+	return nil
+}
+
+// RedisOpener opens a Redis backend with its clients, one per server, and
+// the closer the Locker must own and close (nil for given clients).
+type RedisOpener func(rcs []redisclient.Client, closer io.Closer) (lockswap.Locker, error)
+
+// RedisScheme returns the Scheme of a Redis backend named name, over TLS
+// too, that takes the parameters of [RedisParams] and its own params. Its
+// Parse checks what every Redis backend takes (the servers, the database
+// in the path, client=, dial_timeout=, prefix=, ttl=: see
+// [URL.RedisServers] and [URL.TTL]), then calls parse with it for the
+// backend's own checks, and opens what parse returns with the URL's
+// clients (see [OpenRedis]).
+func RedisScheme(name string, parse func(u *URL, r Redis) (RedisOpener, error), params ...string) Scheme {
+	return Scheme{
+		Name: name, TLS: true, Params: RedisParams(params...),
+		Parse: func(u *URL, c Clients) (OpenFunc, error) {
+			n, err := u.RedisServers(c)
+			if err != nil {
+				return nil, err
+			}
+			r := Redis{Backend: name, Servers: n, Prefix: u.Query.Get("prefix")}
+			if r.TTL, err = u.TTL(); err != nil {
+				return nil, err
+			}
+			open, err := parse(u, r)
+			if err != nil {
+				return nil, err
+			}
+			return OpenRedis(u, c, open), nil
+		},
+	}
+}
+
 // RedisServers checks the Redis parts of u (client=, dial_timeout=, the
 // database in the path) and returns how many servers it names: the number
 // of given clients in c, or else of hosts.
@@ -135,7 +198,7 @@ func RedisClients(u *URL, c Clients) ([]redisclient.Client, io.Closer, error) {
 // OpenRedis returns the OpenFunc of a Redis backend: it makes u's clients
 // (see RedisClients), calls open with them and the closer the Locker must
 // own (nil for given clients), and closes the clients if open fails.
-func OpenRedis(u *URL, c Clients, open func(rcs []redisclient.Client, closer io.Closer) (lockswap.Locker, error)) OpenFunc {
+func OpenRedis(u *URL, c Clients, open RedisOpener) OpenFunc {
 	return func(context.Context) (lockswap.Locker, error) {
 		rcs, closer, err := RedisClients(u, c)
 		if err != nil {

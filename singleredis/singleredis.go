@@ -20,11 +20,8 @@ package singleredis
 import (
 	"context"
 	_ "embed"
-	"errors"
 	"fmt"
 	"io"
-	"net"
-	"strings"
 	"time"
 
 	"github.com/lockswap/lockswap"
@@ -182,7 +179,7 @@ func New(c redisclient.Client, opts Options) (*Locker, error) {
 		Fence:      opts.Fence,
 		Queue:      true,
 		Uncertain:  redisclient.Uncertain,
-		Undo:       func(err error) bool { return redisclient.Uncertain(err) && !isDialError(err) },
+		Undo:       redisclient.MaybeApplied,
 		Closer:     opts.Closer,
 	})
 	if err != nil {
@@ -227,27 +224,11 @@ func Guarantees(fence bool) lockswap.Guarantees {
 
 // FenceKey returns the key of the fence counter for the Redis key k, in the
 // same Redis Cluster hash slot as k: "{k}:fence", or "k:fence" when k has a
-// hash tag of its own. A key that contains "}" without a valid hash tag
-// cannot share a slot with any other key; on Redis Cluster, fenced locks on
-// such keys fail with Redis's CROSSSLOT error (reported as ErrUnavailable).
-func FenceKey(k string) string {
-	if hasHashTag(k) || strings.ContainsRune(k, '}') {
-		// k's own hash tag (its first {...}) is kept by a suffix.
-		return k + FenceSuffix
-	}
-	return "{" + k + "}" + FenceSuffix
-}
-
-// hasHashTag reports whether k has a Redis Cluster hash tag: a "{" followed
-// later by a "}" with at least one character between them.
-func hasHashTag(k string) bool {
-	open := strings.IndexByte(k, '{')
-	if open < 0 {
-		return false
-	}
-	close := strings.IndexByte(k[open+1:], '}')
-	return close > 0
-}
+// hash tag of its own (see redisclient.SlotKey). A key that contains "}"
+// without a valid hash tag cannot share a slot with any other key; on Redis
+// Cluster, fenced locks on such keys fail with Redis's CROSSSLOT error
+// (reported as ErrUnavailable).
+func FenceKey(k string) string { return redisclient.SlotKey(k, FenceSuffix) }
 
 // proto is the single-Redis protocol: the driver.Driver and
 // driver.HandOver of the kit.
@@ -305,13 +286,6 @@ func (p *proto) Acquire(ctx context.Context, c *driver.Claim[ref]) (driver.Grant
 	return g, nil
 }
 
-// isDialError reports whether err is a failure to connect: the command was
-// never sent.
-func isDialError(err error) bool {
-	var op *net.OpError
-	return errors.As(err, &op) && op.Op == "dial"
-}
-
 // checkStringKey returns an ErrInvalid error when k holds a non-string
 // value: that is not a lock, and no amount of waiting will free it.
 func (p *proto) checkStringKey(ctx context.Context, k string) error {
@@ -332,10 +306,7 @@ func (p *proto) checkStringKey(ctx context.Context, k string) error {
 func (p *proto) Extend(ctx context.Context, c *driver.Claim[ref], ttl time.Duration) (driver.Grant, error) {
 	v, err := p.c.Run(ctx, extendScript, c.Data.keys[:], c.Token, ttl.Milliseconds())
 	if err != nil {
-		if redisclient.IsWrongType(err) {
-			return driver.Grant{}, fmt.Errorf("key now holds another type: %w", lockswap.ErrLost)
-		}
-		return driver.Grant{}, redisclient.Classify(p.c, err)
+		return driver.Grant{}, redisclient.ClassifyHeld(p.c, err)
 	}
 	if n, _ := v.(int64); n != 1 {
 		return driver.Grant{}, lockswap.ErrLost
@@ -349,10 +320,7 @@ var errNotOurs = fmt.Errorf("no longer ours: %w", lockswap.ErrLost)
 func (p *proto) Release(ctx context.Context, c *driver.Claim[ref]) error {
 	v, err := p.c.Run(ctx, releaseScript, c.Data.keys[:], c.Data.tokenArg[:]...)
 	if err != nil {
-		if redisclient.IsWrongType(err) {
-			return errNotOurs
-		}
-		return redisclient.Classify(p.c, err)
+		return redisclient.ClassifyHeld(p.c, err)
 	}
 	if n, _ := v.(int64); n != 1 {
 		return errNotOurs
@@ -391,7 +359,7 @@ func (p *proto) handOver(ctx context.Context, held, next *driver.Claim[ref]) (dr
 		script, keys = fencedHandOver, []string{k, FenceKey(k)}
 	}
 	v, err := p.c.Run(ctx, script, keys, held.Token, next.Token, next.TTL.Milliseconds())
-	released, acquired, ok := parseHandOver(v)
+	released, acquired, ok := redisscript.ParseHandOver(v)
 	if err == nil && !ok {
 		err = fmt.Errorf("unexpected hand-over reply %v", v)
 	}
@@ -417,15 +385,4 @@ func (p *proto) handOver(ctx context.Context, held, next *driver.Claim[ref]) (dr
 		return driver.Grant{}, fenceError(FenceKey(k), acquired), releaseErr
 	}
 	return driver.Grant{}, lockswap.ErrHeld, releaseErr
-}
-
-// parseHandOver reads a hand-over script's reply {released, acquired}.
-func parseHandOver(v any) (released bool, acquired int64, ok bool) {
-	a, isArr := v.([]any)
-	if !isArr || len(a) != 2 {
-		return false, 0, false
-	}
-	r, ok1 := a[0].(int64)
-	n, ok2 := a[1].(int64)
-	return r == 1, n, ok1 && ok2
 }

@@ -1,7 +1,6 @@
 package singleredis
 
 import (
-	"fmt"
 	"io"
 
 	"github.com/lockswap/lockswap"
@@ -18,31 +17,24 @@ import (
 // the program must import its adapter (redisclient/goredis or
 // redisclient/redigo), which package backend does.
 func init() {
-	registry.Register(registry.Scheme{
-		Name: "singleredis", Aliases: []string{"redis"}, TLS: true,
-		Params: []string{"ttl", "prefix", "fence", "client", "dial_timeout"},
-		Parse:  parseURL,
-	})
+	s := registry.RedisScheme("singleredis", parseURL, "fence")
+	s.Aliases = []string{"redis"}
+	registry.Register(s)
 }
 
-func parseURL(u *registry.URL, c registry.Clients) (registry.OpenFunc, error) {
-	n, err := u.RedisServers(c)
-	if err != nil {
+// parseURL checks this backend's parameters; registry checked the others.
+func parseURL(u *registry.URL, r registry.Redis) (registry.RedisOpener, error) {
+	if err := r.One(); err != nil {
 		return nil, err
 	}
-	if n != 1 {
-		return nil, fmt.Errorf("singleredis needs exactly one host:port, got %d: %w", n, lockswap.ErrInvalid)
-	}
-	o := Options{Prefix: u.Query.Get("prefix")}
-	if o.TTL, err = u.TTL(); err != nil {
-		return nil, err
-	}
+	o := Options{Prefix: r.Prefix, TTL: r.TTL}
+	var err error
 	if o.Fence, err = u.Bool("fence"); err != nil {
 		return nil, err
 	}
-	return registry.OpenRedis(u, c, func(rcs []redisclient.Client, closer io.Closer) (lockswap.Locker, error) {
+	return func(rcs []redisclient.Client, closer io.Closer) (lockswap.Locker, error) {
 		o := o
 		o.Closer = closer
 		return New(rcs[0], o)
-	}), nil
+	}, nil
 }

@@ -42,3 +42,18 @@ var CompareAndPExpire = redisclient.NewScript(compareAndPExpireLua)
 // ms), run atomically. It returns {released, set}, each 1 or 0. A Locker
 // uses it when one of its own callers waits for the key it releases.
 var HandOver = redisclient.NewScript(handOverLua)
+
+// ParseHandOver reads the reply of HandOver, or of a backend's own
+// hand-over script that answers as it does: {released, acquired}, where
+// released is 1 when the script deleted our key, and acquired is the next
+// holder's result (1 or 0 for HandOver; a fenced hand-over answers a fence
+// or a code of its own). ok is false for any other reply.
+func ParseHandOver(v any) (released bool, acquired int64, ok bool) {
+	a, isArr := v.([]any)
+	if !isArr || len(a) != 2 {
+		return false, 0, false
+	}
+	r, ok1 := a[0].(int64)
+	n, ok2 := a[1].(int64)
+	return r == 1, n, ok1 && ok2
+}
