@@ -289,8 +289,11 @@ type Locker[D any] struct {
 	cfg      Config
 	min, max time.Duration
 	closed   atomic.Bool
-	q        *localq.Queue    // nil unless cfg.Queue
-	bg       background.Group // cleanup that outlives its caller
+	q        *localq.Queue // nil unless cfg.Queue
+	// giveBackHanded gives back a lock handed over to a waiter that had
+	// gone (localq.Offer.GiveBack), even while Close runs.
+	giveBackHanded func(context.Context, lockswap.Lock)
+	bg             background.Group // cleanup that outlives its caller
 	// stop ends at Close: the waits of a Waiter.
 	stop    context.Context
 	stopNow context.CancelFunc
@@ -332,6 +335,11 @@ func New[D any](d Driver[D], cfg Config) (*Locker[D], error) {
 	lk.stop, lk.stopNow = context.WithCancel(context.Background())
 	if cfg.Queue && lk.w == nil {
 		lk.q = localq.New(cfg.Name)
+		lk.giveBackHanded = func(ctx context.Context, l lockswap.Lock) {
+			if kl, ok := l.(*lock[D]); ok {
+				lk.giveBack(ctx, kl)
+			}
+		}
 	}
 	return lk, nil
 }
@@ -466,9 +474,9 @@ func (lk *Locker[D]) Acquire(ctx context.Context, key string, opts ...lockswap.O
 	if lk.q == nil {
 		return acquire.Retry(ctx, o.Retry, try)
 	}
-	var offer time.Duration // the TTL a releasing holder may take the lock with for us
+	offer := localq.Offer{GiveBack: lk.giveBackHanded}
 	if lk.ho != nil {
-		offer = o.TTL
+		offer.TTL = o.TTL // a releasing holder may take the lock for us
 	}
 	return lk.q.AcquireOffer(ctx, key, o.Retry, offer, try)
 }

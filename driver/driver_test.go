@@ -479,3 +479,91 @@ func (w *slowWaiter) Wait(ctx context.Context, c *driver.Claim[int], _ *driver.O
 	granted := time.Now() // the request that found the lock ours
 	return driver.Grant{Deadline: granted.Add(c.TTL - 2*time.Millisecond)}, nil
 }
+
+// closeOnErr is a waiter's context, cancelled by the hand-over made for it,
+// whose Err closes the Locker the first time it is asked once armed: Close
+// runs just as the waiter looks at the lock handed to it.
+type closeOnErr struct {
+	context.Context
+	armed atomic.Bool
+	once  sync.Once
+	close func()
+}
+
+func (c *closeOnErr) Err() error {
+	if c.armed.Load() {
+		c.once.Do(c.close)
+	}
+	return c.Context.Err()
+}
+
+// TestHandOverToDepartedWaiterWhileClosing: a hand-over that delivers the
+// lock to a waiter that has given up, as Close runs, leaves no lock
+// behind: the handed-over claim is given back (it is nobody's; Close
+// releases no held lock, but this one was never held), not left on the
+// server until its TTL.
+func TestHandOverToDepartedWaiterWhileClosing(t *testing.T) {
+	var (
+		calls    atomic.Int64
+		released sync.Map // token → true
+	)
+	f := &handOverFake{fake: &fake{
+		acquire: func(context.Context, *driver.Claim[int]) (driver.Grant, error) {
+			if calls.Add(1) == 1 {
+				return driver.Grant{}, nil
+			}
+			return driver.Grant{}, lockswap.ErrHeld
+		},
+		release: func(_ context.Context, c *driver.Claim[int]) error {
+			released.Store(c.Token, true)
+			return nil
+		},
+	}}
+	lk, err := driver.New[int](f, driver.Config{Name: "fake", Queue: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lk.Close() })
+	inner, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	wctx := &closeOnErr{Context: inner, close: func() { lk.Close() }}
+	var handed atomic.Value // the token handed to the waiter
+	f.handOver = func(_ context.Context, held, next *driver.Claim[int]) (driver.Grant, error, func() error) {
+		handed.Store(next.Token)
+		cancel() // the waiter gives up while the hand-over is on its way
+		wctx.armed.Store(true)
+		return driver.Grant{}, nil, func() error { return nil }
+	}
+	held, err := lk.TryAcquire(context.Background(), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		l, err := lk.Acquire(wctx, "k", lockswap.WithRetry(lockswap.ConstantRetry(time.Hour)))
+		if l != nil {
+			err = fmt.Errorf("got a lock (%v)", err)
+		}
+		done <- err
+	}()
+	waitQueued(t, 1)
+	if err := held.Release(context.Background()); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) && !errors.Is(err, lockswap.ErrClosed) {
+			t.Errorf("the departed waiter's Acquire: %v, want context.Canceled or ErrClosed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter's Acquire did not return within 10s")
+	}
+	if !lk.Closed() {
+		t.Fatal("the test did not close the Locker during the hand-over")
+	}
+	tok, _ := handed.Load().(string)
+	waitFor(t, "the lock handed to a departed waiter as Close ran was not given back", func() bool {
+		_, ok := released.Load(tok)
+		return ok
+	})
+}

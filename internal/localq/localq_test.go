@@ -377,7 +377,7 @@ func TestClose(t *testing.T) {
 func startOffer(t *testing.T, ctx context.Context, s *store, key string, id, want int, r lockswap.RetryStrategy, out chan<- result) {
 	t.Helper()
 	go func() {
-		l, err := s.q.AcquireOffer(ctx, key, r, time.Duration(id)*time.Second, s.try(key, id))
+		l, err := s.q.AcquireOffer(ctx, key, r, localq.Offer{TTL: time.Duration(id) * time.Second}, s.try(key, id))
 		out <- result{id, l, err}
 	}()
 	queuetest.WaitUntil(t, fmt.Sprintf("caller %d queued (%d waiting)", id, want), func() bool { return s.q.Waiting(key) == want })
@@ -524,4 +524,40 @@ func TestClaimByRespectsWaiterDeadline(t *testing.T) {
 	tk.Deliver(nil, errors.New("held"))
 	cancel()
 	<-out
+}
+
+// TestCloseWhileClaimed: a waiter whose Queue closes while a releaser
+// makes its attempt waits for the result and gives the delivered lock
+// back through Offer.GiveBack (the Locker's Release of it would refuse
+// once closed), then returns ErrClosed.
+func TestCloseWhileClaimed(t *testing.T) {
+	s, key := newStore(), "k"
+	s.hold(key)
+	gaveBack := make(chan lockswap.Lock, 1)
+	out := make(chan result, 1)
+	go func() {
+		offer := localq.Offer{TTL: time.Second, GiveBack: func(_ context.Context, l lockswap.Lock) { gaveBack <- l }}
+		l, err := s.q.AcquireOffer(context.Background(), key, never, offer, s.try(key, 1))
+		out <- result{1, l, err}
+	}()
+	tk := claimIdle(t, s, key, 1)
+	s.q.Close()
+	s.free(key)
+	l, err := s.try(key, 99)(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk.Deliver(l, nil)
+	r := <-out
+	if r.l != nil || !errors.Is(r.err, lockswap.ErrClosed) {
+		t.Fatalf("waiter of a closed Queue got (%v, %v), want no lock and ErrClosed", r.l, r.err)
+	}
+	select {
+	case got := <-gaveBack:
+		if got != l {
+			t.Errorf("GiveBack got %v, want the delivered lock", got)
+		}
+	default:
+		t.Error("the lock delivered to a waiter of a closed Queue was not given back")
+	}
 }
