@@ -567,3 +567,72 @@ func TestHandOverToDepartedWaiterWhileClosing(t *testing.T) {
 		return ok
 	})
 }
+
+// closerFunc is an io.Closer.
+type closerFunc func() error
+
+func (f closerFunc) Close() error { return f() }
+
+// TestBackgroundEndsWithClose: a driver's own background work
+// (Config.Background) runs in the Locker's background group with the
+// kit's: Close ends both (the driver's work sees its context cancelled,
+// the kit's pending release stops), before it closes Config.Closer and
+// before it returns, and refuses new work.
+func TestBackgroundEndsWithClose(t *testing.T) {
+	f := &fake{release: func(context.Context, *driver.Claim[int]) error { return errLostReply }}
+	var (
+		bg         driver.Background
+		workEnded  atomic.Bool
+		workErr    error
+		closerRan  atomic.Bool
+		endedFirst bool
+	)
+	lk, err := driver.New[int](f, driver.Config{Name: "fake", Uncertain: isLostReply, Background: &bg,
+		Closer: closerFunc(func() error {
+			closerRan.Store(true)
+			endedFirst = workEnded.Load()
+			return nil
+		})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The kit's work: a release whose outcome stays unknown goes on in
+	// the background.
+	l, err := lk.TryAcquire(context.Background(), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	if err := l.Release(ctx); !errors.Is(err, lockswap.ErrUnavailable) {
+		t.Fatalf("Release: err = %v, want ErrUnavailable (going on in the background)", err)
+	}
+	// The driver's work: it runs until its context ends.
+	if !bg.Go(func(ctx context.Context) {
+		<-ctx.Done()
+		workErr = ctx.Err()
+		workEnded.Store(true)
+	}) {
+		t.Fatal("Background.Go refused work before Close")
+	}
+	if err := lk.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !workEnded.Load() {
+		t.Fatal("Close returned while the driver's background work was still running")
+	}
+	if !errors.Is(workErr, context.Canceled) {
+		t.Errorf("the driver's work ended with %v, want its context cancelled by Close", workErr)
+	}
+	if !closerRan.Load() || !endedFirst {
+		t.Errorf("Closer ran: %v, after the driver's work ended: %v; want both", closerRan.Load(), endedFirst)
+	}
+	n := f.released.Load()
+	if bg.Go(func(context.Context) { t.Error("work started after Close ran") }) {
+		t.Error("Background.Go accepted work after Close")
+	}
+	if m := f.released.Load(); m != n {
+		t.Errorf("%d releases sent after Close returned: the kit's background work outlived it", m-n)
+	}
+}
+
