@@ -556,6 +556,11 @@ func (lk *Locker[D]) try(ctx context.Context, key string, ttl time.Duration, fir
 		lk.giveBack(ctx, l)
 		return nil, lk.fail("acquire", key, fmt.Errorf("acquired as the wait was given up; giving it back: %w", ctx.Err()))
 	}
+	if lk.closed.Load() {
+		// Close ran meanwhile: nobody could release or extend the lock.
+		lk.giveBack(ctx, l)
+		return nil, lk.fail("acquire", key, fmt.Errorf("acquired as the Locker was closed; giving it back: %w", lockswap.ErrClosed))
+	}
 	if err := l.expired(ctx, start); err != nil {
 		return nil, lk.fail("acquire", key, err)
 	}

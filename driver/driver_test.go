@@ -636,3 +636,30 @@ func TestBackgroundEndsWithClose(t *testing.T) {
 	}
 }
 
+// TestAttemptInFlightAtClose: an attempt that takes the lock while Close
+// runs gives it back (a closed Locker's lock could be neither released
+// nor extended) and fails with ErrClosed, through TryAcquire and through
+// the queue of Acquire.
+func TestAttemptInFlightAtClose(t *testing.T) {
+	for name, queue := range map[string]bool{"TryAcquire": false, "queued Acquire": true} {
+		t.Run(name, func(t *testing.T) {
+			var lk *driver.Locker[int]
+			f := &fake{acquire: func(context.Context, *driver.Claim[int]) (driver.Grant, error) {
+				lk.Close()
+				return driver.Grant{}, nil
+			}}
+			lk = newLocker(t, f, driver.Config{Queue: queue, Retry: lockswap.ConstantRetry(time.Millisecond)})
+			acquire := lk.TryAcquire
+			if queue {
+				acquire = lk.Acquire
+			}
+			l, err := acquire(context.Background(), "k")
+			if l != nil || !errors.Is(err, lockswap.ErrClosed) {
+				t.Fatalf("got a lock: %v, err = %v; want no lock and ErrClosed", l != nil, err)
+			}
+			if n := f.released.Load(); n != 1 {
+				t.Errorf("the lock taken while Close ran was released %d times, want once", n)
+			}
+		})
+	}
+}
