@@ -251,15 +251,7 @@ func TestCloseEndsBackgroundWork(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := lk.TryAcquire(context.Background(), "k")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
-	defer cancel()
-	if err := l.Release(ctx); !errors.Is(err, lockswap.ErrUnavailable) {
-		t.Fatalf("err = %v", err)
-	}
+	l := releasePending(t, lk)
 	start := time.Now()
 	lk.Close()
 	if took := time.Since(start); took > time.Second+300*time.Millisecond {
@@ -274,10 +266,46 @@ func TestCloseEndsBackgroundWork(t *testing.T) {
 	}
 }
 
+// releasePending takes a lock of lk, whose driver's Release never learns
+// its outcome, and releases it with a short deadline: the release goes on
+// in the background.
+func releasePending(t *testing.T, lk *driver.Locker[int]) lockswap.Lock {
+	t.Helper()
+	l, err := lk.TryAcquire(context.Background(), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	if err := l.Release(ctx); !errors.Is(err, lockswap.ErrUnavailable) {
+		t.Fatalf("Release: err = %v, want ErrUnavailable (going on in the background)", err)
+	}
+	return l
+}
+
 // handOverFake is a fake that hands over.
 type handOverFake struct {
 	*fake
 	handOver func(ctx context.Context, held, next *driver.Claim[int]) (driver.Grant, error, func() error)
+}
+
+// newHandOverFake returns a handOverFake whose first attempt takes the
+// lock and every later one finds it held, and whose Release stores the
+// tokens it releases in released. Its handOver is for the test to set.
+func newHandOverFake(released *sync.Map) *handOverFake {
+	var calls atomic.Int64
+	return &handOverFake{fake: &fake{
+		acquire: func(context.Context, *driver.Claim[int]) (driver.Grant, error) {
+			if calls.Add(1) == 1 {
+				return driver.Grant{}, nil
+			}
+			return driver.Grant{}, lockswap.ErrHeld
+		},
+		release: func(_ context.Context, c *driver.Claim[int]) error {
+			released.Store(c.Token, true)
+			return nil
+		},
+	}}
 }
 
 func (f *handOverFake) HandOver(ctx context.Context, held, next *driver.Claim[int]) (driver.Grant, error, func() error) {
@@ -305,21 +333,9 @@ func waitQueued(t *testing.T, n int) {
 // the lock to gets it from the hand-over's answer, not after the rest of
 // the release (more rounds, for redlock) is decided.
 func TestHandOverDeliversBeforeTheReleaseIsDecided(t *testing.T) {
-	var calls atomic.Int64
 	decide := make(chan struct{})
 	var tokens sync.Map // token → released
-	f := &handOverFake{fake: &fake{
-		acquire: func(context.Context, *driver.Claim[int]) (driver.Grant, error) {
-			if calls.Add(1) == 1 {
-				return driver.Grant{}, nil
-			}
-			return driver.Grant{}, lockswap.ErrHeld
-		},
-		release: func(_ context.Context, c *driver.Claim[int]) error {
-			tokens.Store(c.Token, true)
-			return nil
-		},
-	}}
+	f := newHandOverFake(&tokens)
 	f.handOver = func(_ context.Context, held, next *driver.Claim[int]) (driver.Grant, error, func() error) {
 		next.Data = 7
 		return driver.Grant{}, nil, func() error { <-decide; return nil }
@@ -503,22 +519,8 @@ func (c *closeOnErr) Err() error {
 // releases no held lock, but this one was never held), not left on the
 // server until its TTL.
 func TestHandOverToDepartedWaiterWhileClosing(t *testing.T) {
-	var (
-		calls    atomic.Int64
-		released sync.Map // token → true
-	)
-	f := &handOverFake{fake: &fake{
-		acquire: func(context.Context, *driver.Claim[int]) (driver.Grant, error) {
-			if calls.Add(1) == 1 {
-				return driver.Grant{}, nil
-			}
-			return driver.Grant{}, lockswap.ErrHeld
-		},
-		release: func(_ context.Context, c *driver.Claim[int]) error {
-			released.Store(c.Token, true)
-			return nil
-		},
-	}}
+	var released sync.Map // token → true
+	f := newHandOverFake(&released)
 	lk, err := driver.New[int](f, driver.Config{Name: "fake", Queue: true})
 	if err != nil {
 		t.Fatal(err)
@@ -596,17 +598,7 @@ func TestBackgroundEndsWithClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The kit's work: a release whose outcome stays unknown goes on in
-	// the background.
-	l, err := lk.TryAcquire(context.Background(), "k")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
-	defer cancel()
-	if err := l.Release(ctx); !errors.Is(err, lockswap.ErrUnavailable) {
-		t.Fatalf("Release: err = %v, want ErrUnavailable (going on in the background)", err)
-	}
+	releasePending(t, lk) // the kit's work
 	// The driver's work: it runs until its context ends.
 	if !bg.Go(func(ctx context.Context) {
 		<-ctx.Done()

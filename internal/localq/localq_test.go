@@ -399,6 +399,19 @@ func claimIdle(t *testing.T, s *store, key string, id int) *localq.Ticket {
 	return tk
 }
 
+// deliverLock frees key, takes it as the releaser holding tk does for
+// the claimed waiter, and delivers the lock to it.
+func deliverLock(t *testing.T, s *store, key string, tk *localq.Ticket) lockswap.Lock {
+	t.Helper()
+	s.free(key)
+	l, err := s.try(key, 99)(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk.Deliver(l, nil)
+	return l
+}
+
 // TestClaimDeliversLock: a claimed waiter gets the lock delivered to it,
 // without making an attempt of its own.
 func TestClaimDeliversLock(t *testing.T) {
@@ -410,12 +423,7 @@ func TestClaimDeliversLock(t *testing.T) {
 	if again := s.q.Claim(key, nil); again != nil {
 		t.Fatal("a claimed waiter was claimed twice")
 	}
-	s.free(key)
-	l, err := s.try(key, 99)(context.Background()) // the releaser's attempt for it
-	if err != nil {
-		t.Fatal(err)
-	}
-	tk.Deliver(l, nil)
+	l := deliverLock(t, s, key, tk)
 	r := <-out
 	if r.err != nil || r.l != l {
 		t.Fatalf("claimed waiter got (%v, %v), want the delivered lock", r.l, r.err)
@@ -465,12 +473,7 @@ func TestCancelWhileClaimed(t *testing.T) {
 	cancel()
 	// Had the waiter left at once, nobody would release the lock delivered
 	// below, and the last check would fail.
-	s.free(key)
-	l, err := s.try(key, 99)(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	tk.Deliver(l, nil)
+	deliverLock(t, s, key, tk)
 	r := <-out
 	if r.l != nil || !errors.Is(r.err, context.Canceled) {
 		t.Fatalf("cancelled waiter got (%v, %v), want no lock and context.Canceled", r.l, r.err)
@@ -542,12 +545,7 @@ func TestCloseWhileClaimed(t *testing.T) {
 	}()
 	tk := claimIdle(t, s, key, 1)
 	s.q.Close()
-	s.free(key)
-	l, err := s.try(key, 99)(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	tk.Deliver(l, nil)
+	l := deliverLock(t, s, key, tk)
 	r := <-out
 	if r.l != nil || !errors.Is(r.err, lockswap.ErrClosed) {
 		t.Fatalf("waiter of a closed Queue got (%v, %v), want no lock and ErrClosed", r.l, r.err)
