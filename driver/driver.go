@@ -276,9 +276,39 @@ type Config struct {
 	// remove another holder's lock after such an attempt (legacysetnx,
 	// whose stored values are not unique) leaves it nil.
 	Undo func(err error) bool
-	// Closer, when set, is closed by Close, after the kit's own work.
+	// Background, when set, is where the driver runs its own work that
+	// goes on after the call that started it returned: the kit runs its
+	// own background work there too, so that Close ends all of it at
+	// once (see [Background]). One Background serves one Locker.
+	Background *Background
+	// Closer, when set, is closed by Close, after the background work
+	// (the kit's and the driver's) has ended.
 	Closer io.Closer
 }
+
+// Background runs a driver's work that goes on after the call that
+// started it returned (redlock asks again, round after round, the
+// instances whose answer to a release is missing): given to [New] in
+// [Config.Background], it is the Locker's background group, where the kit
+// also runs its own cleanup. Close refuses new work, lets the running work
+// (whoever started it) finish for up to half a second
+// (internal/background.CloseWait) once, then cancels it and waits for it
+// to return, so that no goroutine outlives the Locker. The zero value is
+// ready to use; it is safe for concurrent use.
+type Background struct{ g background.Group }
+
+// Go runs fn in a new goroutine with a context that ends after
+// lockswap.CleanupTimeout, and when Close cancels the Locker's background
+// work: fn must then return promptly (bound each request it makes, as
+// clients obey deadlines rather than cancellation). It reports false,
+// without running fn, once Close has begun.
+func (b *Background) Go(fn func(ctx context.Context)) bool {
+	return b.g.Go(context.Background(), fn)
+}
+
+// Close ends the work as the Locker's Close does. The kit calls it; a
+// driver calls it itself only when New failed.
+func (b *Background) Close() { b.g.Close() }
 
 // Locker is a lockswap.Locker built by [New] around a [Driver].
 type Locker[D any] struct {
@@ -289,8 +319,13 @@ type Locker[D any] struct {
 	cfg      Config
 	min, max time.Duration
 	closed   atomic.Bool
-	q        *localq.Queue    // nil unless cfg.Queue
-	bg       background.Group // cleanup that outlives its caller
+	q        *localq.Queue // nil unless cfg.Queue
+	// giveBackHanded gives back a lock handed over to a waiter that had
+	// gone (localq.Offer.GiveBack), even while Close runs.
+	giveBackHanded func(context.Context, lockswap.Lock)
+	// bg runs the cleanup that outlives its caller, the kit's and the
+	// driver's (Config.Background).
+	bg *background.Group
 	// stop ends at Close: the waits of a Waiter.
 	stop    context.Context
 	stopNow context.CancelFunc
@@ -330,8 +365,18 @@ func New[D any](d Driver[D], cfg Config) (*Locker[D], error) {
 	lk.w, _ = d.(Waiter[D])
 	lk.bd, _ = d.(Bounder[D])
 	lk.stop, lk.stopNow = context.WithCancel(context.Background())
+	if cfg.Background != nil {
+		lk.bg = &cfg.Background.g
+	} else {
+		lk.bg = new(background.Group)
+	}
 	if cfg.Queue && lk.w == nil {
 		lk.q = localq.New(cfg.Name)
+		lk.giveBackHanded = func(ctx context.Context, l lockswap.Lock) {
+			if kl, ok := l.(*lock[D]); ok {
+				lk.giveBack(ctx, kl)
+			}
+		}
 	}
 	return lk, nil
 }
@@ -359,8 +404,9 @@ func (lk *Locker[D]) Waiting(key string) int {
 // error matching lockswap.ErrClosed (an attempt in flight finishes first,
 // and a lock it or a hand-over took then is given back), and so do Extend
 // and Release of its locks from then on. Held locks are not released;
-// they expire after their TTL. Releases still running in
-// the background get half a second to finish, then are cancelled. Close
+// they expire after their TTL. Releases still running in the background,
+// the kit's and the driver's (Config.Background), get half a second to
+// finish, together, then are cancelled; Close waits for them to return,
 // then closes Config.Closer.
 func (lk *Locker[D]) Close() error {
 	if lk.closed.Swap(true) {
@@ -466,9 +512,9 @@ func (lk *Locker[D]) Acquire(ctx context.Context, key string, opts ...lockswap.O
 	if lk.q == nil {
 		return acquire.Retry(ctx, o.Retry, try)
 	}
-	var offer time.Duration // the TTL a releasing holder may take the lock with for us
+	offer := localq.Offer{GiveBack: lk.giveBackHanded}
 	if lk.ho != nil {
-		offer = o.TTL
+		offer.TTL = o.TTL // a releasing holder may take the lock for us
 	}
 	return lk.q.AcquireOffer(ctx, key, o.Retry, offer, try)
 }
@@ -509,6 +555,11 @@ func (lk *Locker[D]) try(ctx context.Context, key string, ttl time.Duration, fir
 	if ctx.Err() != nil {
 		lk.giveBack(ctx, l)
 		return nil, lk.fail("acquire", key, fmt.Errorf("acquired as the wait was given up; giving it back: %w", ctx.Err()))
+	}
+	if lk.closed.Load() {
+		// Close ran meanwhile: nobody could release or extend the lock.
+		lk.giveBack(ctx, l)
+		return nil, lk.fail("acquire", key, fmt.Errorf("acquired as the Locker was closed; giving it back: %w", lockswap.ErrClosed))
 	}
 	if err := l.expired(ctx, start); err != nil {
 		return nil, lk.fail("acquire", key, err)
@@ -787,7 +838,7 @@ func (l *lock[D]) release(ctx context.Context, afterClose bool) error {
 	if lk.uncertain(err) {
 		c := l.c // the background release keeps its own copy
 		var pending bool
-		_, err, pending = attempt.Release(ctx, &lk.bg, start, limit, struct{}{}, err,
+		_, err, pending = attempt.Release(ctx, lk.bg, start, limit, struct{}{}, err,
 			func(ctx context.Context) (struct{}, error) { return struct{}{}, lk.d.Release(ctx, &c) },
 			lk.uncertain, func(_ struct{}, err error) {
 				if err == nil || errors.Is(err, lockswap.ErrLost) {

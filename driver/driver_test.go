@@ -251,15 +251,7 @@ func TestCloseEndsBackgroundWork(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := lk.TryAcquire(context.Background(), "k")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
-	defer cancel()
-	if err := l.Release(ctx); !errors.Is(err, lockswap.ErrUnavailable) {
-		t.Fatalf("err = %v", err)
-	}
+	l := releasePending(t, lk)
 	start := time.Now()
 	lk.Close()
 	if took := time.Since(start); took > time.Second+300*time.Millisecond {
@@ -274,10 +266,46 @@ func TestCloseEndsBackgroundWork(t *testing.T) {
 	}
 }
 
+// releasePending takes a lock of lk, whose driver's Release never learns
+// its outcome, and releases it with a short deadline: the release goes on
+// in the background.
+func releasePending(t *testing.T, lk *driver.Locker[int]) lockswap.Lock {
+	t.Helper()
+	l, err := lk.TryAcquire(context.Background(), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	if err := l.Release(ctx); !errors.Is(err, lockswap.ErrUnavailable) {
+		t.Fatalf("Release: err = %v, want ErrUnavailable (going on in the background)", err)
+	}
+	return l
+}
+
 // handOverFake is a fake that hands over.
 type handOverFake struct {
 	*fake
 	handOver func(ctx context.Context, held, next *driver.Claim[int]) (driver.Grant, error, func() error)
+}
+
+// newHandOverFake returns a handOverFake whose first attempt takes the
+// lock and every later one finds it held, and whose Release stores the
+// tokens it releases in released. Its handOver is for the test to set.
+func newHandOverFake(released *sync.Map) *handOverFake {
+	var calls atomic.Int64
+	return &handOverFake{fake: &fake{
+		acquire: func(context.Context, *driver.Claim[int]) (driver.Grant, error) {
+			if calls.Add(1) == 1 {
+				return driver.Grant{}, nil
+			}
+			return driver.Grant{}, lockswap.ErrHeld
+		},
+		release: func(_ context.Context, c *driver.Claim[int]) error {
+			released.Store(c.Token, true)
+			return nil
+		},
+	}}
 }
 
 func (f *handOverFake) HandOver(ctx context.Context, held, next *driver.Claim[int]) (driver.Grant, error, func() error) {
@@ -305,21 +333,9 @@ func waitQueued(t *testing.T, n int) {
 // the lock to gets it from the hand-over's answer, not after the rest of
 // the release (more rounds, for redlock) is decided.
 func TestHandOverDeliversBeforeTheReleaseIsDecided(t *testing.T) {
-	var calls atomic.Int64
 	decide := make(chan struct{})
 	var tokens sync.Map // token → released
-	f := &handOverFake{fake: &fake{
-		acquire: func(context.Context, *driver.Claim[int]) (driver.Grant, error) {
-			if calls.Add(1) == 1 {
-				return driver.Grant{}, nil
-			}
-			return driver.Grant{}, lockswap.ErrHeld
-		},
-		release: func(_ context.Context, c *driver.Claim[int]) error {
-			tokens.Store(c.Token, true)
-			return nil
-		},
-	}}
+	f := newHandOverFake(&tokens)
 	f.handOver = func(_ context.Context, held, next *driver.Claim[int]) (driver.Grant, error, func() error) {
 		next.Data = 7
 		return driver.Grant{}, nil, func() error { <-decide; return nil }
@@ -478,4 +494,164 @@ func (w *slowWaiter) Wait(ctx context.Context, c *driver.Claim[int], _ *driver.O
 	}
 	granted := time.Now() // the request that found the lock ours
 	return driver.Grant{Deadline: granted.Add(c.TTL - 2*time.Millisecond)}, nil
+}
+
+// closeOnErr is a waiter's context, cancelled by the hand-over made for it,
+// whose Err closes the Locker the first time it is asked once armed: Close
+// runs just as the waiter looks at the lock handed to it.
+type closeOnErr struct {
+	context.Context
+	armed atomic.Bool
+	once  sync.Once
+	close func()
+}
+
+func (c *closeOnErr) Err() error {
+	if c.armed.Load() {
+		c.once.Do(c.close)
+	}
+	return c.Context.Err()
+}
+
+// TestHandOverToDepartedWaiterWhileClosing: a hand-over that delivers the
+// lock to a waiter that has given up, as Close runs, leaves no lock
+// behind: the handed-over claim is given back (it is nobody's; Close
+// releases no held lock, but this one was never held), not left on the
+// server until its TTL.
+func TestHandOverToDepartedWaiterWhileClosing(t *testing.T) {
+	var released sync.Map // token → true
+	f := newHandOverFake(&released)
+	lk, err := driver.New[int](f, driver.Config{Name: "fake", Queue: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lk.Close() })
+	inner, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	wctx := &closeOnErr{Context: inner, close: func() { lk.Close() }}
+	var handed atomic.Value // the token handed to the waiter
+	f.handOver = func(_ context.Context, held, next *driver.Claim[int]) (driver.Grant, error, func() error) {
+		handed.Store(next.Token)
+		cancel() // the waiter gives up while the hand-over is on its way
+		wctx.armed.Store(true)
+		return driver.Grant{}, nil, func() error { return nil }
+	}
+	held, err := lk.TryAcquire(context.Background(), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		l, err := lk.Acquire(wctx, "k", lockswap.WithRetry(lockswap.ConstantRetry(time.Hour)))
+		if l != nil {
+			err = fmt.Errorf("got a lock (%v)", err)
+		}
+		done <- err
+	}()
+	waitQueued(t, 1)
+	if err := held.Release(context.Background()); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) && !errors.Is(err, lockswap.ErrClosed) {
+			t.Errorf("the departed waiter's Acquire: %v, want context.Canceled or ErrClosed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter's Acquire did not return within 10s")
+	}
+	if !lk.Closed() {
+		t.Fatal("the test did not close the Locker during the hand-over")
+	}
+	tok, _ := handed.Load().(string)
+	waitFor(t, "the lock handed to a departed waiter as Close ran was not given back", func() bool {
+		_, ok := released.Load(tok)
+		return ok
+	})
+}
+
+// closerFunc is an io.Closer.
+type closerFunc func() error
+
+func (f closerFunc) Close() error { return f() }
+
+// TestBackgroundEndsWithClose: a driver's own background work
+// (Config.Background) runs in the Locker's background group with the
+// kit's: Close ends both (the driver's work sees its context cancelled,
+// the kit's pending release stops), before it closes Config.Closer and
+// before it returns, and refuses new work.
+func TestBackgroundEndsWithClose(t *testing.T) {
+	f := &fake{release: func(context.Context, *driver.Claim[int]) error { return errLostReply }}
+	var (
+		bg         driver.Background
+		workEnded  atomic.Bool
+		workErr    error
+		closerRan  atomic.Bool
+		endedFirst bool
+	)
+	lk, err := driver.New[int](f, driver.Config{Name: "fake", Uncertain: isLostReply, Background: &bg,
+		Closer: closerFunc(func() error {
+			closerRan.Store(true)
+			endedFirst = workEnded.Load()
+			return nil
+		})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	releasePending(t, lk) // the kit's work
+	// The driver's work: it runs until its context ends.
+	if !bg.Go(func(ctx context.Context) {
+		<-ctx.Done()
+		workErr = ctx.Err()
+		workEnded.Store(true)
+	}) {
+		t.Fatal("Background.Go refused work before Close")
+	}
+	if err := lk.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !workEnded.Load() {
+		t.Fatal("Close returned while the driver's background work was still running")
+	}
+	if !errors.Is(workErr, context.Canceled) {
+		t.Errorf("the driver's work ended with %v, want its context cancelled by Close", workErr)
+	}
+	if !closerRan.Load() || !endedFirst {
+		t.Errorf("Closer ran: %v, after the driver's work ended: %v; want both", closerRan.Load(), endedFirst)
+	}
+	n := f.released.Load()
+	if bg.Go(func(context.Context) { t.Error("work started after Close ran") }) {
+		t.Error("Background.Go accepted work after Close")
+	}
+	if m := f.released.Load(); m != n {
+		t.Errorf("%d releases sent after Close returned: the kit's background work outlived it", m-n)
+	}
+}
+
+// TestAttemptInFlightAtClose: an attempt that takes the lock while Close
+// runs gives it back (a closed Locker's lock could be neither released
+// nor extended) and fails with ErrClosed, through TryAcquire and through
+// the queue of Acquire.
+func TestAttemptInFlightAtClose(t *testing.T) {
+	for name, queue := range map[string]bool{"TryAcquire": false, "queued Acquire": true} {
+		t.Run(name, func(t *testing.T) {
+			var lk *driver.Locker[int]
+			f := &fake{acquire: func(context.Context, *driver.Claim[int]) (driver.Grant, error) {
+				lk.Close()
+				return driver.Grant{}, nil
+			}}
+			lk = newLocker(t, f, driver.Config{Queue: queue, Retry: lockswap.ConstantRetry(time.Millisecond)})
+			acquire := lk.TryAcquire
+			if queue {
+				acquire = lk.Acquire
+			}
+			l, err := acquire(context.Background(), "k")
+			if l != nil || !errors.Is(err, lockswap.ErrClosed) {
+				t.Fatalf("got a lock: %v, err = %v; want no lock and ErrClosed", l != nil, err)
+			}
+			if n := f.released.Load(); n != 1 {
+				t.Errorf("the lock taken while Close ran was released %d times, want once", n)
+			}
+		})
+	}
 }

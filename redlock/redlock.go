@@ -39,7 +39,6 @@ import (
 	"github.com/lockswap/lockswap"
 	"github.com/lockswap/lockswap/driver"
 	"github.com/lockswap/lockswap/internal/attempt"
-	"github.com/lockswap/lockswap/internal/background"
 	"github.com/lockswap/lockswap/internal/lockstate"
 	"github.com/lockswap/lockswap/internal/redisscript"
 	"github.com/lockswap/lockswap/redisclient"
@@ -176,8 +175,9 @@ type proto struct {
 	minTTL, maxTTL time.Duration // the kit's TTL range
 
 	// bg runs the releases that go on, instance by instance, after their
-	// caller returned (see goRelease); Close ends them.
-	bg        background.Group
+	// caller returned (see goRelease): the kit's background group
+	// (driver.Config.Background), which the kit's Close ends.
+	bg        driver.Background
 	bgRunning atomic.Int64 // background releases running (tests)
 	bgGaveUp  atomic.Int64 // background releases that ended with instances still unknown (tests)
 }
@@ -276,10 +276,12 @@ func New(clients []redisclient.Client, opts Options) (*Locker, error) {
 		CheckTTL:   p.checkTTL,
 		Retry:      opts.Retry,
 		Queue:      true,
+		Background: &p.bg,
 		Closer:     p,
 	})
 	if err != nil {
-		p.stop()
+		p.bg.Close()
+		p.fan.close()
 		return nil, err
 	}
 	return &Locker{Locker: kit, p: p}, nil
@@ -337,13 +339,14 @@ func Guarantees(n int, restartSafety bool) lockswap.Guarantees {
 	return g
 }
 
-// Close is called by the kit's Locker.Close, after the kit's own work:
-// releases still going on in the background (see goRelease) get up to
-// background.CloseWait (half a second) to finish, then are stopped; the
-// workers stop; Options.Closers are closed. Close waits for all of it, so
-// that no goroutine of the Locker outlives it.
+// Close is called by the kit's Locker.Close, after the background work,
+// the kit's and the releases still going on instance by instance (see
+// goRelease), which the kit lets run for up to background.CloseWait (half
+// a second, once for all of it), then stops and waits for: the workers
+// stop; Options.Closers are closed. Close waits for all of it, so that no
+// goroutine of the Locker outlives it.
 func (p *proto) Close() error {
-	p.stop()
+	p.fan.close()
 	var errs []error
 	for _, c := range p.opts.Closers {
 		if c != nil {
@@ -353,12 +356,6 @@ func (p *proto) Close() error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// stop ends the background releases and the workers.
-func (p *proto) stop() {
-	p.bg.Close()
-	p.fan.close()
 }
 
 // String names the backend and its instances, without credentials.
@@ -471,7 +468,7 @@ const (
 // reports false, doing nothing, when the Locker is closed.
 func (p *proto) goRelease(keys [1]string, key, token any, pending uint64, until time.Time, ttl time.Duration) bool {
 	p.bgRunning.Add(1)
-	started := p.bg.Go(context.Background(), func(ctx context.Context) {
+	started := p.bg.Go(func(ctx context.Context) {
 		defer p.bgRunning.Add(-1)
 		// A request whose answer was not read may still be waiting on the
 		// server, on its discarded connection: give it a moment to run

@@ -115,19 +115,35 @@ func New(backend string) *Queue {
 // reports false, [lockswap.NoRetry]) makes Acquire one attempt, like
 // TryAcquire: it does not queue, since it would not wait.
 func (q *Queue) Acquire(ctx context.Context, key string, strategy lockswap.RetryStrategy, try func(context.Context) (lockswap.Lock, error)) (lockswap.Lock, error) {
-	return q.AcquireOffer(ctx, key, strategy, 0, try)
+	return q.AcquireOffer(ctx, key, strategy, Offer{}, try)
+}
+
+// Offer is what a waiter of [Queue.AcquireOffer] offers a holder that
+// releases the same key through the same Locker: to make the waiter's next
+// attempt itself, in the request that releases its own lock.
+type Offer struct {
+	// TTL (positive) is the TTL an attempt made for the waiter asks for;
+	// zero: the waiter cannot be claimed ([Queue.ClaimBy] wakes it
+	// instead).
+	TTL time.Duration
+	// GiveBack gives back a lock delivered to a waiter that no longer
+	// waits (its context ended, or the Queue closed, while the attempt
+	// made for it was in flight): nobody will hold that lock, so it must
+	// be released even while the Locker closes, when the lock's own
+	// Release refuses. Nil means the lock's Release.
+	GiveBack func(ctx context.Context, l lockswap.Lock)
 }
 
 // AcquireOffer is Acquire for a backend that can hand a lock over: while
 // the caller waits at the head of the line between attempts, a holder that
 // releases key through the same Locker may [Queue.Claim] it and make the
-// caller's next attempt itself, in the request that releases its own lock;
-// ttl (positive) is the TTL that attempt asks for. The result counts as the
-// caller's attempt, with the same rules as one made by try.
+// caller's next attempt itself, in the request that releases its own lock,
+// for offer.TTL. The result counts as the caller's attempt, with the same
+// rules as one made by try.
 // A caller whose context ends, or whose Queue closes, while a claimed
 // attempt is in flight waits for it (it is bounded by the releaser's
-// request) and releases a lock it brought.
-func (q *Queue) AcquireOffer(ctx context.Context, key string, strategy lockswap.RetryStrategy, ttl time.Duration, try func(context.Context) (lockswap.Lock, error)) (lockswap.Lock, error) {
+// request) and gives a lock it brought back with offer.GiveBack.
+func (q *Queue) AcquireOffer(ctx context.Context, key string, strategy lockswap.RetryStrategy, offer Offer, try func(context.Context) (lockswap.Lock, error)) (lockswap.Lock, error) {
 	if strategy == nil {
 		strategy = lockswap.NoRetry()
 	}
@@ -138,7 +154,7 @@ func (q *Queue) AcquireOffer(ctx context.Context, key string, strategy lockswap.
 		return nil, fmt.Errorf("acquire not attempted: %w", err)
 	}
 	deadline, _ := ctx.Deadline()
-	w, err := q.join(key, ttl, deadline)
+	w, err := q.join(key, offer.TTL, deadline)
 	if err != nil {
 		return nil, err
 	}
@@ -225,9 +241,13 @@ func (q *Queue) AcquireOffer(ctx context.Context, key string, strategy lockswap.
 					return l, nil
 				}
 				// Handed over to a caller that no longer waits: give it
-				// back at once. Release keeps the caller's deadline and
-				// goes on in the background when it cannot.
-				_ = l.Release(ctx)
+				// back at once, also when Close is what ended the wait
+				// (the lock's Release would refuse then).
+				if offer.GiveBack != nil {
+					offer.GiveBack(ctx, l)
+				} else {
+					_ = l.Release(ctx)
+				}
 			}
 			if closed {
 				q.leave(key, w, nil)

@@ -377,7 +377,7 @@ func TestClose(t *testing.T) {
 func startOffer(t *testing.T, ctx context.Context, s *store, key string, id, want int, r lockswap.RetryStrategy, out chan<- result) {
 	t.Helper()
 	go func() {
-		l, err := s.q.AcquireOffer(ctx, key, r, time.Duration(id)*time.Second, s.try(key, id))
+		l, err := s.q.AcquireOffer(ctx, key, r, localq.Offer{TTL: time.Duration(id) * time.Second}, s.try(key, id))
 		out <- result{id, l, err}
 	}()
 	queuetest.WaitUntil(t, fmt.Sprintf("caller %d queued (%d waiting)", id, want), func() bool { return s.q.Waiting(key) == want })
@@ -399,6 +399,19 @@ func claimIdle(t *testing.T, s *store, key string, id int) *localq.Ticket {
 	return tk
 }
 
+// deliverLock frees key, takes it as the releaser holding tk does for
+// the claimed waiter, and delivers the lock to it.
+func deliverLock(t *testing.T, s *store, key string, tk *localq.Ticket) lockswap.Lock {
+	t.Helper()
+	s.free(key)
+	l, err := s.try(key, 99)(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk.Deliver(l, nil)
+	return l
+}
+
 // TestClaimDeliversLock: a claimed waiter gets the lock delivered to it,
 // without making an attempt of its own.
 func TestClaimDeliversLock(t *testing.T) {
@@ -410,12 +423,7 @@ func TestClaimDeliversLock(t *testing.T) {
 	if again := s.q.Claim(key, nil); again != nil {
 		t.Fatal("a claimed waiter was claimed twice")
 	}
-	s.free(key)
-	l, err := s.try(key, 99)(context.Background()) // the releaser's attempt for it
-	if err != nil {
-		t.Fatal(err)
-	}
-	tk.Deliver(l, nil)
+	l := deliverLock(t, s, key, tk)
 	r := <-out
 	if r.err != nil || r.l != l {
 		t.Fatalf("claimed waiter got (%v, %v), want the delivered lock", r.l, r.err)
@@ -465,12 +473,7 @@ func TestCancelWhileClaimed(t *testing.T) {
 	cancel()
 	// Had the waiter left at once, nobody would release the lock delivered
 	// below, and the last check would fail.
-	s.free(key)
-	l, err := s.try(key, 99)(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	tk.Deliver(l, nil)
+	deliverLock(t, s, key, tk)
 	r := <-out
 	if r.l != nil || !errors.Is(r.err, context.Canceled) {
 		t.Fatalf("cancelled waiter got (%v, %v), want no lock and context.Canceled", r.l, r.err)
@@ -524,4 +527,35 @@ func TestClaimByRespectsWaiterDeadline(t *testing.T) {
 	tk.Deliver(nil, errors.New("held"))
 	cancel()
 	<-out
+}
+
+// TestCloseWhileClaimed: a waiter whose Queue closes while a releaser
+// makes its attempt waits for the result and gives the delivered lock
+// back through Offer.GiveBack (the Locker's Release of it would refuse
+// once closed), then returns ErrClosed.
+func TestCloseWhileClaimed(t *testing.T) {
+	s, key := newStore(), "k"
+	s.hold(key)
+	gaveBack := make(chan lockswap.Lock, 1)
+	out := make(chan result, 1)
+	go func() {
+		offer := localq.Offer{TTL: time.Second, GiveBack: func(_ context.Context, l lockswap.Lock) { gaveBack <- l }}
+		l, err := s.q.AcquireOffer(context.Background(), key, never, offer, s.try(key, 1))
+		out <- result{1, l, err}
+	}()
+	tk := claimIdle(t, s, key, 1)
+	s.q.Close()
+	l := deliverLock(t, s, key, tk)
+	r := <-out
+	if r.l != nil || !errors.Is(r.err, lockswap.ErrClosed) {
+		t.Fatalf("waiter of a closed Queue got (%v, %v), want no lock and ErrClosed", r.l, r.err)
+	}
+	select {
+	case got := <-gaveBack:
+		if got != l {
+			t.Errorf("GiveBack got %v, want the delivered lock", got)
+		}
+	default:
+		t.Error("the lock delivered to a waiter of a closed Queue was not given back")
+	}
 }
