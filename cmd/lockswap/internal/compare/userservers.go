@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/lockswap/lockswap"
 )
@@ -90,7 +92,15 @@ func pingEtcd(ctx context.Context, endpoint string) error {
 	if !strings.Contains(ep, "://") {
 		ep = "http://" + ep
 	}
-	c, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, DialTimeout: userCheckTimeout})
+	// A plain dial first: gRPC reports a refused connection only as its
+	// own deadline passing.
+	hostPort := ep[strings.Index(ep, "://")+3:]
+	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", hostPort)
+	if err != nil {
+		return err
+	}
+	conn.Close()
+	c, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, DialTimeout: userCheckTimeout, Logger: zap.NewNop()})
 	if err != nil {
 		return err
 	}

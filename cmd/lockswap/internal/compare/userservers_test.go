@@ -129,8 +129,8 @@ func TestUserServers(t *testing.T) {
 	}
 }
 
-// TestUserServersUnreachable: a server given with --redis that refuses
-// connections or never answers fails the comparison at once, with an
+// TestUserServersUnreachable: a server given with --redis or --etcd that
+// refuses connections or never answers fails the comparison at once, with an
 // outage error that names it, and nothing is measured.
 func TestUserServersUnreachable(t *testing.T) {
 	ports, err := testserver.FreePorts(1)
@@ -140,9 +140,15 @@ func TestUserServersUnreachable(t *testing.T) {
 	refused := fmt.Sprintf("127.0.0.1:%d", ports[0])
 	silent := testserver.ProxyT(t, testserver.RedisT(t, testserver.RedisOptions{}).Addr())
 	silent.Blackhole(true)
-	for _, addr := range []string{refused, silent.Addr()} {
+	for _, o := range []Options{
+		{RedisAddrs: []string{refused}, Backends: []string{"singleredis"}},
+		{RedisAddrs: []string{silent.Addr()}, Backends: []string{"singleredis"}},
+		{EtcdEndpoints: []string{refused}, Backends: []string{"etcdlease"}},
+	} {
+		addr := strings.Join(append(o.RedisAddrs, o.EtcdEndpoints...), ",")
+		o.Scenarios = []string{ScContention}
 		start := time.Now()
-		res, err := Run(context.Background(), Options{RedisAddrs: []string{addr}, Backends: []string{"singleredis"}, Scenarios: []string{ScContention}})
+		res, err := Run(context.Background(), o)
 		took := time.Since(start)
 		if err == nil {
 			t.Errorf("%s: no error; result %+v", addr, res)
