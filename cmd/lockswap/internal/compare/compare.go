@@ -124,7 +124,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	case len(o.RedisAddrs) > 0:
 		redisEnv = fmt.Sprintf("your servers %v (scenarios that harm servers not run; keys under %s*)", o.RedisAddrs, e.prefix)
 	case !e.real:
-		redisEnv = "miniredis (in-process fake; redis-server not found on PATH or --miniredis given): scenarios that need real processes are marked \"not run\""
+		redisEnv = "miniredis (in-process fake; redis-server not found on PATH or --miniredis given): keys expire on the wall clock as on a real server; " +
+			"restart and failover need real processes and are marked \"not run\""
 	}
 	etcdEnv := "embedded (in process)"
 	if len(o.EtcdEndpoints) > 0 {
@@ -188,7 +189,7 @@ func runOne(ctx context.Context, e *env, k kit, sc scenario, iterations int) (ce
 	case errors.Is(err, errNotApplicable):
 		return Cell{Outcome: NotApplicable, Detail: err.Error()}
 	case errors.Is(err, errNeedsReal):
-		return Cell{Outcome: NotRun, Detail: "needs real redis-server processes"}
+		return Cell{Outcome: NotRun, Detail: err.Error()}
 	case errors.Is(err, errUserServers):
 		return Cell{Outcome: NotRun, Detail: err.Error()}
 	case err != nil:
