@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
+	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -38,7 +41,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	addr := fs.String("redis", "", "Redis address host:port (required)")
+	addr := fs.String("redis", "", "Redis address host[:port] (required; the port defaults to "+inspect.DefaultPort+")")
 	prefix := fs.String("prefix", "", "key prefix to list, e.g. lock.")
 	limit := fs.Int("limit", 1000, "list at most this many keys")
 	password := fs.String("password", "", "Redis password; prefer the REDIS_PASSWORD environment variable (a flag shows in ps)")
@@ -46,8 +49,9 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	if *addr == "" {
-		return exitCode{2, "inspect: --redis host:port is required"}
+		return exitCode{2, "inspect: --redis host[:port] is required"}
 	}
+	*addr = inspect.Addr(*addr)
 	pw := *password
 	if pw == "" {
 		pw = os.Getenv("REDIS_PASSWORD")
@@ -59,7 +63,53 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	now := time.Now()
 	entries, err := inspect.Scan(ictx, goredis.New(c), *prefix, *limit, now)
 	if err != nil {
-		return fmt.Errorf("inspect %s: %w", *addr, err)
+		return err // it names the command, the server and the cause once
 	}
 	return inspect.Print(stdout, entries, now)
+}
+
+func runVersion(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("version", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return fmt.Errorf("version: this binary carries no build information (built without module support)")
+	}
+	_, err := io.WriteString(stdout, versionText(bi, runtime.GOOS, runtime.GOARCH))
+	return err
+}
+
+// versionText describes a build: the module's version (as `go install
+// module@version` records it, or a pseudo-version or "(devel)" for a
+// local build), the VCS revision it was built from when recorded, and the
+// Go toolchain and platform.
+func versionText(bi *debug.BuildInfo, goos, goarch string) string {
+	var b strings.Builder
+	version := bi.Main.Version
+	if version == "" {
+		version = "(devel)"
+	}
+	fmt.Fprintf(&b, "lockswap %s\n", version)
+	if bi.Main.Path != "" {
+		fmt.Fprintf(&b, "module:   %s\n", bi.Main.Path)
+	}
+	settings := map[string]string{}
+	for _, s := range bi.Settings {
+		settings[s.Key] = s.Value
+	}
+	if rev := settings["vcs.revision"]; rev != "" {
+		fmt.Fprintf(&b, "revision: %s", rev)
+		if t := settings["vcs.time"]; t != "" {
+			fmt.Fprintf(&b, " (%s)", t)
+		}
+		if settings["vcs.modified"] == "true" {
+			b.WriteString(", with uncommitted changes")
+		}
+		b.WriteString("\n")
+	}
+	fmt.Fprintf(&b, "go:       %s %s/%s\n", bi.GoVersion, goos, goarch)
+	return b.String()
 }

@@ -3,7 +3,8 @@
 //
 //	lockswap compare [--backends a,b] [--scenarios x,y] [--format table|markdown|json] [--iterations N] [--miniredis] [--redis h:p,...] [--etcd h:p,...]
 //	lockswap bench   [--backends a,b] [--duration 2s]
-//	lockswap inspect --redis host:port [--prefix lock.]
+//	lockswap inspect --redis host[:6379] [--prefix lock.]
+//	lockswap version
 package main
 
 import (
@@ -34,6 +35,7 @@ commands:
   compare   run fault scenarios against every backend; print measured vs declared guarantees
   bench     acquire/release latency and throughput per backend
   inspect   list lock keys under a prefix in a Redis, with the unit (s or ms) of legacy timestamps
+  version   print the module version, VCS revision and Go version of this binary
 
 run "lockswap <command> -h" for a command's flags`)
 }
@@ -51,6 +53,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runBench(ctx, args[1:], stdout, stderr)
 	case "inspect":
 		err = runInspect(ctx, args[1:], stdout, stderr)
+	case "version":
+		err = runVersion(args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		usage(stdout)
 		return 0

@@ -67,6 +67,20 @@ func TestInspectCommand(t *testing.T) {
 			t.Errorf("inspect output lacks the unit (%q):\n%s", want, out)
 		}
 	}
+	// A host without a port means Redis's default port, 6379.
+	onDefault := miniredis.NewMiniRedis()
+	if err := onDefault.StartAddr("127.0.0.1:6379"); err == nil {
+		defer onDefault.Close()
+		onDefault.Set("lock.default", "0123456789abcdef0123456789abcdef")
+		if code, out, errOut := runCLI("inspect", "--redis", "127.0.0.1", "--prefix", "lock."); code != 0 || !strings.Contains(out, "lock.default") {
+			t.Errorf("inspect --redis 127.0.0.1 (a server on 6379): exit %d, stderr %q, output:\n%s", code, errOut, out)
+		}
+	} else if code, _, errOut := runCLI("inspect", "--redis", "127.0.0.1", "--prefix", "lock."); code != 0 &&
+		(!strings.Contains(errOut, "127.0.0.1:6379") || strings.Count(errOut, "inspect") != 1) {
+		// Port 6379 is taken: by a Redis the command reached (exit 0), or
+		// by something else, which the one error line names.
+		t.Errorf("inspect --redis 127.0.0.1 (6379 taken: %v): stderr %q: want one error naming 127.0.0.1:6379", err, errOut)
+	}
 	// Milliseconds, as npm redis-lock writes them.
 	mr.Set("lock.a", strconv.FormatInt(time.Now().UnixMilli()+100_000, 10))
 	code, out, errOut = runCLI("inspect", "--redis", mr.Addr(), "--prefix", "lock.")

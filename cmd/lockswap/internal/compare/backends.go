@@ -18,22 +18,20 @@ import (
 var kits = []kit{
 	redisBackend{
 		name: "singleredis", n: 1, g: singleredis.Guarantees(true), ttl: 500 * time.Millisecond,
-		build: func(c []redisclient.Client, _ time.Duration, prefix string, _ bool) (lockswap.Locker, error) {
+		build: func(c []redisclient.Client, _ time.Duration, prefix string) (lockswap.Locker, error) {
 			return singleredis.New(c[0], singleredis.Options{Fence: true, Prefix: prefix})
 		},
 	}.kit(),
 	redisBackend{
 		name: "redlock", n: 5, g: redlock.Guarantees(5, true), ttl: 500 * time.Millisecond,
-		build: func(c []redisclient.Client, _ time.Duration, prefix string, user bool) (lockswap.Locker, error) {
-			// On the user's servers, no restart-safety epoch is written
-			// (the restart scenario does not run there).
-			return redlock.New(c, redlock.Options{RestartSafety: !user, MaxTTL: redlockMaxTTL, Prefix: prefix})
+		build: func(c []redisclient.Client, _ time.Duration, prefix string) (lockswap.Locker, error) {
+			return redlock.New(c, redlock.Options{RestartSafety: true, MaxTTL: redlockMaxTTL, Prefix: prefix})
 		},
-		seed: seedRedlockEpoch,
+		seed: seedRedlockEpoch, serverWideKey: redlock.EpochKey,
 	}.kit(),
 	redisBackend{
 		name: "legacysetnx", n: 1, g: legacysetnx.Guarantees(), ttl: time.Second, readsClock: true,
-		build: func(c []redisclient.Client, skew time.Duration, prefix string, _ bool) (lockswap.Locker, error) {
+		build: func(c []redisclient.Client, skew time.Duration, prefix string) (lockswap.Locker, error) {
 			return legacysetnx.New(c[0], legacysetnx.Options{Prefix: prefix, Unit: legacysetnx.Seconds, Clock: func() time.Time { return time.Now().Add(skew) }})
 		},
 	}.kit(),

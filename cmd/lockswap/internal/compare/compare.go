@@ -40,9 +40,12 @@ type Options struct {
 	// RedisAddrs and EtcdEndpoints point the comparison at your own servers
 	// instead of servers it starts: one address for singleredis and
 	// legacysetnx (the first), an odd number of at least three independent
-	// masters for redlock, and etcd endpoints (host:port). Scenarios that
-	// kill, restart or fail over servers are not run against them; keys go
-	// under a random "lockswap-compare-" prefix.
+	// masters for redlock, and etcd endpoints (host:port). Run fails at
+	// once with an ErrUnavailable error when one of them does not answer.
+	// Scenarios that kill, restart or fail over servers are not run against
+	// them, nor a column that keeps a server-wide key your own clients read
+	// (restart-safe Redlock's epoch); keys go under a random
+	// "lockswap-compare-" prefix and are deleted after each scenario.
 	RedisAddrs    []string
 	EtcdEndpoints []string
 }
@@ -55,9 +58,9 @@ type env struct {
 	prefix        string // key prefix on the user's servers
 }
 
-// errUserServers: the scenario injects a fault that would harm servers the
-// comparison did not start.
-var errUserServers = errors.New("not run against your own servers: it kills, restarts or fails over servers")
+// errUserServers: the cell is not run on servers the comparison did not
+// start; the error wrapping it says why (see userservers.go).
+var errUserServers = errors.New("not run on your servers")
 
 // destructive reports whether a scenario harms the servers it runs on.
 func destructive(sc string) bool {
@@ -113,12 +116,16 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	e := &env{redisAddrs: o.RedisAddrs, etcdEndpoints: o.EtcdEndpoints, prefix: "lockswap-compare-" + lockstate.NewToken()[:8] + ":"}
 	_, hasRedis := servers.RedisServerPath()
 	e.real = hasRedis && !o.Miniredis
+	if err := checkUserServers(ctx, e); err != nil {
+		return nil, err
+	}
 	redisEnv := "real redis-server processes started on loopback"
 	switch {
 	case len(o.RedisAddrs) > 0:
 		redisEnv = fmt.Sprintf("your servers %v (scenarios that harm servers not run; keys under %s*)", o.RedisAddrs, e.prefix)
 	case !e.real:
-		redisEnv = "miniredis (in-process fake; redis-server not found on PATH or --miniredis given): scenarios that need real processes are marked \"not run\""
+		redisEnv = "miniredis (in-process fake; redis-server not found on PATH or --miniredis given): keys expire on the wall clock as on a real server; " +
+			"restart and failover need real processes and are marked \"not run\""
 	}
 	etcdEnv := "embedded (in process)"
 	if len(o.EtcdEndpoints) > 0 {
@@ -182,7 +189,7 @@ func runOne(ctx context.Context, e *env, k kit, sc scenario, iterations int) (ce
 	case errors.Is(err, errNotApplicable):
 		return Cell{Outcome: NotApplicable, Detail: err.Error()}
 	case errors.Is(err, errNeedsReal):
-		return Cell{Outcome: NotRun, Detail: "needs real redis-server processes"}
+		return Cell{Outcome: NotRun, Detail: err.Error()}
 	case errors.Is(err, errUserServers):
 		return Cell{Outcome: NotRun, Detail: err.Error()}
 	case err != nil:

@@ -123,10 +123,12 @@ func TestMiniredisMarksRealOnlyScenariosNotRun(t *testing.T) {
 	if c, _ := res.Cell(ScContention, "singleredis"); c.Outcome != Held {
 		t.Errorf("contention on miniredis = %+v", c)
 	}
-	// miniredis expires keys only when its clock is advanced: the pause
-	// scenario must do that, or it would measure nothing.
-	if c, _ := res.Cell(ScPause, "singleredis"); c.Outcome != Violated || c.StaleRejected != 1 || c.Contradiction {
-		t.Errorf("holder pause on miniredis = %+v, want violated with the stale write rejected", c)
+	// The paused holder's key expires on miniredis as on a real server,
+	// after its TTL of wall-clock time: by then the holder's own Done has
+	// fired too (it did not when the fallback jumped miniredis's clock).
+	if c, _ := res.Cell(ScPause, "singleredis"); c.Outcome != Violated || c.StaleRejected != 1 || c.Contradiction ||
+		!strings.Contains(c.Detail, "its Done had fired") {
+		t.Errorf("holder pause on miniredis = %+v, want violated with the stale write rejected and Done fired", c)
 	}
 	if !strings.Contains(res.Environment, "miniredis") {
 		t.Errorf("environment %q does not say miniredis was used", res.Environment)
@@ -138,50 +140,6 @@ func TestMiniredisMarksRealOnlyScenariosNotRun(t *testing.T) {
 	var back Result
 	if err := json.Unmarshal(buf.Bytes(), &back); err != nil || len(back.Rows) != 3 {
 		t.Errorf("JSON output does not round-trip: %v", err)
-	}
-}
-
-// TestUserServers: pointed at servers it did not start, compare runs only
-// the scenarios that do not harm them, and keeps its keys under its prefix.
-func TestUserServers(t *testing.T) {
-	srv := testserver.RedisT(t, testserver.RedisOptions{})
-	others := []string{testserver.RedisT(t, testserver.RedisOptions{}).Addr(), testserver.RedisT(t, testserver.RedisOptions{}).Addr()}
-	etcd := testserver.EtcdT(t)
-	res, err := Run(context.Background(), Options{
-		Scenarios:     []string{ScContention, ScClockAhead, ScMajorityDown, ScRestart},
-		RedisAddrs:    append([]string{srv.Addr()}, others...),
-		EtcdEndpoints: etcd.Endpoints(),
-		Iterations:    2,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, b := range BackendNames() {
-		if c, _ := res.Cell(ScContention, b); c.Outcome != Held {
-			t.Errorf("%s contention on the user's servers: %+v", b, c)
-		}
-		for _, sc := range []string{ScMajorityDown, ScRestart} {
-			if c, _ := res.Cell(sc, b); c.Outcome != NotRun && c.Outcome != NotApplicable {
-				t.Errorf("%s %s ran against the user's servers: %+v", b, sc, c)
-			}
-		}
-	}
-	if c, _ := res.Cell(ScClockAhead, "legacysetnx"); c.Outcome != Violated {
-		t.Errorf("legacysetnx clock-ahead on the user's servers: %+v", c)
-	}
-	if res.Contradictions() != 0 {
-		t.Errorf("%d contradictions", res.Contradictions())
-	}
-	// The servers are still up, and nothing outside the prefix was written.
-	rc := goredisClient(t, srv.Addr())
-	keys, err := rc.Keys(context.Background(), "*").Result()
-	if err != nil {
-		t.Fatalf("the user's server is no longer answering: %v", err)
-	}
-	for _, k := range keys {
-		if !strings.Contains(k, "lockswap-compare-") {
-			t.Errorf("key %q written outside compare's prefix", k)
-		}
 	}
 }
 

@@ -36,7 +36,7 @@ func setupEtcd(ctx context.Context, e *env, sc string) (*fixture, error) {
 	switch {
 	case len(e.etcdEndpoints) > 0:
 		if destructive(sc) {
-			return nil, errUserServers
+			return nil, errWouldHarm
 		}
 		for _, ep := range e.etcdEndpoints {
 			if !strings.Contains(ep, "://") {

@@ -22,14 +22,18 @@ type redisBackend struct {
 	g    lockswap.Guarantees
 	ttl  time.Duration
 	// build makes a Locker over the clients with the key prefix; skew is
-	// how far the client's wall clock runs ahead; user says the servers are
-	// the user's own (no restart-safety bookkeeping on them).
-	build func(clients []redisclient.Client, skew time.Duration, prefix string, user bool) (lockswap.Locker, error)
+	// how far the client's wall clock runs ahead.
+	build func(clients []redisclient.Client, skew time.Duration, prefix string) (lockswap.Locker, error)
 	// readsClock: the backend's safety reads the client's wall clock.
 	readsClock bool
 	// seed, when set, prepares each fresh server (for example marks it as
 	// long-running for Redlock's restart safety).
 	seed func(ctx context.Context, c redisclient.Client) error
+	// serverWideKey names a key outside any prefix that the configuration
+	// keeps on every server and that the user's own clients of the same
+	// configuration read (Redlock's restart-safety epoch). Such a column
+	// is not run on the user's servers: compare never writes that key there.
+	serverWideKey string
 }
 
 // node is one Redis server of a fixture.
@@ -37,9 +41,6 @@ type node struct {
 	addr    string
 	kill    func()
 	restart func() error
-	// advance moves the server's clock (miniredis only: it expires keys
-	// only when told time has passed); nil on real servers.
-	advance func(d time.Duration)
 }
 
 func startNode(e *env, f *fixture) (*node, error) {
@@ -52,11 +53,17 @@ func startNode(e *env, f *fixture) (*node, error) {
 		return &node{addr: r.Addr(), kill: r.Kill, restart: r.Restart}, nil
 	}
 	mr := miniredis.NewMiniRedis()
+	// Keys expire as the wall clock runs, as on a real server. Without
+	// this a miniredis key expires only when FastForward says so: a lock
+	// that a redlock instance granted after its instance timeout (so it
+	// was never given back) stayed for good, and on a loaded machine the
+	// contention scenario waited for it until its time budget ran out.
+	mr.ClockTTL(true)
 	if err := mr.Start(); err != nil {
 		return nil, err
 	}
 	f.onClose(mr.Close)
-	return &node{addr: mr.Addr(), kill: mr.Close, restart: func() error { return errNeedsReal }, advance: mr.FastForward}, nil
+	return &node{addr: mr.Addr(), kill: mr.Close, restart: func() error { return errNeedsReal }}, nil
 }
 
 func newGoRedis(f *fixture, addr string) redisclient.Client {
@@ -104,16 +111,6 @@ func (rb redisBackend) setup(ctx context.Context, e *env, sc string) (*fixture, 
 	}
 	majority := rb.n/2 + 1
 	switch sc {
-	case ScPause:
-		if nodes[0].advance != nil {
-			// miniredis expires keys only when told that time passed.
-			f.fault = func(context.Context) error {
-				for _, nd := range nodes {
-					nd.advance(rb.ttl + 10*time.Millisecond)
-				}
-				return nil
-			}
-		}
 	case ScRestart:
 		f.fault = func(context.Context) error {
 			for _, nd := range nodes[:majority] {
@@ -149,7 +146,7 @@ func (rb redisBackend) setup(ctx context.Context, e *env, sc string) (*fixture, 
 			return admin.Do(ctx, "REPLICAOF", "NO", "ONE").Err()
 		}
 		afterAddrs := append([]string{replica.Addr()}, addrs[1:]...)
-		f.after = func() (lockswap.Locker, error) { return rb.locker(f, afterAddrs, 0, "", false) }
+		f.after = func() (lockswap.Locker, error) { return rb.locker(f, afterAddrs, 0, "") }
 		f.note = "the promoted replica never received the lock"
 		if rb.n > 1 {
 			f.note = fmt.Sprintf("master 1 of %d failed over to a replica that never received the lock", rb.n)
@@ -181,27 +178,41 @@ func (rb redisBackend) setup(ctx context.Context, e *env, sc string) (*fixture, 
 		f.fault = func(context.Context) error { proxy.SetDelay(30 * time.Millisecond); return nil }
 		f.note = fmt.Sprintf("server 1 of %d delayed 30 ms each way", rb.n)
 	}
-	f.newLocker = func() (lockswap.Locker, error) { return rb.locker(f, addrs, 0, "", false) }
+	f.newLocker = func() (lockswap.Locker, error) { return rb.locker(f, addrs, 0, "") }
 	if rb.readsClock {
-		f.newSkewed = func(skew time.Duration) (lockswap.Locker, error) { return rb.locker(f, addrs, skew, "", false) }
+		f.newSkewed = func(skew time.Duration) (lockswap.Locker, error) { return rb.locker(f, addrs, skew, "") }
 	}
 	ok = true
 	return f, nil
 }
 
 // setupUser sets the backend up on the user's own servers, for the
-// scenarios that do not harm them.
+// scenarios that do not harm them. Its keys go under the run's prefix and
+// the backend's name, and are deleted when the fixture closes.
 func (rb redisBackend) setupUser(e *env, f *fixture, sc string, ok *bool) (*fixture, error) {
 	if destructive(sc) {
-		return nil, errUserServers
+		return nil, errWouldHarm
 	}
-	addrs := e.redisAddrs[:1]
 	if rb.n > 1 {
 		if n := len(e.redisAddrs); n < 3 || n%2 == 0 {
 			return nil, fmt.Errorf("%w: %s needs an odd number of at least 3 --redis addresses, got %d", errNotApplicable, rb.name, n)
 		}
-		addrs = append([]string(nil), e.redisAddrs...)
 	}
+	if rb.serverWideKey != "" {
+		return nil, fmt.Errorf("%w: this configuration keeps the server-wide key %q, which your own clients of it read; compare does not write it on your servers",
+			errUserServers, rb.serverWideKey)
+	}
+	// A copy: the scenario may put a proxy in front of a server, and the
+	// next backend must still find the user's address (it used to find
+	// the closed proxy of the one before).
+	n := 1
+	if rb.n > 1 {
+		n = len(e.redisAddrs)
+	}
+	addrs := append([]string(nil), e.redisAddrs[:n]...)
+	prefix := e.prefix + rb.name + ":"
+	// Registered first, so run last: after the Lockers have closed.
+	f.onClose(func() { _ = removeUserKeys(e.redisAddrs, e.prefix) })
 	if sc == ScSlow {
 		proxy, err := servers.StartProxy(addrs[0])
 		if err != nil {
@@ -212,20 +223,20 @@ func (rb redisBackend) setupUser(e *env, f *fixture, sc string, ok *bool) (*fixt
 		f.fault = func(context.Context) error { proxy.SetDelay(30 * time.Millisecond); return nil }
 		f.note = "a local proxy adds 30 ms each way to server 1"
 	}
-	f.newLocker = func() (lockswap.Locker, error) { return rb.locker(f, addrs, 0, e.prefix, true) }
+	f.newLocker = func() (lockswap.Locker, error) { return rb.locker(f, addrs, 0, prefix) }
 	if rb.readsClock {
-		f.newSkewed = func(skew time.Duration) (lockswap.Locker, error) { return rb.locker(f, addrs, skew, e.prefix, true) }
+		f.newSkewed = func(skew time.Duration) (lockswap.Locker, error) { return rb.locker(f, addrs, skew, prefix) }
 	}
 	*ok = true
 	return f, nil
 }
 
-func (rb redisBackend) locker(f *fixture, addrs []string, skew time.Duration, prefix string, user bool) (lockswap.Locker, error) {
+func (rb redisBackend) locker(f *fixture, addrs []string, skew time.Duration, prefix string) (lockswap.Locker, error) {
 	clients := make([]redisclient.Client, len(addrs))
 	for i, a := range addrs {
 		clients[i] = newGoRedis(f, a)
 	}
-	return rb.build(clients, skew, prefix, user)
+	return rb.build(clients, skew, prefix)
 }
 
 func waitLinked(ctx context.Context, admin *redis.Client) error {

@@ -119,7 +119,7 @@ func (c Cell) text() string {
 }
 
 // legend explains the marks of the table.
-const legend = "✓ = as the backend's Guarantees() declare; ✗ = the measurement contradicts the declaration; not run = needs real redis-server processes; n/a = the fault does not exist for the backend"
+const legend = "✓ = as the backend's Guarantees() declare; ✗ = the measurement contradicts the declaration; not run = not measured in this run (its detail says why); n/a = the fault does not exist for the backend"
 
 // WriteTable writes an aligned text table: scenarios as rows, backends as
 // columns, then the details.

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"sort"
 	"strconv"
 	"strings"
@@ -280,4 +281,18 @@ func Print(w io.Writer, entries []Entry, now time.Time) error {
 	}
 	_, err := fmt.Fprintln(w, Summarize(entries))
 	return err
+}
+
+// DefaultPort is the port Addr adds to an address without one: Redis's.
+const DefaultPort = "6379"
+
+// Addr returns addr with DefaultPort added when it has no port: "host"
+// and "[::1]" become "host:6379" and "[::1]:6379"; "host:6380" is kept.
+// A bare IPv6 address ("::1") is taken as a host.
+func Addr(addr string) string {
+	if _, _, err := net.SplitHostPort(addr); err == nil {
+		return addr
+	}
+	host := strings.TrimSuffix(strings.TrimPrefix(addr, "["), "]")
+	return net.JoinHostPort(host, DefaultPort)
 }

@@ -163,3 +163,19 @@ func positive(v string) bool {
 	n, err := strconv.ParseUint(v, 10, 64)
 	return err == nil && n > 0
 }
+
+func TestAddrDefaultsThePort(t *testing.T) {
+	for in, want := range map[string]string{
+		"redis.internal":      "redis.internal:6379",
+		"127.0.0.1":           "127.0.0.1:6379",
+		"127.0.0.1:6380":      "127.0.0.1:6380",
+		"redis.internal:7000": "redis.internal:7000",
+		"[::1]":               "[::1]:6379",
+		"::1":                 "[::1]:6379",
+		"[::1]:6380":          "[::1]:6380",
+	} {
+		if got := inspect.Addr(in); got != want {
+			t.Errorf("Addr(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -1,0 +1,167 @@
+package compare
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/lockswap/lockswap"
+)
+
+// This file holds what compare does differently on servers it did not
+// start (--redis, --etcd): it checks that they answer before anything runs,
+// it does not run what would harm them, and it deletes every key it wrote.
+
+// errWouldHarm: the scenario injects a fault (kill, restart, failover)
+// that would harm servers the comparison did not start.
+var errWouldHarm = fmt.Errorf("%w: it would harm them (it kills, restarts or fails over servers)", errUserServers)
+
+// userCheckTimeout bounds the check that the user's servers answer; the
+// checks of all servers run at once, so an unreachable server fails the
+// comparison within it.
+const userCheckTimeout = 3 * time.Second
+
+// userCleanupTimeout bounds the deletion of compare's keys after each
+// scenario, even when the run's context has ended (Ctrl-C).
+const userCleanupTimeout = 5 * time.Second
+
+// checkUserServers makes sure every server given with --redis and --etcd
+// answers before any scenario runs, so that an unreachable server is one
+// clear error instead of a run of measurements of connection errors. The
+// error matches lockswap.ErrUnavailable and names each server that did not
+// answer and why.
+func checkUserServers(ctx context.Context, e *env) error {
+	ctx, cancel := context.WithTimeout(ctx, userCheckTimeout)
+	defer cancel()
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []string
+	)
+	check := func(what string, ping func(context.Context) error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := ping(ctx); err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Sprintf("%s: %v", what, err))
+				mu.Unlock()
+			}
+		}()
+	}
+	for _, a := range e.redisAddrs {
+		check("--redis "+a, func(ctx context.Context) error { return pingRedis(ctx, a) })
+	}
+	for _, ep := range e.etcdEndpoints {
+		check("--etcd "+ep, func(ctx context.Context) error { return pingEtcd(ctx, ep) })
+	}
+	wg.Wait()
+	if len(errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("compare: your servers do not answer (nothing was run): %s: %w", strings.Join(errs, "; "), lockswap.ErrUnavailable)
+}
+
+func newUserRedis(addr string, timeout time.Duration) *redis.Client {
+	return redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1,
+		DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout, PoolSize: 1})
+}
+
+func pingRedis(ctx context.Context, addr string) error {
+	c := newUserRedis(addr, userCheckTimeout)
+	defer c.Close()
+	if err := c.Ping(ctx).Err(); err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("no answer within %v (%w)", userCheckTimeout, err)
+		}
+		return err
+	}
+	return nil
+}
+
+func pingEtcd(ctx context.Context, endpoint string) error {
+	ep := endpoint
+	if !strings.Contains(ep, "://") {
+		ep = "http://" + ep
+	}
+	// A plain dial first: gRPC reports a refused connection only as its
+	// own deadline passing.
+	hostPort := ep[strings.Index(ep, "://")+3:]
+	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", hostPort)
+	if err != nil {
+		return err
+	}
+	conn.Close()
+	c, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, DialTimeout: userCheckTimeout, Logger: zap.NewNop()})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if _, err := c.Status(ctx, ep); err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("no answer within %v (%w)", userCheckTimeout, err)
+		}
+		return err
+	}
+	return nil
+}
+
+// removeUserKeys deletes every key on the user's Redis servers whose name
+// contains prefix (compare's random per-run prefix: the lock keys and the
+// counters the backends keep beside them, such as singleredis's
+// "{prefix...}:fence", which has no TTL). It is bounded by
+// userCleanupTimeout and independent of the run's context.
+func removeUserKeys(addrs []string, prefix string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), userCleanupTimeout)
+	defer cancel()
+	var errs []error
+	for _, a := range addrs {
+		if err := removeKeys(ctx, a, prefix); err != nil {
+			errs = append(errs, fmt.Errorf("delete compare's keys on %s: %w", a, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func removeKeys(ctx context.Context, addr, prefix string) error {
+	c := newUserRedis(addr, userCleanupTimeout)
+	defer c.Close()
+	pattern := "*" + globEscape(prefix) + "*"
+	var cursor uint64
+	for {
+		keys, next, err := c.Scan(ctx, cursor, pattern, 1000).Result()
+		if err != nil {
+			return err
+		}
+		for _, k := range keys {
+			if err := c.Del(ctx, k).Err(); err != nil {
+				return err
+			}
+		}
+		if cursor = next; cursor == 0 {
+			return nil
+		}
+	}
+}
+
+// globEscape escapes the characters that are special in a Redis glob
+// pattern, so that s matches only itself.
+func globEscape(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch r {
+		case '*', '?', '[', ']', '\\':
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}

@@ -1,0 +1,166 @@
+package compare
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/internal/testserver"
+	"github.com/lockswap/lockswap/redisclient"
+	"github.com/lockswap/lockswap/redlock"
+)
+
+// withPlainRedlock adds a Redlock column without restart safety for the
+// test: the default redlock column keeps a server-wide epoch key and is
+// not run on the user's servers, so this is the Redlock configuration that
+// runs there.
+func withPlainRedlock(t *testing.T) string {
+	t.Helper()
+	const name = "redlock-plain"
+	saved := kits
+	kits = append(append([]kit(nil), kits...), redisBackend{
+		name: name, n: 5, g: redlock.Guarantees(5, false), ttl: 500 * time.Millisecond,
+		build: func(c []redisclient.Client, _ time.Duration, prefix string) (lockswap.Locker, error) {
+			return redlock.New(c, redlock.Options{Prefix: prefix})
+		},
+	}.kit())
+	t.Cleanup(func() { kits = saved })
+	return name
+}
+
+// TestUserServers: pointed at servers it did not start (--redis, --etcd),
+// compare runs every scenario that does not harm them with every backend,
+// each result as declared; it does not run the rest and says why; and it
+// leaves nothing on the servers, nor touches the keys already there.
+func TestUserServers(t *testing.T) {
+	plain := withPlainRedlock(t)
+	var addrs []string
+	var clients []*goredis.Client
+	for i := 0; i < 5; i++ {
+		srv := testserver.RedisT(t, testserver.RedisOptions{})
+		addrs = append(addrs, srv.Addr())
+		clients = append(clients, goredisClient(t, srv.Addr()))
+	}
+	etcd := testserver.EtcdT(t)
+	ctx := context.Background()
+	// The user's own keys, among them the epoch their Redlock clients
+	// with restart safety read.
+	userKeys := map[string]string{redlock.EpochKey: "1700000000.0.theirs", "app:data": "x"}
+	for _, c := range clients {
+		for k, v := range userKeys {
+			if err := c.Set(ctx, k, v, 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+
+	res, err := Run(ctx, Options{RedisAddrs: addrs, EtcdEndpoints: etcd.Endpoints(), Iterations: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range res.Rows {
+		for _, b := range res.Backends {
+			c := row.Cells[b]
+			switch {
+			case c.Outcome == NotApplicable:
+			case destructive(row.Scenario):
+				if c.Outcome != NotRun || !strings.Contains(c.Detail, "would harm") {
+					t.Errorf("%s/%s ran against the user's servers, or does not say it would harm them: %+v", row.Scenario, b, c)
+				}
+			case b == "redlock":
+				if c.Outcome != NotRun || !strings.Contains(c.Detail, redlock.EpochKey) {
+					t.Errorf("%s/%s: restart-safe redlock ran on the user's servers, or does not say why not: %+v", row.Scenario, b, c)
+				}
+			case c.Outcome != c.Expected || c.Contradiction:
+				t.Errorf("%s/%s on the user's servers: measured %q, declared %q (%s)", row.Scenario, b, c.Outcome, c.Expected, c.Detail)
+			}
+		}
+	}
+	for _, b := range []string{"singleredis", plain, "legacysetnx", "etcdlease"} {
+		if c, _ := res.Cell(ScContention, b); c.Outcome != Held {
+			t.Errorf("%s contention on the user's servers: %+v", b, c)
+		}
+	}
+
+	for i, c := range clients {
+		for k, v := range userKeys {
+			got, err := c.Get(ctx, k).Result()
+			if err != nil || got != v {
+				t.Errorf("server %d: the user's key %q = %q, %v; want %q untouched", i, k, got, err, v)
+			}
+		}
+		var cursor uint64
+		for {
+			keys, next, err := c.Scan(ctx, cursor, "*", 100).Result()
+			if err != nil {
+				t.Fatalf("server %d no longer answers: %v", i, err)
+			}
+			for _, k := range keys {
+				if _, ours := userKeys[k]; !ours {
+					ttl, _ := c.PTTL(ctx, k).Result()
+					t.Errorf("server %d: compare left key %q behind (TTL %v)", i, k, ttl)
+				}
+			}
+			if cursor = next; cursor == 0 {
+				break
+			}
+		}
+	}
+	ec, err := clientv3.New(clientv3.Config{Endpoints: etcd.Endpoints(), DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ec.Close()
+	left, err := ec.Get(ctx, "", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range left.Kvs {
+		if kv.Lease == 0 {
+			t.Errorf("etcd: compare left key %q behind without a lease", kv.Key)
+		}
+	}
+}
+
+// TestUserServersUnreachable: a server given with --redis or --etcd that
+// refuses connections or never answers fails the comparison at once, with an
+// outage error that names it, and nothing is measured.
+func TestUserServersUnreachable(t *testing.T) {
+	ports, err := testserver.FreePorts(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := fmt.Sprintf("127.0.0.1:%d", ports[0])
+	silent := testserver.ProxyT(t, testserver.RedisT(t, testserver.RedisOptions{}).Addr())
+	silent.Blackhole(true)
+	for _, o := range []Options{
+		{RedisAddrs: []string{refused}, Backends: []string{"singleredis"}},
+		{RedisAddrs: []string{silent.Addr()}, Backends: []string{"singleredis"}},
+		{EtcdEndpoints: []string{refused}, Backends: []string{"etcdlease"}},
+	} {
+		addr := strings.Join(append(o.RedisAddrs, o.EtcdEndpoints...), ",")
+		o.Scenarios = []string{ScContention}
+		start := time.Now()
+		res, err := Run(context.Background(), o)
+		took := time.Since(start)
+		if err == nil {
+			t.Errorf("%s: no error; result %+v", addr, res)
+			continue
+		}
+		if !errors.Is(err, lockswap.ErrUnavailable) || errors.Is(err, lockswap.ErrHeld) || !strings.Contains(err.Error(), addr) {
+			t.Errorf("%s: error %q: want an outage error (not contention) naming the server", addr, err)
+		}
+		// The promise to the user is 5 s; the check itself is bounded
+		// by userCheckTimeout (3 s).
+		if took > 5*time.Second {
+			t.Errorf("%s: took %v to report an unreachable server, want under 5s", addr, took)
+		}
+	}
+}
