@@ -26,6 +26,7 @@ package localq
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -53,6 +54,11 @@ type line struct {
 	// behind it, until it is released (or the line ends): the head waits
 	// no longer than its Deadline before trying again.
 	holder lockswap.Lock
+	// failed is the error of the line's last attempt when it failed for a
+	// reason other than contention (an outage, say), until an attempt
+	// succeeds: it is the cause of the wait of a waiter that never got to
+	// attempt, which would otherwise read as contention.
+	failed error
 }
 
 // waiter is one Acquire call in a line. Its fields other than sig and timer
@@ -184,9 +190,20 @@ func (q *Queue) AcquireOffer(ctx context.Context, key string, strategy lockswap.
 		}
 		timerC = w.timer.C
 	}
+	// waitedCause is why the wait did not end with the lock; call it
+	// before leaving the line, whose failure it reads.
 	waitedCause := func() error {
 		if prev != nil {
 			return prev
+		}
+		q.mu.Lock()
+		var failed error
+		if l := q.lines[key]; l != nil {
+			failed = l.failed
+		}
+		q.mu.Unlock()
+		if failed != nil {
+			return fmt.Errorf("waiting behind other callers of this Locker, whose last attempt failed: %w", failed)
 		}
 		return fmt.Errorf("%s: acquire %s: waiting behind other callers of this Locker: %w", q.backend, lockstate.QuoteKey(key), lockswap.ErrHeld)
 	}
@@ -235,6 +252,7 @@ func (q *Queue) AcquireOffer(ctx context.Context, key string, strategy lockswap.
 			tried = false
 		}
 		if tried {
+			q.noteAttempt(key, err)
 			if err == nil {
 				if !delivered || (!closed && ctx.Err() == nil) {
 					q.leave(key, w, l)
@@ -254,11 +272,11 @@ func (q *Queue) AcquireOffer(ctx context.Context, key string, strategy lockswap.
 				return nil, fmt.Errorf("%s: acquire %s: %w", q.backend, lockstate.QuoteKey(key), lockswap.ErrClosed)
 			}
 			if ctxErr := ctx.Err(); ctxErr != nil {
-				q.leave(key, w, nil)
 				cause := err
 				if prev != nil || cause == nil {
 					cause = waitedCause()
 				}
+				q.leave(key, w, nil)
 				return nil, acquire.WaitError(cause, ctxErr)
 			}
 			if !acquire.Retryable(err) {
@@ -302,10 +320,26 @@ func (q *Queue) AcquireOffer(ctx context.Context, key string, strategy lockswap.
 			}
 			w.busy = true
 			q.mu.Unlock()
+			cause := waitedCause()
 			q.leave(key, w, nil)
-			return nil, acquire.WaitError(waitedCause(), ctx.Err())
+			return nil, acquire.WaitError(cause, ctx.Err())
 		}
 	}
+}
+
+// noteAttempt records the outcome of an attempt of key's line: a failure
+// other than contention is the line's failure until the backend answers
+// an attempt (with the lock or with contention).
+func (q *Queue) noteAttempt(key string, err error) {
+	q.mu.Lock()
+	if l := q.lines[key]; l != nil {
+		if err != nil && !errors.Is(err, lockswap.ErrHeld) {
+			l.failed = err
+		} else {
+			l.failed = nil // the backend answered
+		}
+	}
+	q.mu.Unlock()
 }
 
 // join appends a waiter for key; the first of a line is head and tries at

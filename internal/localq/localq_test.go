@@ -559,3 +559,35 @@ func TestCloseWhileClaimed(t *testing.T) {
 		t.Error("the lock delivered to a waiter of a closed Queue was not given back")
 	}
 }
+
+// TestWaiterBehindOutage: a caller that waits behind the head while every
+// attempt fails with an outage ends with the outage as its cause, not
+// with contention: nobody holds the key.
+func TestWaiterBehindOutage(t *testing.T) {
+	s, key := newStore(), "k"
+	s.down = true
+	headCtx, stopHead := context.WithCancel(context.Background())
+	defer stopHead()
+	out := make(chan result, 2)
+	start(t, headCtx, s, key, 0, 1, fast, out)
+	queuetest.WaitUntil(t, "the head's first failed attempt", func() bool { return len(s.attempts(key)) >= 1 })
+	ctx, cancel := context.WithCancel(context.Background())
+	start(t, ctx, s, key, 1, 2, fast, out)
+	cancel()
+	r := <-out
+	if r.id != 1 {
+		t.Fatalf("caller %d ended first, want the cancelled waiter 1", r.id)
+	}
+	if !errors.Is(r.err, lockswap.ErrUnavailable) || errors.Is(r.err, lockswap.ErrHeld) || !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("waiter behind an outage: err = %v, want ErrUnavailable and context.Canceled, not ErrHeld", r.err)
+	}
+	stopHead()
+	if r := <-out; !errors.Is(r.err, lockswap.ErrUnavailable) {
+		t.Fatalf("head: err = %v, want ErrUnavailable", r.err)
+	}
+	for _, id := range s.attempts(key) {
+		if id != 0 {
+			t.Fatalf("attempts %v: the waiter behind the head attempted", s.attempts(key))
+		}
+	}
+}
