@@ -149,8 +149,8 @@ func (ls *lease) retire() {
 	}
 	lk.mu.Unlock()
 	ls.mu.Lock()
+	idle := !ls.retired && ls.users <= 0 // once: a release retried in the background retires it again
 	ls.retired = true
-	idle := ls.users <= 0
 	ls.mu.Unlock()
 	if idle {
 		ls.revokeRetired()
