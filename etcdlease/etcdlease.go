@@ -72,7 +72,7 @@
 // every backend (and the scheduling delays of a loaded machine), even
 // against an etcd that never answers: requests carry the caller's context,
 // and cleanup that must run after the caller gave up (the deletion of a
-// queue key whose put may still land, a Release whose delete is on its way)
+// queue key whose put may still land, a Release whose outcome is unknown)
 // is waited for only within that grace and otherwise continues in the
 // background, on the Locker's time, bounded by lockswap.CleanupTimeout:
 // Close gives it half a second (while it revokes the leases), then cancels
@@ -80,6 +80,13 @@
 // lease it used is retired: no new lock uses it, and it is revoked (or left
 // to expire) once its last lock ends, which deletes whatever it still
 // carries.
+//
+// A Release that etcd does not answer (unreachable, timed out) returns an
+// error matching lockswap.ErrUnavailable at its deadline, and the lock ends
+// (Done closes); the kit goes on with the delete in the background (see
+// driver.Config.Uncertain), and the retired lease takes the key with it if
+// no retry deletes it: the key is gone at the latest one lease TTL after
+// etcd is back.
 //
 // Acquire waits for a held lock until its context ends, but not for an
 // outage: once etcd has answered none of its requests for the call's
@@ -101,7 +108,8 @@
 // A Locker is a driver of package driver: the kit does the edges of every
 // call (closed check, key, TTL and option validation, request deadlines,
 // Deadline and Done bookkeeping, one Extend or Release of a lock at a time,
-// the "etcdlease: op key:" prefix of every error), and this package speaks
+// the retries of a Release whose outcome is unknown, the "etcdlease: op
+// key:" prefix of every error), and this package speaks
 // only etcd: the leases, the queue transaction, the watch that wakes a waiter
 // (Acquire calls the driver's Wait, one attempt that waits on a watch; the
 // kit tries again after an outage and keeps the outage bound), the watch
@@ -229,13 +237,12 @@ type Locker struct {
 	ctx    context.Context // ends at Close: background work, calls in progress
 	cancel context.CancelFunc
 	// cleanupCtx ends when Close has revoked the leases (or given up): it
-	// bounds the revocation of a lease granted while closing, and a lock's
-	// watch waiting for the deletion of its key.
+	// bounds the revocation of a lease granted while closing.
 	cleanupCtx    context.Context
 	cleanupCancel context.CancelFunc
 	// bg runs the cleanup that outlives its caller (the deletion of a
-	// queue key after a failed attempt, Release's delete, the revocation
-	// of a retired lease); Close ends it.
+	// queue key after a failed attempt, the revocation of a retired
+	// lease); Close ends it. (The kit runs a Release's retries.)
 	bg background.Group
 	// wg counts the goroutines of the Locker's own machinery: lease grants,
 	// keepalives and lock watches. Add is called only under mu while closed
@@ -374,6 +381,7 @@ func newLocker(c *clientv3.Client, opts Options) (*Locker, error) {
 		Retry:      opts.Retry,
 		CheckKey:   lk.checkKey,
 		Fence:      true,
+		Uncertain:  uncertain,
 	})
 	if err != nil {
 		cancel()
@@ -457,11 +465,12 @@ var escaper = strings.NewReplacer("%", "%25", "/", "%2F")
 // answer: revocation gives up after 500 ms (the leases, no longer kept
 // alive, then expire on the server after their TTL, and the error says
 // so), and cleanup still running in the background (deletes whose outcome
-// was unknown when their caller returned) gets background.CloseWait (half
-// a second, at the same time) to finish, then is cancelled: no goroutine
-// of the Locker outlives Close. Extend of a lock of a closed Locker
-// returns an error matching lockswap.ErrClosed, and so does Release (and
-// lockswap.ErrLost: the revocation released the lock).
+// was unknown when their caller returned, the kit's and this package's)
+// gets background.CloseWait (half a second, at the same time) to finish,
+// then is cancelled: no goroutine of the Locker outlives Close. Extend of
+// a lock of a closed Locker returns an error matching lockswap.ErrClosed,
+// and so does Release (and lockswap.ErrLost: the revocation released the
+// lock).
 func (lk *Locker) Close() error {
 	lk.mu.Lock()
 	if lk.closed {
@@ -586,6 +595,32 @@ func classify(err error) error {
 		return lockswap.ErrInvalid
 	}
 	return lockswap.ErrUnavailable
+}
+
+// uncertain reports whether err, an error of a request wrapped by
+// Locker.fail, leaves the request's outcome unknown: etcd may have applied
+// it or not. That is so when no answer came (the deadline passed, the call
+// was cancelled, the connection failed or closed) and when etcd answered
+// that a proposal timed out (raft may still commit it). An answer that
+// says what happened (a refusal, no leader, too many requests) is definite,
+// and so is an error that does not match lockswap.ErrUnavailable.
+func uncertain(err error) bool {
+	if !errors.Is(err, lockswap.ErrUnavailable) || errors.Is(err, lockswap.ErrClosed) {
+		return false
+	}
+	var answer rpctypes.EtcdError
+	if errors.As(err, &answer) {
+		return errors.Is(err, rpctypes.ErrTimeout) || errors.Is(err, rpctypes.ErrTimeoutDueToLeaderFail) ||
+			errors.Is(err, rpctypes.ErrTimeoutDueToConnectionLost)
+	}
+	if s, ok := status.FromError(err); ok {
+		switch s.Code() {
+		case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled, codes.Unknown:
+			return true
+		}
+		return false
+	}
+	return true
 }
 
 // hint says what to fix for an error that retrying cannot fix.

@@ -267,7 +267,7 @@ func TestHostileDeadlines(t *testing.T) {
 			check("Release", 500*time.Millisecond, lockswap.ErrUnavailable, func(ctx context.Context) error {
 				return locks[1].Release(ctx)
 			})
-			// A second Release waits for the same delete, bounded alike.
+			// A second Release sends the delete again, bounded alike.
 			check("Release", 300*time.Millisecond, lockswap.ErrUnavailable, func(ctx context.Context) error {
 				return locks[1].Release(ctx)
 			})

@@ -149,8 +149,8 @@ func (ls *lease) retire() {
 	}
 	lk.mu.Unlock()
 	ls.mu.Lock()
+	idle := !ls.retired && ls.users <= 0 // once: a release retried in the background retires it again
 	ls.retired = true
-	idle := ls.users <= 0
 	ls.mu.Unlock()
 	if idle {
 		ls.revokeRetired()
@@ -168,11 +168,7 @@ func (lk *Locker) grant(ls *lease) {
 	resp, err := lk.c.Grant(ctx, ls.secs)
 	cancel()
 	if err != nil {
-		if sentinel := classify(err); sentinel == lockswap.ErrInvalid {
-			ls.err = fmt.Errorf("grant a %d s lease on %v: %w: %v (%s)", ls.secs, lk.c.Endpoints(), sentinel, err, lk.hint(err))
-		} else {
-			ls.err = fmt.Errorf("grant a %d s lease on %v: %w: %w", ls.secs, lk.c.Endpoints(), sentinel, err)
-		}
+		ls.err = fmt.Errorf("grant a %d s lease %w", ls.secs, lk.fail(err))
 		return
 	}
 	ls.id = resp.ID

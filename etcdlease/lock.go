@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -16,16 +15,18 @@ import (
 	"github.com/lockswap/lockswap/internal/lockstate"
 )
 
-// A lock's life ends in one of these states.
+// A lock's states: it starts live and ends released, lost or expired.
 const (
-	stateLive int32 = iota
+	stateLive      int32 = iota
+	stateReleasing       // Release is deleting the key (maybe in the background)
 	stateReleased
 	stateLost
 	stateExpired
 )
 
 // entry is a held lock as the protocol sees it (the driver's Data): its
-// queue key, the lease it hangs on, and the one deletion of its key.
+// queue key, the lease it hangs on, and the state that tells the watch
+// whether the lock is still live.
 type entry struct {
 	lk      *Locker
 	ls      *lease
@@ -36,14 +37,6 @@ type entry struct {
 	// claim is the kit's claim of the lock: Lose ends it, Done is its Done.
 	claim *driver.Claim[*entry]
 	st    atomic.Int32
-	// releasing is set while Release's delete is in flight, so that the
-	// watch does not take our own deletion for a loss.
-	releasing atomic.Bool
-	// mu guards del: the one deletion in flight, by Release or at the
-	// deadline, so that a plain delete never follows the confirmed one
-	// (after which the slot may belong to another attempt).
-	mu  sync.Mutex
-	del *deletion
 	// watchTimer starts the watch (see WatchDelay).
 	watchTimer *time.Timer
 }
@@ -112,15 +105,11 @@ func LeaseID(l lockswap.Lock) (id clientv3.LeaseID, ok bool) {
 // Extend refreshes the lease, checks in one transaction that the key is
 // still ours, and returns the lock's new deadline, now + ttl. It returns an
 // error matching lockswap.ErrLost when the lock is no longer held,
-// lockswap.ErrClosed after the Locker's Close, and lockswap.ErrInvalid for
-// a TTL that ran out during the request (the lock then keeps its previous
-// deadline).
+// lockswap.ErrClosed when the Locker's Close ended the request, and
+// lockswap.ErrInvalid for a TTL that ran out during the request (the lock
+// then keeps its previous deadline).
 func (d drv) Extend(ctx context.Context, c *driver.Claim[*entry], ttl time.Duration) (driver.Grant, error) {
 	lk, l := d.lk, c.Data
-	if lk.isClosed() {
-		l.lose()
-		return driver.Grant{}, errClosedLost
-	}
 	if !time.Now().Before(l.ls.leaseDeadline()) {
 		if l.settle(stateExpired) {
 			c.Lose()
@@ -165,105 +154,23 @@ func (l *entry) failAfterClose(err error) error {
 	return l.lk.fail(err)
 }
 
-// deletion is the one request in flight that deletes a lock's key.
-type deletion struct {
-	done chan struct{}
-	err  error // set before done closes
-}
-
-func (d *deletion) failed() bool {
-	select {
-	case <-d.done:
-		return d.err != nil && errors.Is(d.err, lockswap.ErrUnavailable)
-	default:
-		return false
-	}
-}
-
-// startDelete starts the deletion of l's key unless one is in flight or
-// has succeeded, and returns it; nil when the Locker is closed. Called with
-// l.mu held. A live lock's key is deleted plainly (its name is used by no
-// other attempt while the slot is not freed), an ended one's only if its
-// create revision is still the fence. The request runs in the background
-// (the Locker's group, with parent's values, bounded by
-// lockswap.CleanupTimeout and ended by Close); when it cannot confirm the
-// deletion of a key that nobody else will delete (the lock ended), the
-// lease is retired, so that the key goes with it.
-func (l *entry) startDelete(parent context.Context) *deletion {
-	if l.del != nil && !l.del.failed() {
-		return l.del
-	}
-	live := l.st.Load() == stateLive
-	d := &deletion{done: make(chan struct{})}
-	lk := l.lk
-	if live {
-		l.releasing.Store(true)
-	}
-	ok := lk.bg.Go(parent, func(ctx context.Context) {
-		defer close(d.done)
-		d.err = l.deleteKey(ctx, live)
-	})
-	if !ok {
-		l.releasing.Store(false)
-		return nil
-	}
-	l.del = d
-	return d
-}
-
-// deleteKey sends the deletion of l's key and settles the lock by its
-// outcome.
-func (l *entry) deleteKey(ctx context.Context, live bool) error {
-	lk := l.lk
-	if !live {
-		resp, err := lk.c.Txn(ctx).If(l.isOwner()).Then(clientv3.OpDelete(l.etcdKey)).Commit()
-		if err != nil {
-			l.ls.retire()
-			return lk.fail(err)
-		}
-		what := "the lock had already ended"
-		if resp.Succeeded {
-			lk.putSlot(l.slot)
-			what += " (its key was still there and is now deleted)"
-		}
-		return fmt.Errorf("%s: %w", what, lockswap.ErrLost)
-	}
-	defer l.releasing.Store(false)
-	resp, err := lk.c.Delete(ctx, l.etcdKey)
-	if err != nil {
-		return lk.fail(err)
-	}
-	if resp.Deleted == 0 {
-		l.settle(stateLost)
-		return fmt.Errorf("key %s was already gone: %w", lockstate.QuoteKey(l.etcdKey), lockswap.ErrLost)
-	}
-	settled := l.settle(stateReleased)
-	// Done closes now, also when the caller of Release stopped waiting
-	// for this delete (the kit then left the lock as it was).
-	l.claim.Lose()
-	l.stopWatch()
-	if settled {
-		lk.putSlot(l.slot)
-	}
-	return nil
-}
-
-// Release deletes the lock's key. It never deletes another holder's key:
-// while the lock is live its key name is used by no other attempt (see
-// contenderKey), so that delete is a plain one; once the lock has ended
-// (lost, expired) the delete is a transaction that compares the key's
-// create revision with Fence. It returns nil when our lock was removed (or
-// was already released), an error matching lockswap.ErrLost when it had
-// already been lost or had passed its deadline, and one matching
-// lockswap.ErrClosed (and ErrLost) after the Locker's Close, whose
-// revocation of the leases released it.
+// Release deletes the lock's key if it is still ours: one transaction
+// compares the key's create revision with the lock's (its Fence), so that
+// the request may be repeated, or land late, without ever deleting another
+// holder's key, even once the key's name is reused (see contenderKey). It
+// returns nil when it deleted our key, an error matching lockswap.ErrLost
+// when the key was already gone or the lock had already ended (lost, or
+// past its deadline: the key is then deleted if it is still ours), and one
+// matching lockswap.ErrClosed and lockswap.ErrLost after the Locker's
+// Close, whose revocation of the leases released it.
 //
-// The delete runs in the background (the Locker's group, bounded by
-// lockswap.CleanupTimeout, ended by Close); Release waits for it until
-// ctx's deadline (the kit's: the caller's plus lockswap.DeadlineGrace) and
-// otherwise returns an error matching lockswap.ErrUnavailable (and ctx's
-// error once the caller's context has ended) while the delete goes on: a
-// later Release waits for the same one.
+// An etcd error leaves the key where it was as far as this client knows,
+// so the lease it hangs on is retired (see lease.retire): once the last
+// lock on it ends, the lease is revoked (or, without an answer, no longer
+// kept alive and left to expire), which deletes the key unless a later
+// request did. When the outcome is unknown (see uncertain) the kit sends
+// the request again, within the caller's deadline and then in the
+// background until lockswap.CleanupTimeout (ended by Close).
 func (d drv) Release(ctx context.Context, c *driver.Claim[*entry]) error {
 	lk, l := d.lk, c.Data
 	if l.st.Load() == stateReleased {
@@ -274,54 +181,50 @@ func (d drv) Release(ctx context.Context, c *driver.Claim[*entry]) error {
 		l.lose()
 		return errClosedLost
 	}
-	l.mu.Lock()
-	del := l.startDelete(ctx)
-	l.mu.Unlock()
-	if del == nil {
-		l.lose()
-		return errClosedLost
-	}
-	if !awaitDone(ctx, del.done) {
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("etcd did not confirm the delete before the deadline (it goes on in the background, for up to %v): %w: %w",
-				lockswap.CleanupTimeout, lockswap.ErrUnavailable, err)
+	// A releasing lock is no longer live: the watch takes neither the
+	// deletion of its key for a loss nor its deadline for a reason to
+	// delete it (the kit is releasing it).
+	releasing := l.st.CompareAndSwap(stateLive, stateReleasing) || l.st.Load() == stateReleasing
+	rctx, cancel := lk.reqCtx(ctx, nil)
+	deleted, err := l.deleteKey(rctx)
+	cancel()
+	switch {
+	case err != nil:
+		if releasing && !uncertain(err) {
+			// The request was refused: the lock is as it was.
+			l.st.CompareAndSwap(stateReleasing, stateLive)
 		}
-		return fmt.Errorf("etcd did not confirm the delete before the deadline (it goes on in the background, for up to %v): %w",
-			lockswap.CleanupTimeout, lockswap.ErrUnavailable)
+		return l.failAfterClose(err)
+	case !releasing:
+		what := "the lock had already ended"
+		if deleted {
+			what += " (its key was still there and is now deleted)"
+		}
+		return fmt.Errorf("%s: %w", what, lockswap.ErrLost)
+	case !deleted:
+		l.st.CompareAndSwap(stateReleasing, stateLost)
+		return fmt.Errorf("key %s was already gone: %w", lockstate.QuoteKey(l.etcdKey), lockswap.ErrLost)
 	}
-	if del.err != nil && lk.isClosed() && errors.Is(del.err, lockswap.ErrUnavailable) {
-		return errClosedLost
-	}
-	return del.err
+	l.st.CompareAndSwap(stateReleasing, stateReleased)
+	return nil
 }
 
-// awaitDone waits for done until ctx ends or its deadline passes (a
-// context of the kit's may carry a deadline that nothing cancels), and
-// reports whether done closed.
-func awaitDone(ctx context.Context, done <-chan struct{}) bool {
-	select {
-	case <-done:
-		return true
-	default:
+// deleteKey deletes l's key if its create revision is still the lock's,
+// and reports whether it did. Only one request can: that one frees the
+// key's slot. When no request can confirm it, the lease is retired, so
+// that the key goes with the lease.
+func (l *entry) deleteKey(ctx context.Context) (deleted bool, err error) {
+	lk := l.lk
+	resp, err := lk.c.Txn(ctx).If(l.isOwner()).Then(clientv3.OpDelete(l.etcdKey)).Commit()
+	if err != nil {
+		l.ls.retire()
+		return false, lk.fail(err)
 	}
-	var expired <-chan time.Time
-	if d, ok := ctx.Deadline(); ok {
-		t := time.NewTimer(time.Until(d))
-		defer t.Stop()
-		expired = t.C
+	if resp.Succeeded {
+		lk.putSlot(l.slot)
+		l.stopWatch()
 	}
-	select {
-	case <-done:
-		return true
-	case <-ctx.Done():
-	case <-expired:
-	}
-	select {
-	case <-done:
-		return true
-	default:
-		return false
-	}
+	return resp.Succeeded, nil
 }
 
 // watch runs while the lock is held: it ends the lock when the key is
@@ -338,24 +241,12 @@ func (l *entry) watch() {
 		select {
 		case <-l.claim.Done():
 			// At the deadline the key is deleted (the lease would keep
-			// it), unless Release is already at it.
-			// A Release in flight is waited for first: if its delete
-			// fails, the key is deleted here.
-			for i := 0; i < 2; i++ {
-				l.mu.Lock()
-				d := l.del
-				if (d == nil || d.failed()) && l.settle(stateExpired) {
-					d = l.startDelete(ctx)
-				}
-				l.mu.Unlock()
-				if d == nil {
-					return
-				}
-				select {
-				case <-d.done:
-				case <-lk.cleanupCtx.Done():
-					return
-				}
+			// it), unless the lock ended otherwise: released or being
+			// released (the kit's), lost.
+			if l.settle(stateExpired) {
+				rctx, rcancel := lk.reqCtx(ctx, nil)
+				_, _ = l.deleteKey(rctx) // on failure the key goes with the lease
+				rcancel()
 			}
 			return
 		case wr, ok := <-wch:
@@ -385,8 +276,8 @@ func (l *entry) watch() {
 				continue
 			}
 			for _, ev := range wr.Events {
-				if ev.Type == clientv3.EventTypeDelete && !l.releasing.Load() {
-					l.lose()
+				if ev.Type == clientv3.EventTypeDelete {
+					l.lose() // not a releasing lock's (see Release)
 				}
 			}
 			rev = wr.Header.Revision + 1

@@ -30,41 +30,7 @@ var (
 // holds or waits for it (one transaction puts our key if the queue prefix
 // is empty).
 func (d drv) Acquire(ctx context.Context, c *driver.Claim[*entry]) (driver.Grant, error) {
-	lk := d.lk
-	cctx, stop := lk.callCtx(ctx)
-	defer stop()
-	g, err := lk.tryOnce(cctx, c)
-	if err != nil && lk.isClosed() {
-		return g, closedBecause(err)
-	}
-	return g, err
-}
-
-func (lk *Locker) tryOnce(ctx context.Context, c *driver.Claim[*entry]) (driver.Grant, error) {
-	ls, err := lk.lease(ctx, c.TTL, nil)
-	if err != nil {
-		return driver.Grant{}, err
-	}
-	pfx := lk.QueuePrefix(c.Key)
-	slot := lk.takeSlot()
-	myKey := lk.contenderKey(pfx, slot)
-	start := time.Now()
-	rctx, cancel := lk.reqCtx(ctx, nil)
-	resp, err := lk.c.Txn(rctx).
-		If(clientv3.Compare(clientv3.CreateRevision(pfx), "=", 0).WithPrefix()).
-		Then(clientv3.OpPut(myKey, c.Token, clientv3.WithLease(ls.id))).
-		Commit()
-	cancel()
-	if err != nil {
-		lk.giveBack(ctx, myKey, slot, ls, err)
-		return driver.Grant{}, lk.fail(err)
-	}
-	if !resp.Succeeded {
-		lk.putSlot(slot) // nothing was written
-		ls.done()
-		return driver.Grant{}, lockswap.ErrHeld
-	}
-	return lk.held(ctx, c, myKey, slot, resp.Header.Revision, ls, start)
+	return d.lk.attempt(ctx, c, nil, d.lk.putIfEmpty)
 }
 
 // Wait is one attempt of Acquire: it joins the lock's queue and waits,
@@ -74,14 +40,75 @@ func (lk *Locker) tryOnce(ctx context.Context, c *driver.Claim[*entry]) (driver.
 // call's outage bound (ErrUnavailable: the kit decides whether to try
 // again). Errors that retrying cannot fix (ErrInvalid) end it at once.
 func (d drv) Wait(ctx context.Context, c *driver.Claim[*entry], ob *driver.Outage) (driver.Grant, error) {
-	lk := d.lk
+	return d.lk.attempt(ctx, c, ob, d.lk.queue)
+}
+
+// attempt runs try, one attempt, under ctx also cancelled by Close: an
+// attempt that fails once Close has begun (its leases revoked, its calls
+// cancelled) fails with ErrClosed.
+func (lk *Locker) attempt(ctx context.Context, c *driver.Claim[*entry], ob *driver.Outage,
+	try func(context.Context, *driver.Claim[*entry], *driver.Outage) (driver.Grant, error)) (driver.Grant, error) {
 	cctx, stop := lk.callCtx(ctx)
 	defer stop()
-	g, err := lk.queue(cctx, c, ob)
+	g, err := try(cctx, c, ob)
 	if err != nil && lk.isClosed() {
 		return g, closedBecause(err)
 	}
 	return g, err
+}
+
+// contender is one attempt's place in a lock's queue: its key, the slot
+// that names it, and its hold on the lease the key is attached to.
+type contender struct {
+	lk   *Locker
+	pfx  string // the queue prefix
+	key  string // our key in it
+	slot int
+	ls   *lease
+	// start is when the request that may have made the lock ours was
+	// sent: the lock's validity counts from it.
+	start time.Time
+}
+
+// join takes a lease and a slot for c's attempt and sends, in one
+// transaction, the put of its queue key and what build adds (the
+// condition of TryAcquire, the read of the queue of Acquire). When the
+// request fails, the key (which it may have written) is given back.
+func (lk *Locker) join(ctx context.Context, c *driver.Claim[*entry], ob *driver.Outage,
+	build func(txn clientv3.Txn, pfx string, put clientv3.Op) clientv3.Txn) (*contender, *clientv3.TxnResponse, error) {
+	ls, err := lk.lease(ctx, c.TTL, ob)
+	if err != nil {
+		return nil, nil, err
+	}
+	pfx := lk.QueuePrefix(c.Key)
+	// The slot's key name is ours alone (see contenderKey), so the put
+	// needs no compare.
+	slot := lk.takeSlot()
+	ct := &contender{lk: lk, pfx: pfx, key: lk.contenderKey(pfx, slot), slot: slot, ls: ls, start: time.Now()}
+	rctx, cancel := lk.reqCtx(ctx, ob)
+	resp, err := build(lk.c.Txn(rctx), pfx, clientv3.OpPut(ct.key, c.Token, clientv3.WithLease(ls.id))).Commit()
+	cancel()
+	if err != nil {
+		ct.giveBack(ctx, err)
+		return nil, nil, lk.fail(err)
+	}
+	ob.Answered()
+	return ct, resp, nil
+}
+
+// putIfEmpty is TryAcquire's attempt: put our key if the queue is empty.
+func (lk *Locker) putIfEmpty(ctx context.Context, c *driver.Claim[*entry], _ *driver.Outage) (driver.Grant, error) {
+	ct, resp, err := lk.join(ctx, c, nil, func(txn clientv3.Txn, pfx string, put clientv3.Op) clientv3.Txn {
+		return txn.If(clientv3.Compare(clientv3.CreateRevision(pfx), "=", 0).WithPrefix()).Then(put)
+	})
+	if err != nil {
+		return driver.Grant{}, err
+	}
+	if !resp.Succeeded {
+		ct.abandon() // nothing was written
+		return driver.Grant{}, lockswap.ErrHeld
+	}
+	return ct.held(ctx, c, resp.Header.Revision)
 }
 
 // Bound is the lease's deadline as this client knows it: the send time of
@@ -105,42 +132,28 @@ func queueOpts(maxRev int64) []clientv3.OpOption {
 }
 
 // queue makes one attempt of Acquire. Its errors are not wrapped with the
-// context's (Wait does that once).
+// context's (the kit does that once).
 func (lk *Locker) queue(ctx context.Context, c *driver.Claim[*entry], ob *driver.Outage) (driver.Grant, error) {
-	ls, err := lk.lease(ctx, c.TTL, ob)
+	ct, resp, err := lk.join(ctx, c, ob, func(txn clientv3.Txn, pfx string, put clientv3.Op) clientv3.Txn {
+		return txn.Then(put, clientv3.OpGet(pfx, queueOpts(0)...))
+	})
 	if err != nil {
 		return driver.Grant{}, err
 	}
-	pfx := lk.QueuePrefix(c.Key)
-	// The slot's key name is ours alone (see contenderKey), so the put
-	// needs no compare.
-	slot := lk.takeSlot()
-	myKey := lk.contenderKey(pfx, slot)
-	start := time.Now()
-	rctx, cancel := lk.reqCtx(ctx, ob)
-	resp, err := lk.c.Txn(rctx).
-		Then(clientv3.OpPut(myKey, c.Token, clientv3.WithLease(ls.id)), clientv3.OpGet(pfx, queueOpts(0)...)).
-		Commit()
-	cancel()
-	if err != nil {
-		lk.giveBack(ctx, myKey, slot, ls, err)
-		return driver.Grant{}, lk.fail(err)
-	}
-	ob.Answered()
 	myRev := resp.Header.Revision
 	kvs := resp.Responses[1].GetResponseRange().Kvs
 	header := resp.Header.Revision
 	for {
-		if len(kvs) == 0 || string(kvs[0].Key) != myKey {
+		if len(kvs) == 0 || string(kvs[0].Key) != ct.key {
 			// Our key is gone: the lease expired while we waited.
-			lk.giveBack(ctx, myKey, slot, ls, nil)
+			ct.giveBack(ctx, nil)
 			return driver.Grant{}, fmt.Errorf("queue entry vanished while waiting (lease lost): %w", lockswap.ErrUnavailable)
 		}
 		if len(kvs) == 1 {
-			return lk.held(ctx, c, myKey, slot, myRev, ls, start)
+			return ct.held(ctx, c, myRev)
 		}
 		if err := lk.waitDelete(ctx, string(kvs[1].Key), kvs[1].CreateRevision, header, ob); err != nil {
-			lk.giveBack(ctx, myKey, slot, ls, err)
+			ct.giveBack(ctx, err)
 			if errors.Is(err, lockswap.ErrClosed) {
 				return driver.Grant{}, errClosed
 			}
@@ -152,12 +165,12 @@ func (lk *Locker) queue(ctx context.Context, c *driver.Claim[*entry], ob *driver
 			}
 			return driver.Grant{}, lk.fail(err)
 		}
-		start = time.Now()
+		ct.start = time.Now()
 		rctx, cancel := lk.reqCtx(ctx, ob)
-		g, err := lk.c.Get(rctx, pfx, queueOpts(myRev)...)
+		g, err := lk.c.Get(rctx, ct.pfx, queueOpts(myRev)...)
 		cancel()
 		if err != nil {
-			lk.giveBack(ctx, myKey, slot, ls, err)
+			ct.giveBack(ctx, err)
 			return driver.Grant{}, lk.fail(err)
 		}
 		ob.Answered()
@@ -311,11 +324,10 @@ func (lk *Locker) startWatch(ctx context.Context, k string, ob *driver.Outage) (
 // awaitGiveBack). The slot is reused only when the delete is confirmed;
 // when it cannot be, the lease is retired, so that the key goes with it.
 // After Close nothing is sent: Close revoked the lease (or let it expire).
-func (lk *Locker) giveBack(ctx context.Context, myKey string, slot int, ls *lease, cause error) {
+func (ct *contender) giveBack(ctx context.Context, cause error) {
+	lk, ls := ct.lk, ct.ls
 	if cause != nil && classify(cause) == lockswap.ErrInvalid && !errors.Is(cause, context.DeadlineExceeded) {
-		// The server refused the request: nothing was written.
-		lk.putSlot(slot)
-		ls.done()
+		ct.abandon() // the server refused the request: nothing was written
 		return
 	}
 	if lk.isClosed() {
@@ -328,8 +340,8 @@ func (lk *Locker) giveBack(ctx context.Context, myKey string, slot int, ls *leas
 	if !lk.bg.Go(ctx, func(bctx context.Context) {
 		defer close(done)
 		defer ls.done()
-		if _, err := lk.c.Delete(bctx, myKey); err == nil {
-			lk.putSlot(slot)
+		if _, err := lk.c.Delete(bctx, ct.key); err == nil {
+			lk.putSlot(ct.slot)
 			return
 		}
 		ls.retire()
@@ -338,6 +350,13 @@ func (lk *Locker) giveBack(ctx context.Context, myKey string, slot int, ls *leas
 		return
 	}
 	awaitGiveBack(ctx, done)
+}
+
+// abandon frees the slot and the lease hold of an attempt that wrote
+// nothing.
+func (ct *contender) abandon() {
+	ct.lk.putSlot(ct.slot)
+	ct.ls.done()
 }
 
 // awaitGiveBack waits for done, the deletion of a failed attempt's queue
@@ -393,23 +412,20 @@ func (lk *Locker) putSlot(s int) {
 	lk.slotMu.Unlock()
 }
 
-// held makes the lock's entry (c.Data) and starts watching its key. The
-// attempt's hold on ls passes to the lock (released by forget). A lock
-// whose validity the acquisition used up is given back: ErrInvalid when
-// the TTL was shorter than the acquisition took, ErrUnavailable when the
-// lease's own deadline passed.
-func (lk *Locker) held(ctx context.Context, c *driver.Claim[*entry], myKey string, slot int, rev int64, ls *lease, start time.Time) (driver.Grant, error) {
-	ttl := c.TTL
-	deadline := start.Add(ttl - lockstate.Drift(ttl))
-	if now := time.Now(); !now.Before(deadline) {
-		lk.giveBack(ctx, myKey, slot, ls, nil)
-		return driver.Grant{}, fmt.Errorf("ttl %v is too short: the acquisition took %v, which left the lock no validity (nothing is held; use a longer TTL): %w",
-			ttl, now.Sub(start).Round(time.Microsecond), lockswap.ErrInvalid)
-	} else if !now.Before(ls.leaseDeadline()) {
-		lk.giveBack(ctx, myKey, slot, ls, nil)
+// held makes the lock's entry (c.Data) of ct, whose key was created at
+// revision rev, and starts watching its key; its deadline counts from the
+// request that found it ours. The attempt's hold on the lease passes to
+// the lock (released by forget). A lock whose lease's deadline passed
+// during the acquisition is given back (ErrUnavailable); one whose TTL the
+// acquisition used up, the kit gives back (ErrInvalid).
+func (ct *contender) held(ctx context.Context, c *driver.Claim[*entry], rev int64) (driver.Grant, error) {
+	lk, ls, ttl := ct.lk, ct.ls, c.TTL
+	deadline := ct.start.Add(ttl - lockstate.Drift(ttl))
+	if !time.Now().Before(ls.leaseDeadline()) {
+		ct.giveBack(ctx, nil)
 		return driver.Grant{}, fmt.Errorf("the lease's keepalives went unanswered past its deadline: %w", lockswap.ErrUnavailable)
 	}
-	e := &entry{lk: lk, ls: ls, key: c.Key, etcdKey: myKey, slot: slot, rev: rev, claim: c}
+	e := &entry{lk: lk, ls: ls, key: c.Key, etcdKey: ct.key, slot: ct.slot, rev: rev, claim: c}
 	lk.mu.Lock()
 	if lk.closed {
 		lk.mu.Unlock()
@@ -421,7 +437,7 @@ func (lk *Locker) held(ctx context.Context, c *driver.Claim[*entry], myKey strin
 	if !ls.add(e) {
 		lk.mu.Unlock()
 		e.settle(stateLost)
-		lk.giveBack(ctx, myKey, slot, ls, nil)
+		ct.giveBack(ctx, nil)
 		return driver.Grant{}, fmt.Errorf("lease lost while acquiring: %w", lockswap.ErrUnavailable)
 	}
 	c.Data = e
