@@ -685,11 +685,14 @@ func (s *suite) oddKeys(t *testing.T) {
 			t.Errorf("Release(%q): %v", key, err)
 		}
 	}
-	huge := base + strings.Repeat("k", 1<<20)
-	l, err := a.TryAcquire(ctx, huge, s.ttl())
+	// Moving 1 MB takes a while on a loaded machine: the huge key's lock
+	// gets a TTL that outlasts the requests, so that the second attempt
+	// meets it held.
+	huge, hugeTTL := base+strings.Repeat("k", 1<<20), lockswap.WithTTL(max(s.h.TTL, 10*time.Second))
+	l, err := a.TryAcquire(ctx, huge, hugeTTL)
 	switch {
 	case err == nil:
-		if _, err := b.TryAcquire(ctx, huge, s.ttl()); !errors.Is(err, lockswap.ErrHeld) {
+		if _, err := b.TryAcquire(ctx, huge, hugeTTL); !errors.Is(err, lockswap.ErrHeld) {
 			t.Errorf("second TryAcquire of a 1 MB key: err = %v, want ErrHeld", err)
 		} else if len(err.Error()) > maxErrLen {
 			t.Errorf("the error about a 1 MB key is %d bytes long, want the key cut (≤ %d)", len(err.Error()), maxErrLen)
