@@ -146,7 +146,6 @@ import (
 
 	"github.com/lockswap/lockswap"
 	"github.com/lockswap/lockswap/driver"
-	"github.com/lockswap/lockswap/internal/background"
 	"github.com/lockswap/lockswap/internal/lockstate"
 )
 
@@ -242,8 +241,9 @@ type Locker struct {
 	cleanupCancel context.CancelFunc
 	// bg runs the cleanup that outlives its caller (the deletion of a
 	// queue key after a failed attempt, the revocation of a retired
-	// lease); Close ends it. (The kit runs a Release's retries.)
-	bg background.Group
+	// lease, a Release's retries): it is the kit's background group, which
+	// the kit's Close ends.
+	bg driver.Background
 	// wg counts the goroutines of the Locker's own machinery: lease grants,
 	// keepalives and lock watches. Add is called only under mu while closed
 	// is false, so never after Close's Wait began.
@@ -382,6 +382,7 @@ func newLocker(c *clientv3.Client, opts Options) (*Locker, error) {
 		CheckKey:   lk.checkKey,
 		Fence:      true,
 		Uncertain:  uncertain,
+		Background: &lk.bg,
 	})
 	if err != nil {
 		cancel()
@@ -466,7 +467,7 @@ var escaper = strings.NewReplacer("%", "%25", "/", "%2F")
 // alive, then expire on the server after their TTL, and the error says
 // so), and cleanup still running in the background (deletes whose outcome
 // was unknown when their caller returned, the kit's and this package's)
-// gets background.CloseWait (half a second, at the same time) to finish,
+// gets half a second (driver.Background, at the same time) to finish,
 // then is cancelled: no goroutine of the Locker outlives Close. Extend of
 // a lock of a closed Locker returns an error matching lockswap.ErrClosed,
 // and so does Release (and lockswap.ErrLost: the revocation released the
@@ -517,16 +518,10 @@ func (lk *Locker) Close() error {
 			}
 		}()
 	}
-	// Meanwhile the background cleanup (the kit's and ours) finishes or
-	// is cancelled; a delete it cuts short is moot once the revocation
-	// went through.
-	var kitErr error
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		kitErr = lk.Locker.Close()
-	}()
-	lk.bg.Close()
+	// Meanwhile the kit's Close lets the background cleanup (the kit's
+	// and ours, one group) finish or cancels it; a delete it cuts short is
+	// moot once the revocation went through.
+	kitErr := lk.Locker.Close()
 	wg.Wait()
 	cancel()
 	lk.cleanupCancel()

@@ -134,7 +134,7 @@ func (ls *lease) done() {
 // expires on the server after its TTL.
 func (ls *lease) revokeRetired() {
 	ls.lose()
-	ls.lk.bg.Go(context.Background(), func(ctx context.Context) { _, _ = ls.lk.c.Revoke(ctx, ls.id) })
+	ls.lk.bg.Go(func(ctx context.Context) { _, _ = ls.lk.c.Revoke(ctx, ls.id) })
 }
 
 // retire takes the lease out of use: a key on it could not be confirmed

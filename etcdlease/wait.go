@@ -337,7 +337,7 @@ func (ct *contender) giveBack(ctx context.Context, cause error) {
 		return
 	}
 	done := make(chan struct{})
-	if !lk.bg.Go(ctx, func(bctx context.Context) {
+	if !lk.bg.Go(func(bctx context.Context) {
 		defer close(done)
 		defer ls.done()
 		if _, err := lk.c.Delete(bctx, ct.key); err == nil {
