@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -17,14 +18,20 @@ import (
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	backends := fs.String("backends", "", "comma-separated backends (default all)")
+	backends := fs.String("backends", "", "comma-separated backends, each in its default configuration (default all: "+strings.Join(compare.BackendNames(), ",")+")")
 	duration := fs.Duration("duration", time.Second, "time per measurement")
 	useMini := fs.Bool("miniredis", false, "use miniredis even when redis-server is on PATH")
-	if err := fs.Parse(args); err != nil {
+	fs.Usage = commandUsage(fs, "[flags]", "Measures acquire+release cycles per backend (serial, parallel, contended) on the\nsame kind of servers compare starts.")
+	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
+	if *duration <= 0 {
+		return usageError("bench: --duration %v: want a positive duration such as 1s", *duration)
+	}
 	o := compare.BenchOptions{Backends: splitList(*backends), Duration: *duration, Miniredis: *useMini}
+	if _, err := compare.ShorthandColumns(o.Backends); err != nil {
+		return usageError("bench: %v", err)
+	}
 	if isTerminal(stderr) {
 		o.Progress = stderr
 	}
