@@ -15,11 +15,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/yuin/goldmark"
-	"github.com/yuin/goldmark/ast"
-	"github.com/yuin/goldmark/extension"
-	east "github.com/yuin/goldmark/extension/ast"
-	"github.com/yuin/goldmark/text"
+	"github.com/lockswap/lockswap/cmd/lockswap/internal/mdcheck"
 )
 
 // The tests in this file run the lockswap binary as a user would: built
@@ -196,61 +192,28 @@ func TestCLIFormats(t *testing.T) {
 }
 
 // checkMarkdown renders md as CommonMark with GitHub tables and checks its
-// structure: one table (a header and a row per scenario), the notes as an
-// ordered list with one nested item per column, and no paragraph that
-// runs several notes together.
+// structure: one table (a header and a row per scenario), the notes as a
+// numbered list with one nested item per column, and no paragraph that
+// runs several lines together.
 func checkMarkdown(t *testing.T, md string, scenarios, columns int) {
 	t.Helper()
-	gm := goldmark.New(goldmark.WithExtensions(extension.Table))
-	var html bytes.Buffer
-	if err := gm.Convert([]byte(md), &html); err != nil {
+	s, err := mdcheck.Parse([]byte(md))
+	if err != nil {
 		t.Fatal(err)
 	}
-	src := []byte(md)
-	doc := gm.Parser().Parse(text.NewReader(src))
-	var tables, bodyRows, headerCells, notes int
-	var noteItems []int
-	ast.Walk(doc, func(n ast.Node, entering bool) (ast.WalkStatus, error) {
-		if !entering {
-			return ast.WalkContinue, nil
-		}
-		switch n := n.(type) {
-		case *east.Table:
-			tables++
-		case *east.TableHeader:
-			headerCells = n.ChildCount()
-		case *east.TableRow:
-			bodyRows++
-		case *ast.List:
-			if n.IsOrdered() {
-				for item := n.FirstChild(); item != nil; item = item.NextSibling() {
-					notes++
-					nested := 0
-					for c := item.FirstChild(); c != nil; c = c.NextSibling() {
-						if l, ok := c.(*ast.List); ok && !l.IsOrdered() {
-							nested += l.ChildCount()
-						}
-					}
-					noteItems = append(noteItems, nested)
-				}
-			}
-		case *ast.Paragraph:
-			if p := string(n.Lines().Value(src)); strings.Count(p, "\n") > 1 {
-				t.Errorf("a paragraph of several lines (run-on text):\n%s", p)
-			}
-		}
-		return ast.WalkContinue, nil
-	})
-	if tables != 1 || bodyRows != scenarios || headerCells != columns+1 {
-		t.Errorf("rendered %d table(s), %d rows, %d header cells; want 1, %d, %d\n%s", tables, bodyRows, headerCells, scenarios, columns+1, html.String())
+	if len(s.Tables) != 1 || s.Tables[0].Rows != scenarios || s.Tables[0].HeaderCells != columns+1 {
+		t.Errorf("rendered tables %+v; want one with %d rows and %d header cells\n%s", s.Tables, scenarios, columns+1, s.HTML)
 	}
-	if notes != scenarios {
-		t.Errorf("%d numbered notes, want one per scenario (%d)\n%s", notes, scenarios, html.String())
+	if len(s.OrderedItems) != scenarios {
+		t.Errorf("%d numbered notes, want one per scenario (%d)\n%s", len(s.OrderedItems), scenarios, s.HTML)
 	}
-	for i, n := range noteItems {
+	for i, n := range s.OrderedItems {
 		if n != columns {
-			t.Errorf("note %d has %d column items, want %d\n%s", i+1, n, columns, html.String())
+			t.Errorf("note %d has %d column items, want %d\n%s", i+1, n, columns, s.HTML)
 		}
+	}
+	for _, p := range s.RunOn {
+		t.Errorf("a paragraph of several lines (run-on text):\n%s", p)
 	}
 }
 
