@@ -36,6 +36,20 @@ func TestCompareCommand(t *testing.T) {
 	}
 }
 
+// TestBadUsage: usage mistakes exit 2 with a message (the CLI tests in
+// cli_test.go cover the flags of each command).
+func TestBadUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{},
+		{"frobnicate"},
+		{"inspect"},
+	} {
+		if code, _, errOut := runCLI(args...); code != 2 || errOut == "" {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and a message", args, code, errOut)
+		}
+	}
+}
+
 // TestCompareExitCodes: the exit code follows the verdicts, a
 // contradiction first.
 func TestCompareExitCodes(t *testing.T) {

@@ -7,6 +7,7 @@ package mdcheck
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 
 	"github.com/yuin/goldmark"
@@ -83,4 +84,40 @@ func Parse(md []byte) (Structure, error) {
 		return ast.WalkContinue, nil
 	})
 	return s, err
+}
+
+// TableAndNotes checks the shape of compare's markdown: one table with a
+// header cell per column (and one for the scenario) and a row per scenario,
+// one numbered note per scenario with a nested item per column, and no
+// run-on paragraph. It returns the problems found.
+func (s Structure) TableAndNotes(scenarios, columns int) []string {
+	var problems []string
+	if len(s.Tables) != 1 || s.Tables[0].Rows != scenarios || s.Tables[0].HeaderCells != columns+1 {
+		problems = append(problems, fmt.Sprintf("tables %+v; want one with %d rows and %d header cells", s.Tables, scenarios, columns+1))
+	}
+	if len(s.OrderedItems) != scenarios {
+		problems = append(problems, fmt.Sprintf("%d numbered notes, want one per scenario (%d)", len(s.OrderedItems), scenarios))
+	}
+	for i, n := range s.OrderedItems {
+		if n != columns {
+			problems = append(problems, fmt.Sprintf("note %d has %d column items, want %d", i+1, n, columns))
+		}
+	}
+	for _, p := range s.RunOn {
+		problems = append(problems, "a paragraph of several lines (run-on text): "+p)
+	}
+	return problems
+}
+
+// Check parses md and checks it with TableAndNotes; the error lists the
+// problems and the rendered HTML.
+func Check(md []byte, scenarios, columns int) error {
+	s, err := Parse(md)
+	if err != nil {
+		return err
+	}
+	if problems := s.TableAndNotes(scenarios, columns); len(problems) > 0 {
+		return fmt.Errorf("the markdown does not render as intended:\n%s\n%s", strings.Join(problems, "\n"), s.HTML)
+	}
+	return nil
 }
