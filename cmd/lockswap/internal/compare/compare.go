@@ -67,6 +67,9 @@ func DefaultBudget(iterations int) time.Duration {
 	if iterations <= 0 {
 		iterations = DefaultIterations
 	}
+	if iterations > 1e9 { // about 2.5 years; more would overflow
+		iterations = 1e9
+	}
 	return time.Minute + time.Duration(iterations)*contenders*10*time.Millisecond
 }
 
