@@ -104,6 +104,10 @@ type kit struct {
 	// setup starts fresh servers for the scenario and returns a fixture; it
 	// returns errNotApplicable or errNeedsReal when it cannot.
 	setup func(ctx context.Context, e *env, scenario string) (*fixture, error)
+	// serverWideKey is the key outside any prefix the configuration keeps
+	// (see redisBackend.serverWideKey); such a column is not run on the
+	// user's servers.
+	serverWideKey string
 }
 
 func contains(list []string, s string) bool {
@@ -170,6 +174,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	etcdEnv := "embedded (in process)"
 	if len(o.EtcdEndpoints) > 0 {
 		etcdEnv = fmt.Sprintf("your endpoints %v (scenarios that harm servers not run; keys under %s*)", o.EtcdEndpoints, e.prefix)
+	}
+	for i := range columns {
+		columns[i].Servers = userServers(columns[i], o)
 	}
 	res := &Result{Environment: "redis: " + redisEnv + "; etcd: " + etcdEnv, Columns: columns}
 	var selected []scenario

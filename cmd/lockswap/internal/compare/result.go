@@ -223,7 +223,7 @@ func (r *Result) WriteTable(w io.Writer) error {
 	}
 	tw.Flush()
 	lw := r.labelWidth()
-	fmt.Fprintln(bw, "\nColumns (each a backend and the URL parameters set; servers started by compare):")
+	fmt.Fprintln(bw, "\nColumns (each a backend and the URL parameters set, and the servers it runs on):")
 	for _, c := range r.Columns {
 		wrap(bw, fmt.Sprintf("  %-*s  ", lw, c.Label), strings.Repeat(" ", lw+4), c.FullSpec+" ("+c.Servers+")")
 	}
@@ -307,7 +307,7 @@ func (r *Result) WriteMarkdown(w io.Writer) error {
 		}
 		fmt.Fprintln(bw)
 	}
-	fmt.Fprint(bw, "\n**Columns** (each a backend and the URL parameters set; servers started by compare):\n\n")
+	fmt.Fprint(bw, "\n**Columns** (each a backend and the URL parameters set, and the servers it runs on):\n\n")
 	for _, c := range r.Columns {
 		fmt.Fprintf(bw, "- `%s`: `%s` (%s)\n", c.Label, c.FullSpec, mdEscape(c.Servers))
 	}

@@ -71,9 +71,19 @@ func TestUserServers(t *testing.T) {
 			}
 		}
 	}
-	// Every column but restart-safe Redlock measured exclusion, plain
-	// Redlock among them.
+	// The column legend says what each column ran on, and every column but
+	// restart-safe Redlock measured exclusion, plain Redlock among them.
 	for _, col := range res.Columns {
+		want := "your --redis servers"
+		switch {
+		case col.Backend == "etcdlease":
+			want = "your --etcd endpoints"
+		case col.Spec == "redlock?restart_safety=true":
+			want = "not run on your --redis servers"
+		}
+		if !strings.HasPrefix(col.Servers, want) {
+			t.Errorf("column %s: servers %q, want %q", col.Label, col.Servers, want)
+		}
 		if col.Spec == "redlock?restart_safety=true" {
 			continue
 		}
