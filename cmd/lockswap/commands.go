@@ -20,14 +20,20 @@ import (
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	backends := fs.String("backends", "", "comma-separated backends (default all)")
+	backends := fs.String("backends", "", "comma-separated backends, each in its default configuration (default all: "+strings.Join(compare.BackendNames(), ",")+")")
 	duration := fs.Duration("duration", time.Second, "time per measurement")
 	useMini := fs.Bool("miniredis", false, "use miniredis even when redis-server is on PATH")
-	if err := fs.Parse(args); err != nil {
+	fs.Usage = commandUsage(fs, "[flags]", "Measures acquire+release cycles per backend (serial, parallel, contended) on the\nsame kind of servers compare starts.")
+	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
+	if *duration <= 0 {
+		return usageError("bench: --duration %v: want a positive duration such as 1s", *duration)
+	}
 	o := compare.BenchOptions{Backends: splitList(*backends), Duration: *duration, Miniredis: *useMini}
+	if _, err := compare.ShorthandColumns(o.Backends); err != nil {
+		return usageError("bench: %v", err)
+	}
 	if isTerminal(stderr) {
 		o.Progress = stderr
 	}
@@ -40,16 +46,16 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	addr := fs.String("redis", "", "Redis address host[:port] (required; the port defaults to "+inspect.DefaultPort+")")
 	prefix := fs.String("prefix", "", "key prefix to list, e.g. lock.")
 	limit := fs.Int("limit", 1000, "list at most this many keys")
 	password := fs.String("password", "", "Redis password; prefer the REDIS_PASSWORD environment variable (a flag shows in ps)")
-	if err := fs.Parse(args); err != nil {
+	fs.Usage = commandUsage(fs, "--redis host[:port] [flags]", "Lists lock keys under a prefix in a Redis server, with the unit (s or ms) of legacy\ntimestamps.")
+	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
 	if *addr == "" {
-		return exitCode{2, "inspect: --redis host[:port] is required"}
+		return usageError("inspect: --redis host[:port] is required (run \"lockswap inspect -h\")")
 	}
 	*addr = inspect.Addr(*addr)
 	pw := *password
@@ -68,10 +74,10 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	return inspect.Print(stdout, entries, now)
 }
 
-func runVersion(args []string, stdout, stderr io.Writer) error {
+func runVersion(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("version", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	if err := fs.Parse(args); err != nil {
+	fs.Usage = commandUsage(fs, "", "Prints the module version, VCS revision and Go version of this binary.")
+	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
 	bi, ok := debug.ReadBuildInfo()

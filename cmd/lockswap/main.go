@@ -1,10 +1,16 @@
-// Command lockswap compares lock backends under faults, benchmarks them,
-// and inspects lock keys in Redis.
+// Command lockswap compares lock backend configurations under faults,
+// benchmarks them, and inspects lock keys in Redis.
 //
-//	lockswap compare [--backends a,b] [--scenarios x,y] [--format table|markdown|json] [--iterations N] [--miniredis] [--redis h:p,...] [--etcd h:p,...]
-//	lockswap bench   [--backends a,b] [--duration 2s]
+//	lockswap compare [--columns spec,...] [--scenarios x,y] [--format table|markdown|json] [--iterations N] [--budget D] [--miniredis] [--redis h:p,...] [--etcd h:p,...]
+//	lockswap bench   [--backends a,b] [--duration 1s]
 //	lockswap inspect --redis host[:6379] [--prefix lock.]
 //	lockswap version
+//
+// Exit codes: 0 success (compare: every cell as declared); 1 an error;
+// 2 a usage mistake; 3 (compare) a measurement contradicts a declaration;
+// 4 (compare) some cells inconclusive and none contradicts, or the
+// servers given with --redis or --etcd do not answer; 130 interrupted
+// (compare prints what it measured so far).
 package main
 
 import (
@@ -19,12 +25,19 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/lockswap/lockswap"
 	"github.com/lockswap/lockswap/cmd/lockswap/internal/compare"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	go func() {
+		// The first Ctrl-C cancels ctx (compare then prints what it has
+		// measured); a second one ends the program at once.
+		<-ctx.Done()
+		stop()
+	}()
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }
 
@@ -32,18 +45,40 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, `usage: lockswap <command> [flags]
 
 commands:
-  compare   run fault scenarios against every backend; print measured vs declared guarantees
+  compare   run fault scenarios against backend configurations; print measured vs declared guarantees
   bench     acquire/release latency and throughput per backend
   inspect   list lock keys under a prefix in a Redis, with the unit (s or ms) of legacy timestamps
   version   print the module version, VCS revision and Go version of this binary
 
-run "lockswap <command> -h" for a command's flags`)
+run "lockswap <command> -h" for a command's flags
+
+`+exitCodesHelp)
 }
+
+// exitCodesHelp is the exit codes, as -h prints them.
+const exitCodesHelp = `exit codes:
+  0    success (compare: every measured cell is as declared)
+  1    an error (for example servers that compare could not start)
+  2    usage mistake: unknown command, flag, backend, column or scenario, bad value
+  3    compare: a measurement contradicts the declared guarantees
+  4    compare: some cells are inconclusive (setup failed, servers unreachable,
+       time budget used up, too few iterations) and none contradicts
+  130  interrupted (Ctrl-C); compare prints what it measured so far`
+
+// Exit codes.
+const (
+	exitOK            = 0
+	exitError         = 1
+	exitUsage         = 2
+	exitContradiction = 3
+	exitInconclusive  = 4
+	exitInterrupted   = 130
+)
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		usage(stderr)
-		return 2
+		return exitUsage
 	}
 	var err error
 	switch args[0] {
@@ -54,36 +89,74 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "inspect":
 		err = runInspect(ctx, args[1:], stdout, stderr)
 	case "version":
-		err = runVersion(args[1:], stdout, stderr)
+		err = runVersion(args[1:], stdout)
 	case "-h", "--help", "help":
 		usage(stdout)
-		return 0
+		return exitOK
 	default:
-		fmt.Fprintf(stderr, "lockswap: unknown command %q\n", args[0])
-		usage(stderr)
-		return 2
+		fmt.Fprintf(stderr, "lockswap: unknown command %q (want compare, bench, inspect or version; run \"lockswap -h\")\n", args[0])
+		return exitUsage
 	}
 	var ec exitCode
 	switch {
 	case err == nil:
-		return 0
+		return exitOK
+	case errors.Is(err, flag.ErrHelp):
+		return exitOK
 	case errors.As(err, &ec):
 		fmt.Fprintln(stderr, "lockswap:", err)
-		return int(ec.code)
-	case errors.Is(err, flag.ErrHelp):
-		return 0
+		return ec.code
+	case errors.Is(err, compare.ErrUsage):
+		fmt.Fprintf(stderr, "lockswap: %s: %v\n", args[0], err)
+		return exitUsage
 	default:
 		fmt.Fprintln(stderr, "lockswap:", err)
-		return 1
+		return exitError
 	}
 }
 
+// exitCode is an error that sets the exit code.
 type exitCode struct {
 	code int
 	msg  string
 }
 
 func (e exitCode) Error() string { return e.msg }
+
+func usageError(format string, args ...any) error {
+	return exitCode{exitUsage, fmt.Sprintf(format, args...)}
+}
+
+// parseFlags parses a command's flags. -h prints the command's help on
+// stdout (flag.ErrHelp: exit 0); a mistake is one line on stderr (exit 2).
+// A command takes no positional arguments.
+func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) error {
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		fs.SetOutput(stdout)
+		fs.Usage()
+		return err
+	}
+	if err != nil {
+		return usageError("%s: %v (run \"lockswap %s -h\")", fs.Name(), err, fs.Name())
+	}
+	if fs.NArg() > 0 {
+		return usageError("%s: unexpected argument %q: it takes only flags (run \"lockswap %s -h\")", fs.Name(), fs.Arg(0), fs.Name())
+	}
+	return nil
+}
+
+// commandUsage makes a FlagSet's Usage: what the command does, its flags,
+// the exit codes.
+func commandUsage(fs *flag.FlagSet, synopsis, about string) func() {
+	return func() {
+		w := fs.Output()
+		fmt.Fprintf(w, "usage: lockswap %s %s\n\n%s\n\nflags:\n", fs.Name(), synopsis, about)
+		fs.PrintDefaults()
+		fmt.Fprintf(w, "\n%s\n", exitCodesHelp)
+	}
+}
 
 func splitList(s string) []string {
 	var out []string
@@ -107,31 +180,51 @@ func isTerminal(w io.Writer) bool {
 
 func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	backends := fs.String("backends", "", "comma-separated backends (default all: "+strings.Join(compare.BackendNames(), ",")+")")
+	columns := fs.String("columns", "", "comma-separated configurations to compare, each a backend and the URL parameters a user\nwould set, such as redlock?restart_safety=true or legacysetnx?unit=ms (default:\n"+strings.Join(compare.DefaultColumns, ",")+")")
+	backends := fs.String("backends", "", "shorthand for --columns: each named backend in its default configuration\n("+strings.Join(compare.BackendNames(), ", ")+")")
 	scenarios := fs.String("scenarios", "", "comma-separated scenarios (default all: "+strings.Join(compare.ScenarioNames(), ",")+")")
 	format := fs.String("format", "table", "output format: table, markdown or json")
-	iterations := fs.Int("iterations", 20, "critical sections per goroutine in the contention scenario")
+	iterations := fs.Int("iterations", compare.DefaultIterations, "critical sections per goroutine in the contention scenario (at least 1)")
+	budget := fs.Duration("budget", 0, "the longest one cell may take before it is inconclusive (default 1m plus 80ms per iteration)")
 	useMini := fs.Bool("miniredis", false, "use miniredis even when redis-server is on PATH (scenarios that need real processes are not run)")
-	progress := fs.Bool("progress", false, "print progress on stderr even when it is not a terminal")
+	showProgress := fs.Bool("progress", false, "print progress on stderr even when it is not a terminal")
 	redisAddrs := fs.String("redis", "", "your own Redis servers host:port[,host:port...] instead of started ones (scenarios that harm servers are not run)")
 	etcdEndpoints := fs.String("etcd", "", "your own etcd endpoints host:port[,...] instead of an embedded one")
-	if err := fs.Parse(args); err != nil {
+	fs.Usage = commandUsage(fs, "[flags]",
+		`Runs fault scenarios (rows) against lock configurations (columns) on servers it starts
+(real redis-server processes when on PATH, else miniredis; embedded etcd) and sets what
+each measured beside what the configuration's Guarantees() declare.`)
+	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
 	switch *format {
 	case "table", "markdown", "json":
 	default:
-		return exitCode{2, fmt.Sprintf("compare: --format %q: want table, markdown or json", *format)}
+		return usageError("compare: --format %q: want table, markdown or json", *format)
 	}
-	o := compare.Options{Backends: splitList(*backends), Scenarios: splitList(*scenarios), Iterations: *iterations, Miniredis: *useMini,
+	if *iterations < 1 {
+		return usageError("compare: --iterations %d: want at least 1", *iterations)
+	}
+	if *budget < 0 || (*budget == 0 && isSet(fs, "budget")) {
+		return usageError("compare: --budget %v: want a positive duration such as 2m", *budget)
+	}
+	o := compare.Options{Columns: splitList(*columns), Backends: splitList(*backends), Scenarios: splitList(*scenarios),
+		Iterations: *iterations, Budget: *budget, Miniredis: *useMini,
 		RedisAddrs: splitList(*redisAddrs), EtcdEndpoints: splitList(*etcdEndpoints)}
-	if *progress || isTerminal(stderr) {
+	if len(o.Columns) > 0 && len(o.Backends) > 0 {
+		return usageError("compare: give --columns or --backends, not both")
+	}
+	if *showProgress || isTerminal(stderr) {
 		o.Progress = stderr
 	}
 	start := time.Now()
 	res, err := compare.Run(ctx, o)
-	if err != nil {
+	if res == nil {
+		if errors.Is(err, lockswap.ErrUnavailable) {
+			// The servers given with --redis or --etcd do not answer:
+			// nothing could be measured, which is inconclusive.
+			return exitCode{exitInconclusive, err.Error()}
+		}
 		return err
 	}
 	switch *format {
@@ -141,13 +234,32 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		err = res.WriteJSON(stdout)
 	default:
 		err = res.WriteTable(stdout)
-		fmt.Fprintf(stdout, "\n(%d scenarios × %d backends in %v)\n", len(res.Rows), len(res.Backends), time.Since(start).Round(time.Second))
+		fmt.Fprintf(stdout, "\n(%d scenarios × %d columns in %v)\n", len(res.Rows), len(res.Columns), time.Since(start).Round(time.Second))
 	}
 	if err != nil {
 		return err
 	}
-	if n := res.Contradictions(); n > 0 {
-		return exitCode{3, fmt.Sprintf("compare: %d measurement(s) contradict the declared guarantees", n)}
+	return compareExit(res)
+}
+
+// compareExit is compare's exit: interrupted (130), a contradiction (3),
+// only inconclusive cells (4), or nil when every measured cell is as
+// declared.
+func compareExit(res *compare.Result) error {
+	switch n, m := res.Contradictions(), res.Inconclusives(); {
+	case res.Interrupted:
+		return exitCode{exitInterrupted, "compare: interrupted; printed what was measured so far"}
+	case n > 0:
+		return exitCode{exitContradiction, fmt.Sprintf("compare: %d measurement(s) contradict the declared guarantees", n)}
+	case m > 0:
+		return exitCode{exitInconclusive, fmt.Sprintf("compare: %d cell(s) inconclusive (see the notes); no contradiction", m)}
 	}
 	return nil
+}
+
+// isSet reports whether the flag name was given.
+func isSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }

@@ -3,12 +3,15 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+
+	"github.com/lockswap/lockswap/cmd/lockswap/internal/compare"
 )
 
 func runCLI(args ...string) (code int, stdout, stderr string) {
@@ -18,12 +21,12 @@ func runCLI(args ...string) (code int, stdout, stderr string) {
 }
 
 func TestCompareCommand(t *testing.T) {
-	code, out, errOut := runCLI("compare", "--backends", "singleredis,legacysetnx", "--scenarios", "contention,clock-ahead",
-		"--miniredis", "--iterations", "2", "--format", "markdown")
+	code, out, errOut := runCLI("compare", "--columns", "singleredis?fence=true,legacysetnx?unit=ms", "--scenarios", "holder-pause,clock-ahead",
+		"--miniredis", "--format", "markdown")
 	if code != 0 {
 		t.Fatalf("exit %d, stderr %s", code, errOut)
 	}
-	for _, want := range []string{"| scenario | singleredis | legacysetnx |", "| clock-ahead | held", "violated (1 overlap) ✓", "miniredis"} {
+	for _, want := range []string{"| scenario | single+f | legacy+ms |", "| 2 clock-ahead | ✓ held | ! lost |", "`legacysetnx?unit=ms`", "miniredis"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("markdown output lacks %q:\n%s", want, out)
 		}
@@ -33,19 +36,47 @@ func TestCompareCommand(t *testing.T) {
 	}
 }
 
+// TestBadUsage: usage mistakes exit 2 with a message (the CLI tests in
+// cli_test.go cover the flags of each command).
 func TestBadUsage(t *testing.T) {
 	for _, args := range [][]string{
 		{},
 		{"frobnicate"},
-		{"compare", "--format", "yaml"},
 		{"inspect"},
 	} {
 		if code, _, errOut := runCLI(args...); code != 2 || errOut == "" {
 			t.Errorf("%v: exit %d, stderr %q; want 2 and a message", args, code, errOut)
 		}
 	}
-	if code, _, errOut := runCLI("compare", "--backends", "zookeeper"); code != 1 || !strings.Contains(errOut, "zookeeper") {
-		t.Errorf("unknown backend: exit %d, %q", code, errOut)
+}
+
+// TestCompareExitCodes: the exit code follows the verdicts, a
+// contradiction first.
+func TestCompareExitCodes(t *testing.T) {
+	cells := func(vs ...compare.Verdict) *compare.Result {
+		row := compare.Row{Scenario: "s", Cells: map[string]compare.Cell{}}
+		for i, v := range vs {
+			row.Cells[strconv.Itoa(i)] = compare.Cell{Verdict: v}
+		}
+		return &compare.Result{Rows: []compare.Row{row}}
+	}
+	for _, tc := range []struct {
+		res  *compare.Result
+		want int
+	}{
+		{cells(compare.AsDeclared, compare.NotRunByDesign), exitOK},
+		{cells(compare.AsDeclared, compare.Inconclusive, compare.NotRunByDesign), exitInconclusive},
+		{cells(compare.Inconclusive, compare.Contradiction), exitContradiction},
+		{&compare.Result{Interrupted: true, Rows: cells(compare.Contradiction).Rows}, exitInterrupted},
+	} {
+		got := exitOK
+		var ec exitCode
+		if err := compareExit(tc.res); errors.As(err, &ec) {
+			got = ec.code
+		}
+		if got != tc.want {
+			t.Errorf("%+v: exit %d, want %d", tc.res, got, tc.want)
+		}
 	}
 }
 

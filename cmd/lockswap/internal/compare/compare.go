@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -26,13 +27,21 @@ func (nopLogger) Printf(context.Context, string, ...any) {}
 
 // Options configure a comparison.
 type Options struct {
-	// Backends to compare; empty means all (BackendNames).
+	// Columns are the configurations to compare, as "backend" or
+	// "backend?name=value&..." (see ParseColumn); empty means
+	// DefaultColumns.
+	Columns []string
+	// Backends is a shorthand for Columns: each named backend in its
+	// default configuration. Give Columns or Backends, not both.
 	Backends []string
 	// Scenarios to run; empty means all (ScenarioNames).
 	Scenarios []string
 	// Iterations is the number of critical sections per goroutine in the
-	// contention scenario (default 20).
+	// contention scenario (0 means 20).
 	Iterations int
+	// Budget is the longest one cell (one scenario against one column) may
+	// take; a cell that runs out is inconclusive. 0 means DefaultBudget.
+	Budget time.Duration
 	// Miniredis forces miniredis even when redis-server is on PATH.
 	Miniredis bool
 	// Progress, when set, receives one line per step.
@@ -48,6 +57,23 @@ type Options struct {
 	// "lockswap-compare-" prefix and are deleted after each scenario.
 	RedisAddrs    []string
 	EtcdEndpoints []string
+}
+
+// DefaultIterations is the contention scenario's default number of
+// critical sections per goroutine.
+const DefaultIterations = 20
+
+// DefaultBudget is the default time one cell may take: a minute for the
+// scenarios' own waits, plus 10 ms for each critical section of the
+// contention scenario (8 goroutines × iterations).
+func DefaultBudget(iterations int) time.Duration {
+	if iterations <= 0 {
+		iterations = DefaultIterations
+	}
+	if iterations > 1e9 { // about 2.5 years; more would overflow
+		iterations = 1e9
+	}
+	return time.Minute + time.Duration(iterations)*contenders*10*time.Millisecond
 }
 
 // env is what a run has: real redis-server processes, or only miniredis.
@@ -78,15 +104,10 @@ type kit struct {
 	// setup starts fresh servers for the scenario and returns a fixture; it
 	// returns errNotApplicable or errNeedsReal when it cannot.
 	setup func(ctx context.Context, e *env, scenario string) (*fixture, error)
-}
-
-// BackendNames lists the backends in column order.
-func BackendNames() []string {
-	out := make([]string, len(kits))
-	for i, k := range kits {
-		out[i] = k.name
-	}
-	return out
+	// serverWideKey is the key outside any prefix the configuration keeps
+	// (see redisBackend.serverWideKey); such a column is not run on the
+	// user's servers.
+	serverWideKey string
 }
 
 func contains(list []string, s string) bool {
@@ -98,19 +119,42 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// Run runs the comparison.
+// Run runs the comparison. Mistakes in o are errors matching ErrUsage.
+// When ctx is cancelled, Run returns what it measured so far (the cells it
+// did not finish are inconclusive, Result.Interrupted is set) with ctx's
+// error.
 func Run(ctx context.Context, o Options) (*Result, error) {
-	if o.Iterations <= 0 {
-		o.Iterations = 20
+	if o.Iterations < 0 {
+		return nil, usageErr("iterations %d: want at least 1", o.Iterations)
 	}
-	for _, b := range o.Backends {
-		if !contains(BackendNames(), b) {
-			return nil, fmt.Errorf("compare: unknown backend %q (known: %v): %w", b, BackendNames(), lockswap.ErrInvalid)
+	if o.Iterations == 0 {
+		o.Iterations = DefaultIterations
+	}
+	if o.Budget < 0 {
+		return nil, usageErr("budget %v: want a positive duration", o.Budget)
+	}
+	if o.Budget == 0 {
+		o.Budget = DefaultBudget(o.Iterations)
+	}
+	specs := o.Columns
+	switch {
+	case len(o.Columns) > 0 && len(o.Backends) > 0:
+		return nil, usageErr("give columns or backends, not both")
+	case len(o.Backends) > 0:
+		var err error
+		if specs, err = ShorthandColumns(o.Backends); err != nil {
+			return nil, err
 		}
+	case len(specs) == 0:
+		specs = DefaultColumns
+	}
+	columns, err := ParseColumns(specs)
+	if err != nil {
+		return nil, err
 	}
 	for _, s := range o.Scenarios {
 		if !contains(ScenarioNames(), s) {
-			return nil, fmt.Errorf("compare: unknown scenario %q (known: %v): %w", s, ScenarioNames(), lockswap.ErrInvalid)
+			return nil, usageErr("unknown scenario %q (known: %s)", s, strings.Join(ScenarioNames(), ", "))
 		}
 	}
 	e := &env{redisAddrs: o.RedisAddrs, etcdEndpoints: o.EtcdEndpoints, prefix: "lockswap-compare-" + lockstate.NewToken()[:8] + ":"}
@@ -131,39 +175,70 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if len(o.EtcdEndpoints) > 0 {
 		etcdEnv = fmt.Sprintf("your endpoints %v (scenarios that harm servers not run; keys under %s*)", o.EtcdEndpoints, e.prefix)
 	}
-	res := &Result{Environment: "redis: " + redisEnv + "; etcd: " + etcdEnv}
-	var selected []kit
-	for _, k := range kits {
-		if len(o.Backends) == 0 || contains(o.Backends, k.name) {
-			selected = append(selected, k)
-			res.Backends = append(res.Backends, k.name)
-		}
+	for i := range columns {
+		columns[i].Servers = userServers(columns[i], o)
 	}
-	total, done := 0, 0
+	res := &Result{Environment: "redis: " + redisEnv + "; etcd: " + etcdEnv, Columns: columns}
+	var selected []scenario
 	for _, sc := range scenarios {
 		if len(o.Scenarios) == 0 || contains(o.Scenarios, sc.name) {
-			total += len(selected)
+			selected = append(selected, sc)
 		}
 	}
-	for _, sc := range scenarios {
-		if len(o.Scenarios) > 0 && !contains(o.Scenarios, sc.name) {
-			continue
+	total, done := len(selected)*len(columns), 0
+	for _, sc := range selected {
+		if ctx.Err() != nil {
+			break
 		}
 		row := Row{Scenario: sc.name, Description: sc.description, Cells: map[string]Cell{}}
-		for _, k := range selected {
-			if err := ctx.Err(); err != nil {
-				return nil, err
+		for _, col := range columns {
+			if ctx.Err() != nil {
+				row.Cells[col.Label] = Cell{Outcome: NotRun, Verdict: Inconclusive, Detail: "interrupted before it ran"}
+				continue
 			}
 			done++
-			progress(o.Progress, "[%d/%d] %s: %s ...", done, total, sc.name, k.name)
+			progress(o.Progress, "[%d/%d] %s: %s ...", done, total, sc.name, col.Label)
 			start := time.Now()
-			cell := runOne(ctx, e, k, sc, o.Iterations)
-			progress(o.Progress, "[%d/%d] %s: %s: %s (%v)", done, total, sc.name, k.name, cell.Outcome, time.Since(start).Round(time.Millisecond))
-			row.Cells[k.name] = cell
+			cell := runCell(ctx, e, col.kit, sc, o.Iterations, o.Budget)
+			progress(o.Progress, "[%d/%d] %s: %s: %s (%v)", done, total, sc.name, col.Label, cell.short(), time.Since(start).Round(time.Millisecond))
+			row.Cells[col.Label] = cell
 		}
 		res.Rows = append(res.Rows, row)
 	}
+	if err := ctx.Err(); err != nil {
+		res.Interrupted = true
+		return res, err
+	}
 	return res, nil
+}
+
+// runCell runs one scenario against one column within budget, and gives
+// the cell its verdict.
+func runCell(ctx context.Context, e *env, k kit, sc scenario, iterations int, budget time.Duration) Cell {
+	cctx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
+	cell, byDesign := runOne(cctx, e, k, sc, iterations)
+	cell.Expected, cell.Declared = sc.declared(k.guarantees)
+	switch {
+	case byDesign:
+		cell.Verdict = NotRunByDesign
+		if cell.Expected == NotApplicable {
+			cell.Expected = ""
+		}
+	case ctx.Err() != nil:
+		cell = Cell{Outcome: NotRun, Verdict: Inconclusive, Expected: cell.Expected, Declared: cell.Declared,
+			Detail: "interrupted while it ran"}
+	case cctx.Err() != nil:
+		cell.Verdict = Inconclusive
+		cell.Detail = join(fmt.Sprintf("time budget of %v used up (raise --budget)", budget), cell.Detail)
+	case cell.Outcome == NotRun:
+		cell.Verdict = Inconclusive
+	case contradicts(cell, cell.Expected, k.guarantees, sc.name):
+		cell.Verdict = Contradiction
+	default:
+		cell.Verdict = AsDeclared
+	}
+	return cell
 }
 
 func progress(w io.Writer, format string, args ...any) {
@@ -172,37 +247,32 @@ func progress(w io.Writer, format string, args ...any) {
 	}
 }
 
-func runOne(ctx context.Context, e *env, k kit, sc scenario, iterations int) (cell Cell) {
-	expected, declared := sc.declared(k.guarantees)
-	defer func() {
-		cell.Expected, cell.Declared = expected, declared
-		if expected == NotApplicable {
-			cell.Expected = ""
-		}
-		cell.Contradiction = contradicts(cell, expected, k.guarantees, sc.name)
-	}()
-	if expected == NotApplicable {
-		return Cell{Outcome: NotApplicable}
+// runOne runs one scenario against one backend configuration; byDesign
+// says that the cell is not run by design (not applicable, would harm the
+// user's servers, cannot be measured faithfully here).
+func runOne(ctx context.Context, e *env, k kit, sc scenario, iterations int) (cell Cell, byDesign bool) {
+	if expected, _ := sc.declared(k.guarantees); expected == NotApplicable {
+		return Cell{Outcome: NotApplicable, Detail: "the fault does not exist for this backend"}, true
 	}
 	f, err := k.setup(ctx, e, sc.name)
 	switch {
 	case errors.Is(err, errNotApplicable):
-		return Cell{Outcome: NotApplicable, Detail: err.Error()}
+		return Cell{Outcome: NotApplicable, Detail: strings.TrimPrefix(err.Error(), errNotApplicable.Error()+": ")}, true
 	case errors.Is(err, errNeedsReal):
-		return Cell{Outcome: NotRun, Detail: err.Error()}
+		return Cell{Outcome: NotRun, Detail: "cannot be measured faithfully without real redis-server processes (in-process miniredis cannot be restarted or replicated)"}, true
 	case errors.Is(err, errUserServers):
-		return Cell{Outcome: NotRun, Detail: err.Error()}
+		return Cell{Outcome: NotRun, Detail: err.Error()}, true
 	case err != nil:
-		return Cell{Outcome: NotRun, Detail: "setup: " + err.Error()}
+		return Cell{Outcome: NotRun, Detail: "setup failed: " + err.Error()}, false
 	}
 	defer f.close()
-	return sc.run(ctx, f, k.guarantees, iterations)
+	return sc.run(ctx, f, k.guarantees, iterations), false
 }
 
 // contradicts says whether a measured cell contradicts the declaration.
 func contradicts(c Cell, expected Outcome, g lockswap.Guarantees, sc string) bool {
 	switch c.Outcome {
-	case NotRun, NotApplicable:
+	case NotRun, NotApplicable, "":
 		return false
 	}
 	if expected == NotApplicable || expected == "" {

@@ -7,13 +7,18 @@ import (
 	"github.com/lockswap/lockswap"
 )
 
-// Declared returns every compared backend's Guarantees, in column order.
-func Declared() []lockswap.Guarantees {
-	out := make([]lockswap.Guarantees, len(kits))
-	for i, k := range kits {
-		out[i] = k.guarantees
+// Declared returns the Guarantees of the default columns, in column
+// order, and their specs.
+func Declared() (specs []string, gs []lockswap.Guarantees) {
+	cols, err := ParseColumns(DefaultColumns)
+	if err != nil {
+		panic(err) // DefaultColumns are fixed; a test parses them
 	}
-	return out
+	for _, c := range cols {
+		specs = append(specs, "`"+c.Spec+"`")
+		gs = append(gs, c.Guarantees)
+	}
+	return specs, gs
 }
 
 // Markers around the generated parts of docs/guarantees.md.
@@ -26,7 +31,8 @@ const (
 
 // DeclaredBlock is the declared part of docs/guarantees.md.
 func DeclaredBlock() string {
-	return DeclaredBegin + "\n\n" + MarkdownTable(Declared()...) + "\n" + DeclaredEnd
+	specs, gs := Declared()
+	return DeclaredBegin + "\n\n" + markdownTable(specs, gs) + "\n" + DeclaredEnd
 }
 
 // Section returns the text between begin and end markers in doc,
@@ -45,10 +51,20 @@ func Section(doc, begin, end string) (string, error) {
 // are the lines of [lockswap.Guarantees.String], so their labels and order
 // are stated once, in the root package.
 func MarkdownTable(gs ...lockswap.Guarantees) string {
+	headers := make([]string, len(gs))
+	for i, g := range gs {
+		headers[i] = g.Backend
+	}
+	return markdownTable(headers, gs)
+}
+
+// markdownTable is MarkdownTable with the given column headers. A note that
+// several columns share is written once, after all their headers.
+func markdownTable(headers []string, gs []lockswap.Guarantees) string {
 	var b strings.Builder
 	b.WriteString("| property |")
-	for _, g := range gs {
-		fmt.Fprintf(&b, " %s |", g.Backend)
+	for _, h := range headers {
+		fmt.Fprintf(&b, " %s |", h)
 	}
 	b.WriteString("\n|---|")
 	for range gs {
@@ -67,10 +83,18 @@ func MarkdownTable(gs ...lockswap.Guarantees) string {
 		}
 		b.WriteString("\n")
 	}
-	for _, g := range gs {
+	var notes []string
+	owners := map[string][]string{}
+	for i, g := range gs {
 		for _, n := range g.Notes {
-			fmt.Fprintf(&b, "\n- %s: %s", g.Backend, n)
+			if _, ok := owners[n]; !ok {
+				notes = append(notes, n)
+			}
+			owners[n] = append(owners[n], headers[i])
 		}
+	}
+	for _, n := range notes {
+		fmt.Fprintf(&b, "\n- %s: %s", strings.Join(owners[n], ", "), n)
 	}
 	if len(gs) > 0 {
 		b.WriteString("\n")

@@ -74,7 +74,7 @@ func newGoRedis(f *fixture, addr string) redisclient.Client {
 }
 
 func (rb redisBackend) kit() kit {
-	return kit{name: rb.name, guarantees: rb.g, setup: rb.setup}
+	return kit{name: rb.name, guarantees: rb.g, setup: rb.setup, serverWideKey: rb.serverWideKey}
 }
 
 func (rb redisBackend) setup(ctx context.Context, e *env, sc string) (*fixture, error) {

@@ -1,6 +1,6 @@
-// Package compare runs the same fault scenarios against every backend and
-// sets what each one measured beside what its Guarantees declare. It is the
-// engine of `lockswap compare`.
+// Package compare runs the same fault scenarios against backend
+// configurations and sets what each one measured beside what its
+// Guarantees declare. It is the engine of `lockswap compare`.
 package compare
 
 import (
@@ -11,14 +11,15 @@ import (
 	"text/tabwriter"
 )
 
-// Outcome is what a scenario measured for one backend.
+// Outcome is what a scenario measured for one column.
 type Outcome string
 
 // The outcomes.
 const (
 	// Held: mutual exclusion held (no second holder got in).
 	Held Outcome = "held"
-	// Violated: a second holder got in while the first still held.
+	// Violated: a second holder got in while the first still held (or, in
+	// the slow-instance scenario, the deadline promised more than the TTL).
 	Violated Outcome = "violated"
 	// Available: acquire and release worked despite the fault.
 	Available Outcome = "available"
@@ -27,19 +28,42 @@ const (
 	// Misreported: acquire failed with the wrong kind of error (for
 	// example contention during an outage).
 	Misreported Outcome = "misreported"
-	// NotRun: the scenario needs something this run does not have (real
-	// redis-server processes); it is not counted as passed.
+	// NotRun: nothing was measured; the verdict says whether by design or
+	// because of trouble (Inconclusive).
 	NotRun Outcome = "not run"
 	// NotApplicable: the fault does not exist for this backend.
 	NotApplicable Outcome = "n/a"
 )
 
-// Cell is one backend's result in one scenario.
+// Verdict is how a cell's measurement compares with the declaration.
+type Verdict string
+
+// The verdicts. Only Contradiction and Inconclusive change compare's exit
+// code.
+const (
+	// AsDeclared: the measurement is what the Guarantees declare (a kept
+	// promise, or a declared weakness shown happening).
+	AsDeclared Verdict = "as declared"
+	// Contradiction: the measurement contradicts the declaration.
+	Contradiction Verdict = "contradiction"
+	// Inconclusive: nothing could be concluded (setup failed, servers
+	// unreachable, the time budget ran out, too few iterations,
+	// interrupted).
+	Inconclusive Verdict = "inconclusive"
+	// NotRunByDesign: the cell is not run on purpose (not applicable to the
+	// backend, would harm the user's servers, cannot be measured faithfully
+	// here); the detail says why.
+	NotRunByDesign Verdict = "not run"
+)
+
+// Cell is one column's result in one scenario.
 type Cell struct {
 	Outcome Outcome `json:"outcome"`
-	// Expected is the outcome the backend's Guarantees declare.
+	// Verdict compares Outcome with Expected.
+	Verdict Verdict `json:"verdict"`
+	// Expected is the outcome the column's Guarantees declare.
 	Expected Outcome `json:"expected,omitempty"`
-	// Declared names the Guarantees field the expectation comes from.
+	// Declared names the Guarantees fields the expectation comes from.
 	Declared string `json:"declared,omitempty"`
 	// Overlaps counts critical sections that overlapped another holder.
 	Overlaps int `json:"overlaps"`
@@ -47,17 +71,16 @@ type Cell struct {
 	// fenced resource.
 	StaleRejected int `json:"stale_rejected"`
 	StaleAccepted int `json:"stale_accepted"`
-	// Detail is a short explanation of what happened.
+	// Detail explains what happened, or why nothing was measured.
 	Detail string `json:"detail,omitempty"`
-	// Contradiction: the measurement contradicts the declaration.
-	Contradiction bool `json:"contradiction"`
 }
 
-// Row is one scenario across backends.
+// Row is one scenario across the columns.
 type Row struct {
-	Scenario    string          `json:"scenario"`
-	Description string          `json:"description"`
-	Cells       map[string]Cell `json:"cells"`
+	Scenario    string `json:"scenario"`
+	Description string `json:"description"`
+	// Cells are keyed by column label.
+	Cells map[string]Cell `json:"cells"`
 }
 
 // Result is a whole comparison.
@@ -65,17 +88,17 @@ type Result struct {
 	// Environment says which servers were used (real processes, miniredis,
 	// embedded etcd, the user's own).
 	Environment string   `json:"environment"`
-	Backends    []string `json:"backends"`
+	Columns     []Column `json:"columns"`
 	Rows        []Row    `json:"rows"`
+	// Interrupted: the run was cancelled; Rows hold what was measured.
+	Interrupted bool `json:"interrupted,omitempty"`
 }
 
-// Contradictions counts cells whose measurement contradicts the
-// declaration.
-func (r *Result) Contradictions() int {
+func (r *Result) count(v Verdict) int {
 	n := 0
 	for _, row := range r.Rows {
 		for _, c := range row.Cells {
-			if c.Contradiction {
+			if c.Verdict == v {
 				n++
 			}
 		}
@@ -83,108 +106,285 @@ func (r *Result) Contradictions() int {
 	return n
 }
 
-// Cell returns the cell of scenario and backend.
-func (r *Result) Cell(scenario, backend string) (Cell, bool) {
+// Contradictions counts cells whose measurement contradicts the
+// declaration.
+func (r *Result) Contradictions() int { return r.count(Contradiction) }
+
+// Inconclusives counts cells where nothing could be concluded.
+func (r *Result) Inconclusives() int { return r.count(Inconclusive) }
+
+// Cell returns the cell of a scenario and a column label.
+func (r *Result) Cell(scenario, label string) (Cell, bool) {
 	for _, row := range r.Rows {
 		if row.Scenario == scenario {
-			c, ok := row.Cells[backend]
+			c, ok := row.Cells[label]
 			return c, ok
 		}
 	}
 	return Cell{}, false
 }
 
-func (c Cell) text() string {
-	var b strings.Builder
-	b.WriteString(string(c.Outcome))
-	if c.Overlaps > 0 {
-		fmt.Fprintf(&b, " (%d overlap", c.Overlaps)
-		if c.Overlaps > 1 {
-			b.WriteString("s")
+// word is the cell's outcome in one short word (the legend explains it).
+func (c Cell) word(scenario string) string {
+	switch c.Outcome {
+	case Held:
+		return "held"
+	case Violated:
+		switch {
+		case scenario == ScSlow:
+			return "over"
+		case c.StaleRejected > 0:
+			return "fenced"
 		}
-		b.WriteString(")")
+		return "lost"
+	case Available:
+		return "up"
+	case Unavailable:
+		return "down"
+	case Misreported:
+		return "wrong"
+	case NotApplicable:
+		return "n/a"
 	}
-	if c.StaleRejected > 0 {
-		b.WriteString(", stale write rejected")
-	} else if c.StaleAccepted > 0 {
-		b.WriteString(", stale write accepted")
+	if c.Verdict == NotRunByDesign {
+		return "skip"
 	}
-	switch {
-	case c.Contradiction:
-		fmt.Fprintf(&b, " ✗ DECLARED %s", strings.ToUpper(string(c.Expected)))
-	case c.Expected != "" && c.Outcome != NotRun && c.Outcome != NotApplicable:
-		b.WriteString(" ✓")
-	}
-	return b.String()
+	return ""
 }
 
-// legend explains the marks of the table.
-const legend = "✓ = as the backend's Guarantees() declare; ✗ = the measurement contradicts the declaration; not run = not measured in this run (its detail says why); n/a = the fault does not exist for the backend"
+// mark is the verdict's sign (the legend explains it).
+func (c Cell) mark() string {
+	switch c.Verdict {
+	case AsDeclared:
+		if c.Outcome == Violated {
+			return "!"
+		}
+		return "✓"
+	case Contradiction:
+		return "✗"
+	case Inconclusive:
+		return "?"
+	}
+	return "–"
+}
 
-// WriteTable writes an aligned text table: scenarios as rows, backends as
-// columns, then the details.
+// text is the cell as the table shows it: the mark and the word.
+func (c Cell) text(scenario string) string {
+	return strings.TrimSpace(c.mark() + " " + c.word(scenario))
+}
+
+// short is the cell for progress lines.
+func (c Cell) short() string {
+	return fmt.Sprintf("%s (%s)", c.Outcome, c.Verdict)
+}
+
+// legendMarks explains the marks, one line each.
+var legendMarks = [][2]string{
+	{"✓", "as declared: a property the configuration promises, kept"},
+	{"!", "as declared: a weakness the configuration declares, shown happening"},
+	{"✗", "contradiction: the measurement contradicts the declaration (exit code 3)"},
+	{"?", "inconclusive: nothing could be concluded, the note says why (exit code 4 when there is no ✗)"},
+	{"–", "not run, by design: the note says why; does not change the exit code"},
+}
+
+// legendWords explains the cells' words.
+const legendWords = "held = one holder at a time; " +
+	"lost = a second client got the lock while the first one's was still valid; " +
+	"fenced = lost, but the first holder's late write was rejected by its fence; " +
+	"up = acquire and release worked; " +
+	"down = acquire failed with the outage error (lockswap.ErrUnavailable); " +
+	"wrong = it failed with another error; " +
+	"over = the lock's deadline promised more than the server grants; " +
+	"n/a = the fault does not exist for the backend; " +
+	"skip = not run, by design: it would harm your own servers (--redis, --etcd) or needs real redis-server processes (the miniredis fallback)"
+
+// tableWidth is the width the text output keeps within.
+const tableWidth = 100
+
+// WriteTable writes an aligned text table (scenarios as rows,
+// configurations as columns), the legend, the numbered notes and which to
+// choose, all within 100 columns for the default columns.
 func (r *Result) WriteTable(w io.Writer) error {
-	fmt.Fprintf(w, "environment: %s\n%s\n\n", r.Environment, legend)
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	bw := &errWriter{w: w}
+	wrap(bw, "", "  ", "servers: "+r.Environment)
+	fmt.Fprintln(bw)
+	tw := tabwriter.NewWriter(bw, 0, 4, 2, ' ', 0)
 	fmt.Fprint(tw, "SCENARIO")
-	for _, b := range r.Backends {
-		fmt.Fprintf(tw, "\t%s", strings.ToUpper(b))
+	for _, c := range r.Columns {
+		fmt.Fprintf(tw, "\t%s", c.Label)
 	}
 	fmt.Fprintln(tw)
-	for _, row := range r.Rows {
-		fmt.Fprint(tw, row.Scenario)
-		for _, b := range r.Backends {
-			fmt.Fprintf(tw, "\t%s", row.Cells[b].text())
+	for i, row := range r.Rows {
+		fmt.Fprintf(tw, "%d %s", i+1, row.Scenario)
+		for _, c := range r.Columns {
+			fmt.Fprintf(tw, "\t%s", row.Cells[c.Label].text(row.Scenario))
 		}
 		fmt.Fprintln(tw)
 	}
-	if err := tw.Flush(); err != nil {
-		return err
+	tw.Flush()
+	lw := r.labelWidth()
+	fmt.Fprintln(bw, "\nColumns (each a backend and the URL parameters set, and the servers it runs on):")
+	for _, c := range r.Columns {
+		wrap(bw, fmt.Sprintf("  %-*s  ", lw, c.Label), strings.Repeat(" ", lw+4), c.FullSpec+" ("+c.Servers+")")
 	}
-	r.writeDetails(w, "")
-	return nil
+	fmt.Fprintln(bw, "\nMarks (each cell is what was measured, marked against what its column's Guarantees() declare):")
+	for _, m := range legendMarks {
+		wrap(bw, "  "+m[0]+"  ", "     ", m[1])
+	}
+	wrap(bw, "Words: ", "  ", legendWords)
+	fmt.Fprintln(bw, "\nNotes:")
+	for i, row := range r.Rows {
+		num := fmt.Sprintf("%d. ", i+1)
+		wrap(bw, num, strings.Repeat(" ", len(num)), row.Scenario+": "+row.Description)
+		for _, c := range r.Columns {
+			cell := row.Cells[c.Label]
+			wrap(bw, fmt.Sprintf("%s%-*s  ", strings.Repeat(" ", len(num)), lw, c.Label), strings.Repeat(" ", len(num)+lw+2), cell.note(row.Scenario))
+		}
+	}
+	if choices := r.Choose(); len(choices) > 0 {
+		fmt.Fprintln(bw, "\nWhich to choose (from the measurements above):")
+		for _, ch := range choices {
+			wrap(bw, "  - ", "    ", ch.String())
+		}
+	}
+	r.writeSummary(bw)
+	return bw.err
 }
 
-// WriteMarkdown writes the same table in markdown.
+func (r *Result) labelWidth() int {
+	n := 0
+	for _, c := range r.Columns {
+		n = max(n, len([]rune(c.Label)))
+	}
+	return n
+}
+
+// note is the cell's line in the notes: the cell as the table shows it,
+// what was declared where it contradicts, and the detail.
+func (c Cell) note(scenario string) string {
+	s := c.text(scenario)
+	switch c.Verdict {
+	case Contradiction:
+		s += fmt.Sprintf(" (CONTRADICTION: declared %s by %s)", c.Expected, c.Declared)
+	case Inconclusive:
+		s += " (inconclusive)"
+	}
+	if c.Detail != "" {
+		s += ": " + c.Detail
+	}
+	return s
+}
+
+func (r *Result) writeSummary(w io.Writer) {
+	switch n, m := r.Contradictions(), r.Inconclusives(); {
+	case r.Interrupted:
+		fmt.Fprintf(w, "\nINTERRUPTED: the table shows what was measured before; %d contradiction(s), %d inconclusive\n", n, m)
+	case n > 0:
+		fmt.Fprintf(w, "\n%d MEASUREMENT(S) CONTRADICT THE DECLARED GUARANTEES (and %d inconclusive)\n", n, m)
+	case m > 0:
+		fmt.Fprintf(w, "\n%d cell(s) inconclusive; no contradiction\n", m)
+	}
+}
+
+// WriteMarkdown writes the same as WriteTable in CommonMark with tables
+// (GitHub's flavour): the table, the legend, the notes as a numbered list
+// with one item per column, and which to choose.
 func (r *Result) WriteMarkdown(w io.Writer) error {
-	fmt.Fprintf(w, "Environment: %s\n\n%s\n\n| scenario |", r.Environment, legend)
-	for _, b := range r.Backends {
-		fmt.Fprintf(w, " %s |", b)
+	bw := &errWriter{w: w}
+	fmt.Fprintf(bw, "Servers: %s\n\n| scenario |", mdEscape(r.Environment))
+	for _, c := range r.Columns {
+		fmt.Fprintf(bw, " %s |", mdEscape(c.Label))
 	}
-	fmt.Fprint(w, "\n|---|")
-	for range r.Backends {
-		fmt.Fprint(w, "---|")
+	fmt.Fprint(bw, "\n|---|")
+	for range r.Columns {
+		fmt.Fprint(bw, "---|")
 	}
-	fmt.Fprintln(w)
-	for _, row := range r.Rows {
-		fmt.Fprintf(w, "| %s |", row.Scenario)
-		for _, b := range r.Backends {
-			fmt.Fprintf(w, " %s |", strings.ReplaceAll(row.Cells[b].text(), "|", "/"))
+	fmt.Fprintln(bw)
+	for i, row := range r.Rows {
+		fmt.Fprintf(bw, "| %d %s |", i+1, row.Scenario)
+		for _, c := range r.Columns {
+			fmt.Fprintf(bw, " %s |", mdEscape(row.Cells[c.Label].text(row.Scenario)))
 		}
-		fmt.Fprintln(w)
+		fmt.Fprintln(bw)
 	}
-	r.writeDetails(w, "- ")
-	return nil
+	fmt.Fprint(bw, "\n**Columns** (each a backend and the URL parameters set, and the servers it runs on):\n\n")
+	for _, c := range r.Columns {
+		fmt.Fprintf(bw, "- `%s`: `%s` (%s)\n", c.Label, c.FullSpec, mdEscape(c.Servers))
+	}
+	fmt.Fprint(bw, "\n**Marks** (each cell is what was measured, marked against what its column's `Guarantees()` declare):\n\n")
+	for _, m := range legendMarks {
+		fmt.Fprintf(bw, "- %s %s\n", m[0], mdEscape(m[1]))
+	}
+	fmt.Fprintf(bw, "\n**Words**: %s.\n\n**Notes**\n\n", mdEscape(legendWords))
+	for i, row := range r.Rows {
+		num := fmt.Sprintf("%d. ", i+1)
+		fmt.Fprintf(bw, "%s**%s**: %s\n", num, row.Scenario, mdEscape(row.Description))
+		for _, c := range r.Columns {
+			fmt.Fprintf(bw, "%s- `%s`: %s\n", strings.Repeat(" ", len(num)), c.Label, mdEscape(row.Cells[c.Label].note(row.Scenario)))
+		}
+	}
+	if choices := r.Choose(); len(choices) > 0 {
+		fmt.Fprint(bw, "\n**Which to choose** (from the measurements above):\n\n")
+		for _, ch := range choices {
+			fmt.Fprintf(bw, "- %s\n", mdEscape(ch.String()))
+		}
+	}
+	r.writeSummary(bw)
+	return bw.err
 }
 
-func (r *Result) writeDetails(w io.Writer, bullet string) {
-	fmt.Fprintln(w)
-	for _, row := range r.Rows {
-		fmt.Fprintf(w, "%s%s: %s\n", bullet, row.Scenario, row.Description)
-		for _, b := range r.Backends {
-			if c := row.Cells[b]; c.Detail != "" {
-				fmt.Fprintf(w, "%s  %s: %s\n", strings.Repeat(" ", len(bullet)), b, c.Detail)
-			}
-		}
-	}
-	if n := r.Contradictions(); n > 0 {
-		fmt.Fprintf(w, "\n%d MEASUREMENT(S) CONTRADICT THE DECLARED GUARANTEES\n", n)
-	}
+// mdEscape keeps text from being read as markdown syntax: table pipes,
+// emphasis, code and HTML.
+func mdEscape(s string) string {
+	return strings.NewReplacer(`\`, `\\`, "|", `\|`, "*", `\*`, "_", `\_`, "`", "\\`", "<", "&lt;", "[", `\[`).Replace(s)
 }
 
-// WriteJSON writes the result as JSON.
+// WriteJSON writes the result as JSON, with which to choose.
 func (r *Result) WriteJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	return enc.Encode(r)
+	return enc.Encode(struct {
+		*Result
+		Contradictions int      `json:"contradictions"`
+		Inconclusive   int      `json:"inconclusive"`
+		Choose         []Choice `json:"which_to_choose"`
+	}{r, r.Contradictions(), r.Inconclusives(), r.Choose()})
+}
+
+// wrap writes text after first, broken at spaces to keep lines within
+// tableWidth; continuation lines start with indent. A word longer than a
+// line is written whole, never cut.
+func wrap(w io.Writer, first, indent, text string) {
+	line, n := first, len([]rune(first))
+	empty := true
+	for _, word := range strings.Fields(text) {
+		wl := len([]rune(word))
+		if !empty && n+1+wl > tableWidth {
+			fmt.Fprintln(w, line)
+			line, n, empty = indent, len([]rune(indent)), true
+		}
+		if !empty {
+			line += " "
+			n++
+		}
+		line += word
+		n += wl
+		empty = false
+	}
+	fmt.Fprintln(w, strings.TrimRight(line, " "))
+}
+
+// errWriter keeps the first write error.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) Write(p []byte) (int, error) {
+	if e.err != nil {
+		return 0, e.err
+	}
+	n, err := e.w.Write(p)
+	e.err = err
+	return n, err
 }

@@ -70,6 +70,21 @@ func checkUserServers(ctx context.Context, e *env) error {
 	return fmt.Errorf("compare: your servers do not answer (nothing was run): %s: %w", strings.Join(errs, "; "), lockswap.ErrUnavailable)
 }
 
+// userServers is what a column runs on when the user gave their own
+// servers (--redis for the Redis backends, --etcd for etcdlease); else
+// the servers compare starts, as the column says.
+func userServers(c Column, o Options) string {
+	switch {
+	case c.Backend == "etcdlease" && len(o.EtcdEndpoints) > 0:
+		return "your --etcd endpoints"
+	case c.Backend == "etcdlease" || len(o.RedisAddrs) == 0:
+		return c.Servers
+	case c.kit.serverWideKey != "":
+		return "not run on your --redis servers: it keeps a server-wide key"
+	}
+	return "your --redis servers"
+}
+
 func newUserRedis(addr string, timeout time.Duration) *redis.Client {
 	return redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1,
 		DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout, PoolSize: 1})

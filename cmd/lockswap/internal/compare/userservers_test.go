@@ -13,34 +13,16 @@ import (
 
 	"github.com/lockswap/lockswap"
 	"github.com/lockswap/lockswap/internal/testserver"
-	"github.com/lockswap/lockswap/redisclient"
 	"github.com/lockswap/lockswap/redlock"
 )
 
-// withPlainRedlock adds a Redlock column without restart safety for the
-// test: the default redlock column keeps a server-wide epoch key and is
-// not run on the user's servers, so this is the Redlock configuration that
-// runs there.
-func withPlainRedlock(t *testing.T) string {
-	t.Helper()
-	const name = "redlock-plain"
-	saved := kits
-	kits = append(append([]kit(nil), kits...), redisBackend{
-		name: name, n: 5, g: redlock.Guarantees(5, false), ttl: 500 * time.Millisecond,
-		build: func(c []redisclient.Client, _ time.Duration, prefix string) (lockswap.Locker, error) {
-			return redlock.New(c, redlock.Options{Prefix: prefix})
-		},
-	}.kit())
-	t.Cleanup(func() { kits = saved })
-	return name
-}
-
 // TestUserServers: pointed at servers it did not start (--redis, --etcd),
-// compare runs every scenario that does not harm them with every backend,
-// each result as declared; it does not run the rest and says why; and it
-// leaves nothing on the servers, nor touches the keys already there.
+// compare runs every scenario that does not harm them with every default
+// column, each result as declared; it does not run the rest and says why
+// (a column that keeps a server-wide key, restart-safe Redlock, is not run
+// at all); and it leaves nothing on the servers, nor touches the keys
+// already there.
 func TestUserServers(t *testing.T) {
-	plain := withPlainRedlock(t)
 	var addrs []string
 	var clients []*goredis.Client
 	for i := 0; i < 5; i++ {
@@ -65,28 +47,52 @@ func TestUserServers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if len(res.Columns) != len(DefaultColumns) {
+		t.Fatalf("%d columns, want the %d default ones", len(res.Columns), len(DefaultColumns))
+	}
 	for _, row := range res.Rows {
-		for _, b := range res.Backends {
-			c := row.Cells[b]
+		for _, col := range res.Columns {
+			b := col.Label
+			c, ok := row.Cells[b]
 			switch {
+			case !ok:
+				t.Errorf("%s/%s: no cell", row.Scenario, b)
 			case c.Outcome == NotApplicable:
 			case destructive(row.Scenario):
-				if c.Outcome != NotRun || !strings.Contains(c.Detail, "would harm") {
+				if c.Verdict != NotRunByDesign || !strings.Contains(c.Detail, "would harm") {
 					t.Errorf("%s/%s ran against the user's servers, or does not say it would harm them: %+v", row.Scenario, b, c)
 				}
-			case b == "redlock":
-				if c.Outcome != NotRun || !strings.Contains(c.Detail, redlock.EpochKey) {
+			case col.Spec == "redlock?restart_safety=true":
+				if c.Verdict != NotRunByDesign || !strings.Contains(c.Detail, redlock.EpochKey) {
 					t.Errorf("%s/%s: restart-safe redlock ran on the user's servers, or does not say why not: %+v", row.Scenario, b, c)
 				}
-			case c.Outcome != c.Expected || c.Contradiction:
-				t.Errorf("%s/%s on the user's servers: measured %q, declared %q (%s)", row.Scenario, b, c.Outcome, c.Expected, c.Detail)
+			case c.Outcome != c.Expected || c.Verdict != AsDeclared:
+				t.Errorf("%s/%s on the user's servers: measured %q, declared %q, verdict %q (%s)", row.Scenario, b, c.Outcome, c.Expected, c.Verdict, c.Detail)
 			}
 		}
 	}
-	for _, b := range []string{"singleredis", plain, "legacysetnx", "etcdlease"} {
-		if c, _ := res.Cell(ScContention, b); c.Outcome != Held {
-			t.Errorf("%s contention on the user's servers: %+v", b, c)
+	// The column legend says what each column ran on, and every column but
+	// restart-safe Redlock measured exclusion, plain Redlock among them.
+	for _, col := range res.Columns {
+		want := "your --redis servers"
+		switch {
+		case col.Backend == "etcdlease":
+			want = "your --etcd endpoints"
+		case col.Spec == "redlock?restart_safety=true":
+			want = "not run on your --redis servers"
 		}
+		if !strings.HasPrefix(col.Servers, want) {
+			t.Errorf("column %s: servers %q, want %q", col.Label, col.Servers, want)
+		}
+		if col.Spec == "redlock?restart_safety=true" {
+			continue
+		}
+		if c, _ := res.Cell(ScContention, col.Label); c.Outcome != Held {
+			t.Errorf("%s contention on the user's servers: %+v", col.Label, c)
+		}
+	}
+	if res.Contradictions() != 0 || res.Inconclusives() != 0 {
+		t.Errorf("%d contradictions, %d inconclusive on the user's servers", res.Contradictions(), res.Inconclusives())
 	}
 
 	for i, c := range clients {

@@ -44,8 +44,8 @@ func run(path string, declaredOnly bool) error {
 		if err := res.WriteMarkdown(&buf); err != nil {
 			return err
 		}
-		if n := res.Contradictions(); n > 0 {
-			return fmt.Errorf("compare found %d contradiction(s); not writing them into the docs:\n%s", n, buf.String())
+		if n, m := res.Contradictions(), res.Inconclusives(); n+m > 0 {
+			return fmt.Errorf("compare found %d contradiction(s) and %d inconclusive cell(s); not writing them into the docs:\n%s", n, m, buf.String())
 		}
 		oldM, err := compare.Section(doc, compare.MeasuredBegin, compare.MeasuredEnd)
 		if err != nil {
