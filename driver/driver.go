@@ -90,9 +90,9 @@ type Claim[D any] struct {
 // key only if it is still ours.
 func (c *Claim[D]) Lose() {
 	if c.l != nil {
-		c.l.lost.Store(true)
+		old := c.l.flags.Or(flagLost)
 		c.l.End()
-		if c.l.held.Load() {
+		if old&flagHeld != 0 {
 			c.l.reportLost(ReasonDriverLost)
 		}
 	}
@@ -705,10 +705,8 @@ type lock[D any] struct {
 	lk       *Locker[D]
 	c        Claim[D] // c.TTL and c.Data change only inside the gate
 	released atomic.Bool
-	lost     atomic.Bool // see Claim.Lose
-	held     atomic.Bool // granted: a loss from now on is reported
-	reported atomic.Bool // MsgLockLost was written (once per lock)
-	gate     gate        // one Extend or Release at a time
+	flags    atomic.Uint32 // flagLost (see Claim.Lose), flagHeld, flagReported
+	gate     gate          // one Extend or Release at a time
 }
 
 // Deadline is the kit's deadline, or the driver's Bound when earlier.
@@ -744,8 +742,7 @@ func (l *lock[D]) granted(start time.Time, g Grant) {
 	l.SetTTL(l.c.TTL)
 	l.SetFence(g.Fence, l.lk.cfg.Fence)
 	l.SetDeadline(deadline(start, l.c.TTL, g))
-	l.held.Store(true)
-	if l.lost.Load() {
+	if l.flags.Or(flagHeld)&flagLost != 0 {
 		l.reportLost(ReasonDriverLost)
 	}
 }
@@ -841,7 +838,7 @@ func (l *lock[D]) release(ctx context.Context, afterClose bool) error {
 	}
 	lk, key := l.lk, l.c.Key
 	if lk.closed.Load() && !afterClose {
-		if l.lost.Load() {
+		if l.flags.Load()&flagLost != 0 {
 			return lk.fail("release", key, fmt.Errorf("%w, and the lock was lost (%w)", lockswap.ErrClosed, lockswap.ErrLost))
 		}
 		return lk.fail("release", key, lockswap.ErrClosed)

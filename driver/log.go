@@ -78,9 +78,16 @@ func expiresIn(deadline time.Time) slog.Attr {
 
 func errAttr(err error) slog.Attr { return slog.String("error", err.Error()) }
 
+// Bits of lock.flags, one word so that logging makes no lock bigger.
+const (
+	flagLost     = 1 << iota // the driver called Claim.Lose
+	flagHeld                 // granted: a loss from now on is reported
+	flagReported             // MsgLockLost was written (once per lock)
+)
+
 // reportLost writes MsgLockLost for l once, unless l was released.
 func (l *lock[D]) reportLost(reason string, attrs ...slog.Attr) {
-	if !l.lk.log.on() || l.released.Load() || l.reported.Swap(true) {
+	if !l.lk.log.on() || l.released.Load() || l.flags.Or(flagReported)&flagReported != 0 {
 		return
 	}
 	l.lk.log.warn(MsgLockLost, l.c.Key, append(attrs, slog.String("reason", reason))...)
