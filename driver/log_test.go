@@ -46,6 +46,27 @@ func checkRecord(t *testing.T, rec logtest.Record, msg, backend string, keys boo
 	}
 }
 
+// mustHold takes key for a minute through lk, or fails the test.
+func mustHold(t *testing.T, lk lockswap.Locker, key string) lockswap.Lock {
+	t.Helper()
+	l, err := lk.TryAcquire(context.Background(), key, lockswap.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// newKit returns the kit's Locker over d, closed at the end of the test.
+func newKit(t *testing.T, d driver.Driver[struct{}], cfg driver.Config) *driver.Locker[struct{}] {
+	t.Helper()
+	lk, err := driver.New(d, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lk.Close() })
+	return lk
+}
+
 // TestLogLostExpired: a memlock lock whose deadline passed before its
 // Release is reported once, as expired, with how long ago; the key only
 // with LogKeys.
@@ -98,10 +119,7 @@ func TestLogQuiet(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lk.Close()
-	l, err := lk.TryAcquire(ctx, "k", lockswap.WithTTL(time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := mustHold(t, lk, "k")
 	if _, err := lk.TryAcquire(ctx, "k"); !errors.Is(err, lockswap.ErrHeld) {
 		t.Fatalf("TryAcquire of a held key: %v, want ErrHeld", err)
 	}
@@ -207,10 +225,7 @@ func TestLogLostOnServer(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := logtest.New()
 			lk := redisLocker(t, srv.Addr(), rec)
-			l, err := lk.TryAcquire(ctx, "job-"+tc.name, lockswap.WithTTL(time.Minute))
-			if err != nil {
-				t.Fatal(err)
-			}
+			l := mustHold(t, lk, "job-"+tc.name)
 			if err := raw.Del(ctx, "job-"+tc.name).Err(); err != nil {
 				t.Fatal(err)
 			}
@@ -253,10 +268,7 @@ func TestLogReleaseFailed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lk.Close()
-	l, err := lk.TryAcquire(ctx, "job", lockswap.WithTTL(time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := mustHold(t, lk, "job")
 	if err := raw.Do(ctx, "ACL", "SETUSER", "app", "-@scripting").Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -291,10 +303,7 @@ func TestLogReleaseGaveUp(t *testing.T) {
 	rec := logtest.New()
 	lk := redisLocker(t, proxy.Addr(), rec)
 	ctx := context.Background()
-	l, err := lk.TryAcquire(ctx, "job", lockswap.WithTTL(time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := mustHold(t, lk, "job")
 	proxy.Blackhole(true)
 	defer proxy.Blackhole(false)
 	rctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
@@ -378,16 +387,9 @@ func TestLogLose(t *testing.T) {
 			if during {
 				d.onAcquire = func(c *driver.Claim[struct{}]) { c.Lose() }
 			}
-			lk, err := driver.New[struct{}](d, driver.Config{Name: "watcher", Logger: rec.Logger()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer lk.Close()
+			lk := newKit(t, d, driver.Config{Name: "watcher", Logger: rec.Logger()})
 			ctx := context.Background()
-			l, err := lk.TryAcquire(ctx, "k", lockswap.WithTTL(time.Minute))
-			if err != nil {
-				t.Fatal(err)
-			}
+			l := mustHold(t, lk, "k")
 			c := <-d.claims
 			if !during {
 				if n := len(rec.Records()); n != 0 {
@@ -415,11 +417,7 @@ func TestLogGiveBackFailed(t *testing.T) {
 	rec := logtest.New()
 	refused := fmt.Errorf("server refused: %w", lockswap.ErrUnavailable)
 	d := &scripted{proceed: make(chan struct{}), release: func() error { return refused }}
-	lk, err := driver.New[struct{}](d, driver.Config{Name: "slow", Logger: rec.Logger(), LogKeys: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lk.Close()
+	lk := newKit(t, d, driver.Config{Name: "slow", Logger: rec.Logger(), LogKeys: true})
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() {
