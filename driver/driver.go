@@ -21,7 +21,9 @@
 //   - the lock's Deadline and Done bookkeeping, one Extend or Release of a
 //     lock at a time;
 //   - error wrapping: every error starts with "backend: op key:" and keeps
-//     the driver's error, so it matches the sentinel the driver chose.
+//     the driver's error, so it matches the sentinel the driver chose;
+//   - the events a person must see (a lock lost before its Release, a
+//     release that failed or gave up), logged to [Config.Logger] once.
 //
 // A driver's methods speak only the protocol. They return errors that match
 // one of [lockswap.ErrHeld] (Acquire: another owner holds the key),
