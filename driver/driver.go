@@ -21,7 +21,9 @@
 //   - the lock's Deadline and Done bookkeeping, one Extend or Release of a
 //     lock at a time;
 //   - error wrapping: every error starts with "backend: op key:" and keeps
-//     the driver's error, so it matches the sentinel the driver chose.
+//     the driver's error, so it matches the sentinel the driver chose;
+//   - the events a person must see (a lock lost before its Release, a
+//     release that failed or gave up), logged to [Config.Logger] once.
 //
 // A driver's methods speak only the protocol. They return errors that match
 // one of [lockswap.ErrHeld] (Acquire: another owner holds the key),
@@ -41,6 +43,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -89,8 +92,11 @@ type Claim[D any] struct {
 // key only if it is still ours.
 func (c *Claim[D]) Lose() {
 	if c.l != nil {
-		c.l.lost.Store(true)
+		old := c.l.flags.Or(flagLost)
 		c.l.End()
+		if old&flagHeld != 0 {
+			c.l.reportLost(ReasonDriverLost)
+		}
 	}
 }
 
@@ -284,6 +290,16 @@ type Config struct {
 	// Closer, when set, is closed by Close, after the background work
 	// (the kit's and the driver's) has ended.
 	Closer io.Closer
+	// Logger, when set, receives the events a person must see: a lock
+	// lost before its Release, a release that failed or gave up, a lock
+	// that could not be given back (see the Msg constants and
+	// docs/observability.md). Records carry the attribute "backend"
+	// (Name). Nil writes nothing and costs nothing. Ordinary contention
+	// is never logged.
+	Logger *slog.Logger
+	// LogKeys adds the lock's key (attribute "key") to the records. Keys
+	// may name customers or documents, so they are left out by default.
+	LogKeys bool
 }
 
 // Background runs a driver's work that goes on after the call that
@@ -329,6 +345,7 @@ type Locker[D any] struct {
 	// stop ends at Close: the waits of a Waiter.
 	stop    context.Context
 	stopNow context.CancelFunc
+	log     logger // Config.Logger; off when nil
 }
 
 var _ lockswap.Locker = (*Locker[struct{}])(nil)
@@ -365,6 +382,7 @@ func New[D any](d Driver[D], cfg Config) (*Locker[D], error) {
 	lk.w, _ = d.(Waiter[D])
 	lk.bd, _ = d.(Bounder[D])
 	lk.stop, lk.stopNow = context.WithCancel(context.Background())
+	lk.log = newLogger(cfg)
 	if cfg.Background != nil {
 		lk.bg = &cfg.Background.g
 	} else {
@@ -661,14 +679,19 @@ func (lk *Locker[D]) wait(ctx context.Context, key string, o lockswap.Options) (
 func (lk *Locker[D]) undo(ctx context.Context, c Claim[D]) {
 	work := func(ctx context.Context) {
 		answers := 0
+		var last error
 		background.Retry(ctx, func(ctx context.Context) bool {
 			err := lk.d.Release(ctx, &c)
+			last = err
 			if lk.uncertain(err) {
 				return false
 			}
 			answers++
 			return err == nil || !errors.Is(err, lockswap.ErrLost) || answers >= 2
 		})
+		if answers == 0 && last != nil && lk.log.on() {
+			lk.log.warn(MsgUndoGaveUp, c.Key, errAttr(last), slog.Duration("ttl", c.TTL))
+		}
 	}
 	if !lk.bg.Go(ctx, work) {
 		// The Locker is closing: one try within the grace.
@@ -684,8 +707,8 @@ type lock[D any] struct {
 	lk       *Locker[D]
 	c        Claim[D] // c.TTL and c.Data change only inside the gate
 	released atomic.Bool
-	lost     atomic.Bool // see Claim.Lose
-	gate     gate        // one Extend or Release at a time
+	flags    atomic.Uint32 // flagLost (see Claim.Lose), flagHeld, flagReported
+	gate     gate          // one Extend or Release at a time
 }
 
 // Deadline is the kit's deadline, or the driver's Bound when earlier.
@@ -721,6 +744,9 @@ func (l *lock[D]) granted(start time.Time, g Grant) {
 	l.SetTTL(l.c.TTL)
 	l.SetFence(g.Fence, l.lk.cfg.Fence)
 	l.SetDeadline(deadline(start, l.c.TTL, g))
+	if l.flags.Or(flagHeld)&flagLost != 0 {
+		l.reportLost(ReasonDriverLost)
+	}
 }
 
 // expired gives l back and returns an error matching lockswap.ErrInvalid
@@ -768,6 +794,7 @@ func (l *lock[D]) Extend(ctx context.Context, ttl time.Duration) error {
 	}
 	if l.Ended() {
 		l.End()
+		l.reportExpired()
 		return lk.fail("extend", key, fmt.Errorf("validity already over: %w", lockswap.ErrLost))
 	}
 	// The call's bound is fixed now: waiting for its turn does not extend it.
@@ -778,6 +805,7 @@ func (l *lock[D]) Extend(ctx context.Context, ttl time.Duration) error {
 	defer l.gate.leave()
 	if l.released.Load() || l.Ended() {
 		l.End()
+		l.reportExpired()
 		return lk.fail("extend", key, fmt.Errorf("validity already over: %w", lockswap.ErrLost))
 	}
 	start := time.Now()
@@ -787,6 +815,9 @@ func (l *lock[D]) Extend(ctx context.Context, ttl time.Duration) error {
 	if err != nil {
 		if errors.Is(err, lockswap.ErrLost) {
 			l.End()
+			if lk.log.on() {
+				l.reportLost(ReasonExtendRefused, errAttr(err))
+			}
 		}
 		return lk.fail("extend", key, err)
 	}
@@ -802,14 +833,14 @@ func (l *lock[D]) Extend(ctx context.Context, ttl time.Duration) error {
 func (l *lock[D]) Release(ctx context.Context) error { return l.release(ctx, false) }
 
 // release is Release; giveBack also releases after Close (a lock nobody
-// was handed).
+// was handed), and its failures are logged as such.
 func (l *lock[D]) release(ctx context.Context, afterClose bool) error {
 	if l.released.Load() {
 		return nil
 	}
 	lk, key := l.lk, l.c.Key
 	if lk.closed.Load() && !afterClose {
-		if l.lost.Load() {
+		if l.flags.Load()&flagLost != 0 {
 			return lk.fail("release", key, fmt.Errorf("%w, and the lock was lost (%w)", lockswap.ErrClosed, lockswap.ErrLost))
 		}
 		return lk.fail("release", key, lockswap.ErrClosed)
@@ -822,6 +853,9 @@ func (l *lock[D]) release(ctx context.Context, afterClose bool) error {
 	defer l.gate.leave()
 	if l.released.Load() {
 		return nil
+	}
+	if !afterClose {
+		l.reportExpired()
 	}
 	if lk.ho != nil && lk.q != nil {
 		if t := lk.q.ClaimBy(key, l, limit); t != nil {
@@ -843,6 +877,8 @@ func (l *lock[D]) release(ctx context.Context, afterClose bool) error {
 			lk.uncertain, func(_ struct{}, err error) {
 				if err == nil || errors.Is(err, lockswap.ErrLost) {
 					l.settle(err == nil)
+				} else if lk.log.on() {
+					l.reportFailed(MsgReleaseGaveUp, afterClose, err)
 				}
 			})
 		if pending {
@@ -858,7 +894,13 @@ func (l *lock[D]) release(ctx context.Context, afterClose bool) error {
 		err = fmt.Errorf("%w (%w)", lockswap.ErrClosed, err)
 	}
 	if err != nil && !errors.Is(err, lockswap.ErrLost) && !gaveUp(err) {
+		if lk.log.on() {
+			l.reportFailed(MsgReleaseFailed, afterClose, err)
+		}
 		return lk.fail("release", key, err)
+	}
+	if err != nil && !gaveUp(err) && lk.log.on() && !afterClose {
+		l.reportLost(ReasonNotOurs, errAttr(err))
 	}
 	l.settle(err == nil || gaveUp(err)) // see GaveUp
 	if err != nil {
@@ -918,6 +960,13 @@ func (l *lock[D]) handOver(ctx context.Context, t *localq.Ticket, limit time.Tim
 	}
 	if relErr == nil || errors.Is(relErr, lockswap.ErrLost) || gaveUp(relErr) {
 		l.End()
+	}
+	if relErr != nil && !gaveUp(relErr) && lk.log.on() {
+		if errors.Is(relErr, lockswap.ErrLost) {
+			l.reportLost(ReasonNotOurs, errAttr(relErr))
+		} else {
+			l.reportFailed(MsgReleaseFailed, false, relErr)
+		}
 	}
 	if relErr == nil || gaveUp(relErr) {
 		l.released.Store(true) // see GaveUp

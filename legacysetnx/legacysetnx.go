@@ -34,6 +34,7 @@ import (
 	_ "embed"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"strconv"
 	"strings"
@@ -86,6 +87,12 @@ type Options struct {
 	// Closer, when set, is closed by Locker.Close (for a client the Locker
 	// owns, such as one opened from a URL).
 	Closer io.Closer
+	// Logger, when set, receives the events a person must see (a lock
+	// lost, a release that failed; see docs/observability.md); nil logs
+	// nothing.
+	Logger *slog.Logger
+	// LogKeys adds lock keys to the records (off: keys may be sensitive).
+	LogKeys bool
 }
 
 // DefaultRetry is the retry policy Acquire uses when none is given: a random
@@ -160,7 +167,9 @@ func New(c redisclient.Client, opts Options) (*Locker, error) {
 		// No Undo: an acquire whose reply is lost may leave its timestamp
 		// until it passes; a compare-and-delete could remove another
 		// holder's equal timestamp (see Guarantees).
-		Closer: opts.Closer,
+		Closer:  opts.Closer,
+		Logger:  opts.Logger,
+		LogKeys: opts.LogKeys,
 	})
 	if err != nil {
 		return nil, err

@@ -9,6 +9,7 @@ package memlock
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -54,6 +55,12 @@ type Options struct {
 	TTL time.Duration
 	// Retry is Acquire's default retry policy; nil means every 5 ms.
 	Retry lockswap.RetryStrategy
+	// Logger, when set, receives the events a person must see (a lock
+	// lost, a release that failed; see docs/observability.md); nil logs
+	// nothing.
+	Logger *slog.Logger
+	// LogKeys adds lock keys to the records (off: keys may be sensitive).
+	LogKeys bool
 }
 
 // New returns a Locker over s that retries every 5 ms by default, with
@@ -80,6 +87,8 @@ func NewWithOptions(s *Store, opts Options) (*Locker, error) {
 		Retry:      opts.Retry,
 		Fence:      true,
 		Queue:      true,
+		Logger:     opts.Logger,
+		LogKeys:    opts.LogKeys,
 	})
 	if err != nil {
 		return nil, err

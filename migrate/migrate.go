@@ -22,6 +22,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -103,7 +104,20 @@ type Options struct {
 	// locks; 0 means lockswap.DefaultTTL. A call's lockswap.WithTTL wins
 	// over it.
 	TTL time.Duration
+	// Logger, when set, receives MsgLegacyNet, at level Warn, each time
+	// the safety net finds a live legacy lock; nil logs nothing. The
+	// Legacy and Target Lockers log their own events through their own
+	// options.
+	Logger *slog.Logger
+	// LogKeys adds the lock's key to the records (off: keys may be
+	// sensitive).
+	LogKeys bool
 }
+
+// MsgLegacyNet is the message of the record written when the PhaseTarget
+// safety net (Options.LegacyNet) finds a live legacy lock: an old client
+// is still running, and the attempt failed with ErrHeld.
+const MsgLegacyNet = "legacy lock held in target phase"
 
 // ErrSameKey is wrapped by New's error when the legacy and the target lock
 // would be the same Redis key on the same server.
@@ -355,6 +369,7 @@ func (lk *Locker) TryAcquire(ctx context.Context, key string, opts ...lockswap.O
 				if lk.o.OnLegacyNet != nil {
 					lk.o.OnLegacyNet(key)
 				}
+				lk.logLegacyNet(key)
 				return nil, fmt.Errorf("migrate: %q is held through the legacy lock (safety net: is an old client still running?): %w", key, err)
 			}
 			return nil, fmt.Errorf("migrate: legacy safety net for %q: %w", key, err)
@@ -363,6 +378,19 @@ func (lk *Locker) TryAcquire(ctx context.Context, key string, opts ...lockswap.O
 		l.decider = 0
 		return l, nil
 	}
+}
+
+// logLegacyNet writes MsgLegacyNet for key.
+func (lk *Locker) logLegacyNet(key string) {
+	if lk.o.Logger == nil {
+		return
+	}
+	attrs := []slog.Attr{slog.String("backend", "migrate"), slog.String("phase", lk.o.Phase.String()),
+		slog.String("reason", "a forgotten old client holds the legacy lock; it was kept out, and so was this attempt")}
+	if lk.o.LogKeys {
+		attrs = append(attrs, slog.String("key", key))
+	}
+	lk.o.Logger.LogAttrs(context.Background(), slog.LevelWarn, MsgLegacyNet, attrs...)
 }
 
 // lock is one or two held locks, in acquisition order.

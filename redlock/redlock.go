@@ -28,6 +28,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"math/bits"
 	"slices"
@@ -108,6 +109,13 @@ type Options struct {
 	MaxTTL time.Duration
 	// Closers are closed by Locker.Close (clients the Locker owns).
 	Closers []io.Closer
+	// Logger, when set, receives the events a person must see (a lock
+	// lost, a release that failed, the restart-safety
+	// quarantine; see docs/observability.md); nil logs
+	// nothing.
+	Logger *slog.Logger
+	// LogKeys adds lock keys to the records (off: keys may be sensitive).
+	LogKeys bool
 }
 
 var (
@@ -131,6 +139,7 @@ type instance struct {
 	c       redisclient.Client
 	epoch   atomic.Pointer[epochState] // RestartSafety only
 	suspect atomic.Bool                // pipelined path: not answered yet or last request failed: use a worker
+	logged  atomic.Pointer[epochState] // RestartSafety with a Logger: the quarantine last logged
 }
 
 // epochState is the last epoch seen on an instance and until when its votes
@@ -180,6 +189,7 @@ type proto struct {
 	bg        driver.Background
 	bgRunning atomic.Int64 // background releases running (tests)
 	bgGaveUp  atomic.Int64 // background releases that ended with instances still unknown (tests)
+	log       *slog.Logger // Options.Logger with the backend attribute; nil: silent
 }
 
 // New returns a Locker over the given independent masters. It rejects, with
@@ -241,6 +251,9 @@ func New(clients []redisclient.Client, opts Options) (*Locker, error) {
 	}
 	opts.Closers = append([]io.Closer(nil), opts.Closers...)
 	p := &proto{inst: make([]instance, len(clients)), quorum: len(clients)/2 + 1, opts: opts}
+	if opts.Logger != nil {
+		p.log = opts.Logger.With(slog.String("backend", "redlock"))
+	}
 	if err := p.setTTLRange(); err != nil {
 		return nil, err
 	}
@@ -278,6 +291,8 @@ func New(clients []redisclient.Client, opts Options) (*Locker, error) {
 		Queue:      true,
 		Background: &p.bg,
 		Closer:     p,
+		Logger:     opts.Logger,
+		LogKeys:    opts.LogKeys,
 	})
 	if err != nil {
 		p.bg.Close()
@@ -292,7 +307,11 @@ func New(clients []redisclient.Client, opts Options) (*Locker, error) {
 type safeProto struct{ p *proto }
 
 func (s safeProto) Acquire(ctx context.Context, c *driver.Claim[*rlock]) (driver.Grant, error) {
-	return s.p.Acquire(ctx, c)
+	g, err := s.p.Acquire(ctx, c)
+	if s.p.log != nil {
+		s.p.logQuarantine()
+	}
+	return g, err
 }
 
 func (s safeProto) Extend(ctx context.Context, c *driver.Claim[*rlock], ttl time.Duration) (driver.Grant, error) {
@@ -479,6 +498,9 @@ func (p *proto) goRelease(keys [1]string, key, token any, pending uint64, until 
 		p.rounds(ctx, opRelease, keys[:], key, args[:], &t, until, ttl, nil)
 		if t.pending != 0 {
 			p.bgGaveUp.Add(1)
+			if p.log != nil {
+				p.logReleaseGaveUp(keys[0], t.pending, ttl)
+			}
 		}
 	})
 	if !started {

@@ -22,6 +22,7 @@ import (
 	_ "embed"
 	"fmt"
 	"io"
+	"log/slog"
 	"time"
 
 	"github.com/lockswap/lockswap"
@@ -48,6 +49,12 @@ type Options struct {
 	// Closer, when set, is closed by Locker.Close (for a client the Locker
 	// owns, such as one opened from a URL).
 	Closer io.Closer
+	// Logger, when set, receives the events a person must see (a lock
+	// lost, a release that failed; see docs/observability.md); nil logs
+	// nothing.
+	Logger *slog.Logger
+	// LogKeys adds lock keys to the records (off: keys may be sensitive).
+	LogKeys bool
 }
 
 // DefaultRetry is the retry policy Acquire uses when none is given: a random
@@ -181,6 +188,8 @@ func New(c redisclient.Client, opts Options) (*Locker, error) {
 		Uncertain:  redisclient.Uncertain,
 		Undo:       redisclient.MaybeApplied,
 		Closer:     opts.Closer,
+		Logger:     opts.Logger,
+		LogKeys:    opts.LogKeys,
 	})
 	if err != nil {
 		return nil, err

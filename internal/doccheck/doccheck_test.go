@@ -26,6 +26,8 @@ var packages = map[string]string{
 	"errors":      "errors",
 	"fmt":         "fmt",
 	"time":        "time",
+	"slog":        "log/slog",
+	"os":          "os",
 	"tls":         "crypto/tls",
 	"lockswap":    "github.com/lockswap/lockswap",
 	"backend":     "github.com/lockswap/lockswap/backend",

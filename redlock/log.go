@@ -1,0 +1,82 @@
+package redlock
+
+import (
+	"context"
+	"log/slog"
+	"math/bits"
+	"time"
+)
+
+// The messages of the records redlock writes to Options.Logger, besides
+// the kit's (driver.MsgLockLost and the others); docs/observability.md
+// lists their attributes.
+const (
+	// MsgQuarantine: with RestartSafety, instances whose epoch is younger
+	// than MaxTTL (first use of a fresh server, or a restart without
+	// persistence) do not vote until it is MaxTTL old; while a majority
+	// cannot vote, Acquire waits. Written once per quarantine, at level
+	// Warn.
+	MsgQuarantine = "restart-safety quarantine"
+	// MsgReleaseGaveUp: instances that did not answer a release were asked
+	// again in the background until lockswap.CleanupTimeout without an
+	// answer; the lock stays on them until its TTL passes. Level Warn.
+	MsgReleaseGaveUp = "release gave up"
+)
+
+// quarantineReason is the reason attribute of MsgQuarantine.
+const quarantineReason = "epoch younger than MaxTTL: the instance is new or restarted without its data, so a lock it forgot may still be held"
+
+// logQuarantine writes MsgQuarantine once for the instances that entered
+// a quarantine not logged yet (several calls seeing the same new epoch
+// write one record).
+func (p *proto) logQuarantine() {
+	now := time.Now()
+	var (
+		servers []string
+		left    time.Duration
+	)
+	quarantined := 0
+	for i := range p.inst {
+		in := &p.inst[i]
+		es := in.epoch.Load()
+		if es == nil || !now.Before(es.until) {
+			continue
+		}
+		quarantined++
+		prev := in.logged.Load()
+		if prev != nil && prev.value == es.value {
+			continue
+		}
+		if !in.logged.CompareAndSwap(prev, es) {
+			continue // another call logs it
+		}
+		servers = append(servers, in.c.String())
+		left = max(left, es.until.Sub(now))
+	}
+	if len(servers) == 0 {
+		return
+	}
+	p.log.LogAttrs(context.Background(), slog.LevelWarn, MsgQuarantine,
+		slog.String("reason", quarantineReason),
+		slog.Duration("left", left.Round(time.Millisecond)),
+		slog.Any("instances", servers),
+		slog.Int("quarantined", quarantined),
+		slog.Int("of", len(p.inst)),
+		slog.Int("quorum", p.quorum),
+		slog.Bool("acquire_waits", len(p.inst)-quarantined < p.quorum),
+		slog.Duration("max_ttl", p.opts.MaxTTL))
+}
+
+// logReleaseGaveUp writes MsgReleaseGaveUp for the release of storedKey
+// that left the instances in pending unanswered.
+func (p *proto) logReleaseGaveUp(storedKey string, pending uint64, ttl time.Duration) {
+	attrs := []slog.Attr{
+		slog.Int("unanswered", bits.OnesCount64(pending)),
+		slog.Int("of", len(p.inst)),
+		slog.Duration("expires_within", ttl),
+	}
+	if p.opts.LogKeys {
+		attrs = append(attrs, slog.String("key", storedKey))
+	}
+	p.log.LogAttrs(context.Background(), slog.LevelWarn, MsgReleaseGaveUp, attrs...)
+}
