@@ -134,6 +134,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -200,6 +201,12 @@ type Options struct {
 	// ask the cluster (MemberList) when the Locker is made, falling back to
 	// the number of endpoints.
 	ClusterSize int
+	// Logger, when set, receives the events a person must see (a lock
+	// lost, a release that failed; see docs/observability.md); nil is
+	// silent.
+	Logger *slog.Logger
+	// LogKeys adds lock keys to the records (off: keys may be sensitive).
+	LogKeys bool
 }
 
 // Config is what Open needs to build its own client.
@@ -214,12 +221,15 @@ type Config struct {
 	TLS *tls.Config
 	// DialTimeout bounds connecting (default 5 s).
 	DialTimeout time.Duration
-	// Prefix, TTL, RequestTimeout, Retry and ClusterSize are as in Options.
+	// Prefix, TTL, RequestTimeout, Retry, ClusterSize, Logger and LogKeys
+	// are as in Options.
 	Prefix         string
 	TTL            time.Duration
 	RequestTimeout time.Duration
 	Retry          lockswap.RetryStrategy
 	ClusterSize    int
+	Logger         *slog.Logger
+	LogKeys        bool
 }
 
 // Locker is the etcd lockswap.Locker: the kit's driver.Locker (which does
@@ -280,7 +290,8 @@ func Open(cfg Config) (*Locker, error) {
 	if cfg.DialTimeout < 0 {
 		return nil, fmt.Errorf("%s: dial timeout %v is negative: %w", Backend, cfg.DialTimeout, lockswap.ErrInvalid)
 	}
-	opts := Options{Prefix: cfg.Prefix, TTL: cfg.TTL, RequestTimeout: cfg.RequestTimeout, Retry: cfg.Retry, ClusterSize: cfg.ClusterSize}
+	opts := Options{Prefix: cfg.Prefix, TTL: cfg.TTL, RequestTimeout: cfg.RequestTimeout, Retry: cfg.Retry, ClusterSize: cfg.ClusterSize,
+		Logger: cfg.Logger, LogKeys: cfg.LogKeys}
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
@@ -383,6 +394,8 @@ func newLocker(c *clientv3.Client, opts Options) (*Locker, error) {
 		Fence:      true,
 		Uncertain:  uncertain,
 		Background: &lk.bg,
+		Logger:     opts.Logger,
+		LogKeys:    opts.LogKeys,
 	})
 	if err != nil {
 		cancel()
