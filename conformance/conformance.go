@@ -659,8 +659,9 @@ func (s *suite) badArguments(t *testing.T) {
 
 // oddKeys: keys with NUL, newline, invalid UTF-8 and other odd bytes are
 // locks like any other (each excludes, and only itself); a 1 MB key either
-// works the same or is refused with ErrInvalid, and an error about it does
-// not carry the whole key.
+// works the same or is refused with ErrInvalid (or, on a backend whose
+// requests have a short time limit, is unavailable), is never granted
+// twice, and an error about it does not carry the whole key.
 func (s *suite) oddKeys(t *testing.T) {
 	a, b := s.locker(t), s.locker(t)
 	ctx := ctxT(t)
@@ -692,8 +693,11 @@ func (s *suite) oddKeys(t *testing.T) {
 	l, err := a.TryAcquire(ctx, huge, hugeTTL)
 	switch {
 	case err == nil:
-		if _, err := b.TryAcquire(ctx, huge, hugeTTL); !errors.Is(err, lockswap.ErrHeld) {
-			t.Errorf("second TryAcquire of a 1 MB key: err = %v, want ErrHeld", err)
+		// A backend whose requests have a short time limit (redlock's
+		// per-instance timeout) may not move 1 MB in time on a loaded
+		// machine: unavailable is an answer too, a second lock is not.
+		if _, err := b.TryAcquire(ctx, huge, hugeTTL); !errors.Is(err, lockswap.ErrHeld) && !errors.Is(err, lockswap.ErrUnavailable) {
+			t.Errorf("second TryAcquire of a 1 MB key: err = %v, want ErrHeld (or ErrUnavailable)", err)
 		} else if len(err.Error()) > maxErrLen {
 			t.Errorf("the error about a 1 MB key is %d bytes long, want the key cut (≤ %d)", len(err.Error()), maxErrLen)
 		}
@@ -710,6 +714,11 @@ func (s *suite) oddKeys(t *testing.T) {
 		} else if d := time.Since(begin); d > 5*time.Second {
 			t.Errorf("Acquire of a refused 1 MB key took %v: it was retried", d.Round(time.Millisecond))
 		}
+	case errors.Is(err, lockswap.ErrUnavailable):
+		if len(err.Error()) > maxErrLen {
+			t.Errorf("the error about a 1 MB key is %d bytes long, want the key cut (≤ %d)", len(err.Error()), maxErrLen)
+		}
+		t.Logf("TryAcquire of a 1 MB key: %v (the request took longer than the backend allows)", err)
 	default:
 		t.Errorf("TryAcquire of a 1 MB key: err = %v, want a lock or ErrInvalid", err)
 	}

@@ -100,6 +100,16 @@ func (c *Claim[D]) Lose() {
 	}
 }
 
+// LoseAtClose is [Claim.Lose] for a lock that the driver's own Close
+// ended (etcdlease revokes its leases at Close): the same for the lock,
+// but a shutdown, not an event for the Locker's logger.
+func (c *Claim[D]) LoseAtClose() {
+	if c.l != nil {
+		c.l.flags.Or(flagReported)
+		c.Lose()
+	}
+}
+
 // Done returns the Done channel of the lock c was made for, closed at its
 // deadline, when it is released and when it is lost: what a driver's own
 // work for a held lock (a watch) waits on to end. Nil before the kit

@@ -85,9 +85,11 @@ const (
 	flagReported             // MsgLockLost was written (once per lock)
 )
 
-// reportLost writes MsgLockLost for l once, unless l was released.
+// reportLost writes MsgLockLost for l once, unless l was released or its
+// Locker is closing: Close ending the locks it holds (etcdlease revokes
+// their leases) is a shutdown, not an event to warn about.
 func (l *lock[D]) reportLost(reason string, attrs ...slog.Attr) {
-	if !l.lk.log.on() || l.released.Load() || l.flags.Or(flagReported)&flagReported != 0 {
+	if !l.lk.log.on() || l.released.Load() || l.lk.closed.Load() || l.flags.Or(flagReported)&flagReported != 0 {
 		return
 	}
 	l.lk.log.warn(MsgLockLost, l.c.Key, append(attrs, slog.String("reason", reason))...)

@@ -505,7 +505,7 @@ func (lk *Locker) Close() error {
 	lk.cancel()
 	for _, e := range locks {
 		e.settle(stateLost)
-		e.claim.Lose()
+		e.claim.LoseAtClose()
 		e.stopWatch()
 	}
 

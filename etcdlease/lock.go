@@ -217,7 +217,9 @@ func (l *entry) deleteKey(ctx context.Context) (deleted bool, err error) {
 	lk := l.lk
 	resp, err := lk.c.Txn(ctx).If(l.isOwner()).Then(clientv3.OpDelete(l.etcdKey)).Commit()
 	if err != nil {
-		l.ls.retire()
+		if uncertain(err) {
+			l.ls.retire() // the delete may or may not have landed
+		}
 		return false, lk.fail(err)
 	}
 	if resp.Succeeded {

@@ -51,3 +51,25 @@ func TestLogLockLost(t *testing.T) {
 		lk.Close()
 	}
 }
+
+// TestLogQuietAtClose: Close revokes the leases of the locks still held,
+// which ends them; that is a shutdown, and nothing is logged.
+func TestLogQuietAtClose(t *testing.T) {
+	srv := testserver.EtcdT(t)
+	rec := logtest.New()
+	lk, err := Open(Config{Endpoints: srv.Endpoints(), Prefix: "logclose/", Logger: rec.Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t, 20*time.Second)
+	l, err := lk.TryAcquire(ctx, "k", lockswap.WithTTL(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lk.Close()
+	waitClosed(t, l.Done(), 5*time.Second, "Done after Close revoked the lease")
+	_ = l.Release(ctx)
+	if got := rec.Records(); len(got) != 0 {
+		t.Fatalf("records after Close ended a held lock: %v, want none", got)
+	}
+}

