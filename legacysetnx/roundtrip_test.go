@@ -2,7 +2,6 @@ package legacysetnx_test
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
@@ -39,31 +38,9 @@ func TestContendedAttemptIsOneRequest(t *testing.T) {
 			}
 			t.Cleanup(func() { lk.Close() })
 
-			before := cc.Requests()
-			if _, err := lk.TryAcquire(ctx, key); !errors.Is(err, lockswap.ErrHeld) {
-				t.Fatalf("TryAcquire on a held key: %v, want ErrHeld", err)
-			}
-			if n := cc.Requests() - before; n != 1 {
-				t.Errorf("TryAcquire on a held key sent %d requests, want 1", n)
-			}
-			const attempts = 4
-			before = cc.Requests()
-			_, err = lk.Acquire(ctx, key, lockswap.WithRetry(lockswap.LimitedRetry(time.Millisecond, attempts)))
-			if !errors.Is(err, lockswap.ErrHeld) {
-				t.Fatalf("Acquire of %d attempts on a held key: %v, want ErrHeld", attempts, err)
-			}
-			if n := cc.Requests() - before; n != attempts {
-				t.Errorf("Acquire of %d attempts on a held key sent %d requests, want %d", attempts, n, attempts)
-			}
-
+			redistest.CheckContended(t, lk, key, cc.Requests, 1)
 			raw.HSet(ctx, hash, "field", "someone else's data")
-			before = cc.Requests()
-			if _, err := lk.TryAcquire(ctx, hash); !errors.Is(err, lockswap.ErrInvalid) {
-				t.Errorf("TryAcquire on a key holding a hash: %v, want ErrInvalid", err)
-			}
-			if n := cc.Requests() - before; n != 1 {
-				t.Errorf("TryAcquire on a key holding a hash sent %d requests, want 1", n)
-			}
+			redistest.CheckNotLock(t, lk, hash, "another Redis type", cc.Requests, 1)
 			if v := raw.HGet(ctx, hash, "field").Val(); v != "someone else's data" {
 				t.Errorf("the hash under the key was changed to %q", v)
 			}

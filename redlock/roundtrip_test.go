@@ -3,7 +3,6 @@ package redlock_test
 import (
 	"context"
 	"errors"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -82,31 +81,9 @@ func TestContendedAttemptIsOneRequest(t *testing.T) {
 				l.Release(ctx)
 			}
 
-			before := requests()
-			if _, err := lk.TryAcquire(ctx, key); !errors.Is(err, lockswap.ErrHeld) {
-				t.Fatalf("TryAcquire on a held key: %v, want ErrHeld", err)
-			}
-			if got := requests() - before; got != n {
-				t.Errorf("TryAcquire on a key held everywhere sent %d requests, want %d (one per instance)", got, n)
-			}
-			const attempts = 3
-			before = requests()
-			_, err := lk.Acquire(ctx, key, lockswap.WithRetry(lockswap.LimitedRetry(time.Millisecond, attempts)))
-			if !errors.Is(err, lockswap.ErrHeld) {
-				t.Fatalf("Acquire of %d attempts on a held key: %v, want ErrHeld", attempts, err)
-			}
-			if got := requests() - before; got != attempts*n {
-				t.Errorf("Acquire of %d attempts on a key held everywhere sent %d requests, want %d", attempts, got, attempts*n)
-			}
-
-			before = requests()
-			_, err = lk.TryAcquire(ctx, hash)
-			if !errors.Is(err, lockswap.ErrInvalid) || !strings.Contains(err.Error(), "holds a hash, not a lock") {
-				t.Errorf("TryAcquire on a key holding a hash: %v, want ErrInvalid naming the type", err)
-			}
-			if got := requests() - before; got != 2*n {
-				t.Errorf("TryAcquire on a key holding a hash sent %d requests, want %d (the refused SET, TYPE to name the type)", got, 2*n)
-			}
+			redistest.CheckContended(t, lk, key, requests, n)
+			// A TYPE per instance, on that error path only, names the type.
+			redistest.CheckNotLock(t, lk, hash, "holds a hash, not a lock", requests, 2*n)
 			for i, r := range raw {
 				if v := r.Get(ctx, key).Val(); v != "other" {
 					t.Errorf("instance %d: the held key holds %q, want the other owner's value", i, v)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -43,36 +42,14 @@ func TestContendedAttemptIsOneRequest(t *testing.T) {
 				}
 				t.Cleanup(func() { lk.Close() })
 
-				before := cc.Requests()
-				if _, err := lk.TryAcquire(ctx, key); !errors.Is(err, lockswap.ErrHeld) {
-					t.Fatalf("TryAcquire on a held key: %v, want ErrHeld", err)
-				}
-				if n := cc.Requests() - before; n != 1 {
-					t.Errorf("TryAcquire on a held key sent %d requests, want 1", n)
-				}
-				const attempts = 4
-				before = cc.Requests()
-				_, err = lk.Acquire(ctx, key, lockswap.WithRetry(lockswap.LimitedRetry(time.Millisecond, attempts)))
-				if !errors.Is(err, lockswap.ErrHeld) {
-					t.Fatalf("Acquire of %d attempts on a held key: %v, want ErrHeld", attempts, err)
-				}
-				if n := cc.Requests() - before; n != attempts {
-					t.Errorf("Acquire of %d attempts on a held key sent %d requests, want %d", attempts, n, attempts)
-				}
+				redistest.CheckContended(t, lk, key, cc.Requests, 1)
 				if v := raw.Get(ctx, key).Val(); v != held.Token() {
 					t.Errorf("the key holds %q, want the holder's token", v)
 				}
-
 				hash := key + ":hash"
 				raw.HSet(ctx, hash, "field", "someone else's data")
-				before = cc.Requests()
-				_, err = lk.TryAcquire(ctx, hash)
-				if !errors.Is(err, lockswap.ErrInvalid) || !strings.Contains(err.Error(), "a Redis hash, not a lock") {
-					t.Errorf("TryAcquire on a key holding a hash: %v, want ErrInvalid naming the type", err)
-				}
-				if n := cc.Requests() - before; n != 2 {
-					t.Errorf("TryAcquire on a key holding a hash sent %d requests, want 2 (the refused attempt, TYPE to name the type)", n)
-				}
+				// The second request, on that error path only, names the type.
+				redistest.CheckNotLock(t, lk, hash, "a Redis hash, not a lock", cc.Requests, 2)
 				if v := raw.HGet(ctx, hash, "field").Val(); v != "someone else's data" {
 					t.Errorf("the hash under the key was changed to %q", v)
 				}
