@@ -16,6 +16,8 @@ package rueidis
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -84,8 +86,9 @@ func withCode(msg string) string {
 }
 
 // result returns r's reply normalised like [redisclient.Client.Do]: a nil
-// reply as nil, a RESP3 boolean as RESP2 gives it (true as 1, false as
-// nil), an error reply as a ReplyError.
+// reply as nil, RESP3 replies as RESP2 gives them (a boolean true as 1 and
+// false as nil, a map as an array of key, value pairs, sorted by key), an
+// error reply as a ReplyError.
 func result(r rueidis.RedisResult) (any, error) {
 	v, err := r.ToAny()
 	if rueidis.IsRedisNil(err) {
@@ -108,6 +111,13 @@ func normalize(v any) any {
 		for i, e := range x {
 			x[i] = normalize(e)
 		}
+	case map[string]any:
+		keys := slices.Sorted(maps.Keys(x))
+		pairs := make([]any, 0, 2*len(keys))
+		for _, k := range keys {
+			pairs = append(pairs, k, normalize(x[k]))
+		}
+		return pairs
 	case error:
 		return replyErr(x)
 	}

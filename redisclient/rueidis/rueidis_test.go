@@ -91,3 +91,19 @@ func TestDeadlineOnSilentServer(t *testing.T) {
 		t.Error("SetNXPX on a silent server did not return when its context was cancelled")
 	}
 }
+
+// TestRESP3RepliesAsRESP2: rueidis speaks RESP3 where the server does; the
+// adapter gives its replies as the other adapters do: a map as key, value
+// pairs.
+func TestRESP3RepliesAsRESP2(t *testing.T) {
+	srv := testserver.RedisT(t, testserver.RedisOptions{})
+	c := redistest.Rueidis(t, srv.Addr())
+	ctx := context.Background()
+	if _, err := c.Do(ctx, "HSET", "h", "b", "2", "a", "1"); err != nil {
+		t.Fatal(err)
+	}
+	v, err := c.Do(ctx, "HGETALL", "h")
+	if arr, ok := v.([]any); err != nil || !ok || len(arr) != 4 || arr[0] != "a" || arr[1] != "1" || arr[2] != "b" || arr[3] != "2" {
+		t.Errorf("HGETALL = %#v, %v; want [a 1 b 2]", v, err)
+	}
+}
