@@ -10,14 +10,14 @@
 //	migrate://?phase=dual&legacy=<url>&target=<url>
 //	memlock://?store=tests&ttl=10s           (in-process, for tests)
 //
-// Every Redis scheme takes client=goredis|redigo. Any scheme takes
+// Every Redis scheme takes client=goredis|redigo|rueidis. Any scheme takes
 // require=fencing,failover,... (lockswap.Property names): opening a backend
 // whose Guarantees lack one fails with an error naming it. docs/configuration.md
 // lists every parameter.
 //
 // Each backend parses and checks its own parameters and registers its
 // scheme with package registry; this package imports every built-in
-// backend and both Redis clients, and routes to them. A program that wants
+// backend and every Redis client, and routes to them. A program that wants
 // to link only one backend and one client imports those and opens URLs with
 // registry.OpenURL instead.
 package backend
@@ -86,7 +86,8 @@ type Config struct {
 	DB int `json:"db,omitempty"`
 	// TLS connects with TLS (the "s" schemes).
 	TLS bool `json:"tls,omitempty"`
-	// Client is the Redis client library: goredis (default) or redigo.
+	// Client is the Redis client library: goredis (default), redigo or
+	// rueidis.
 	Client string `json:"client,omitempty"`
 	// TTL is the default lock TTL of the opened Locker.
 	TTL Duration `json:"ttl,omitempty"`

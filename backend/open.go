@@ -19,6 +19,7 @@ import (
 	_ "github.com/lockswap/lockswap/migrate"
 	_ "github.com/lockswap/lockswap/redisclient/goredis"
 	_ "github.com/lockswap/lockswap/redisclient/redigo"
+	_ "github.com/lockswap/lockswap/redisclient/rueidis"
 	_ "github.com/lockswap/lockswap/redlock"
 	_ "github.com/lockswap/lockswap/singleredis"
 )

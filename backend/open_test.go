@@ -21,7 +21,7 @@ import (
 func TestOpenSingleRedisBothClients(t *testing.T) {
 	mr := miniredis.RunT(t)
 	ctx := context.Background()
-	for _, client := range []string{"goredis", "redigo"} {
+	for _, client := range []string{"goredis", "redigo", "rueidis"} {
 		lk, err := backend.OpenURL(ctx, "singleredis://"+mr.Addr()+"?prefix=app:&ttl=7s&fence=true&client="+client)
 		if err != nil {
 			t.Fatalf("%s: %v", client, err)

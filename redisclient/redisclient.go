@@ -4,8 +4,10 @@
 //
 //	rc := goredis.New(rdb)   // redisclient/goredis: *redis.Client, *redis.ClusterClient, *redis.Ring, redis.UniversalClient
 //	rc := redigo.New(pool)   // redisclient/redigo: *redis.Pool
+//	rc := rueidis.New(c)     // redisclient/rueidis: rueidis.Client (auto-pipelining)
 //
-// Every command is bounded by its context: redigo through DoContext; go-redis
+// Every command is bounded by its context: redigo through DoContext;
+// rueidis on its own (it returns when the context ends); go-redis
 // only when the client was built with Options.ContextTimeoutEnabled = true
 // (otherwise go-redis bounds a command by its ReadTimeout/WriteTimeout).
 // Scripts go by EVALSHA, falling back to EVAL once when the server answers

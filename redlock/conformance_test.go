@@ -39,13 +39,13 @@ func newLocker(t testing.TB, addrs []string, newClient redistest.NewClient, opts
 
 // newLockerTTL is the conformance harness's NewLockerTTL: a Locker over
 // addrs with the default TTL ttl.
-func newLockerTTL(addrs []string, newClient redistest.NewClient) func(*testing.T, time.Duration) (lockswap.Locker, error) {
+func newLockerTTL(addrs []string, newClient redistest.NewClient, timeout time.Duration) func(*testing.T, time.Duration) (lockswap.Locker, error) {
 	return func(t *testing.T, ttl time.Duration) (lockswap.Locker, error) {
 		cs := make([]redisclient.Client, len(addrs))
 		for i, a := range addrs {
 			cs[i] = newClient(t, a)
 		}
-		lk, err := redlock.New(cs, redlock.Options{Prefix: "test:", InstanceTimeout: testTimeout, TTL: ttl})
+		lk, err := redlock.New(cs, redlock.Options{Prefix: "test:", InstanceTimeout: timeout, TTL: ttl})
 		if err != nil {
 			return nil, err
 		}
@@ -77,29 +77,38 @@ func realN(t *testing.T, n int) ([]string, []*testserver.Redis) {
 }
 
 // TestConformance runs the suite for redlock over 5 instances × {go-redis,
-// redigo} × {miniredis, redis-server}.
+// redigo, rueidis} × {miniredis, redis-server}.
 func TestConformance(t *testing.T) {
 	for _, c := range redistest.Clients {
+		timeout, ttl := testTimeout, 300*time.Millisecond
+		if c.Name == "rueidis" {
+			// rueidis writes a request of 1 MB (the suite's odd key) about
+			// 2.5 times slower than go-redis; five at once under -race on
+			// a loaded machine take longer than 100 ms, and longer than
+			// 200 ms now and then. A 500 ms timeout needs a TTL above the
+			// Locker's minimum for it (679 ms).
+			timeout, ttl = 500*time.Millisecond, time.Second
+		}
 		t.Run(c.Name, func(t *testing.T) {
 			t.Run("miniredis", func(t *testing.T) {
 				addrs, advance := miniredisN(t, 5)
 				conformance.Run(t, conformance.Harness{
 					NewLocker: func(t *testing.T) lockswap.Locker {
-						return newLocker(t, addrs, c.New, redlock.Options{Prefix: "test:"})
+						return newLocker(t, addrs, c.New, redlock.Options{Prefix: "test:", InstanceTimeout: timeout})
 					},
-					TTL:          300 * time.Millisecond,
+					TTL:          ttl,
 					AdvanceTime:  advance,
-					NewLockerTTL: newLockerTTL(addrs, c.New),
+					NewLockerTTL: newLockerTTL(addrs, c.New, timeout),
 				})
 			})
 			t.Run("redis-server", func(t *testing.T) {
 				addrs, _ := realN(t, 5)
 				conformance.Run(t, conformance.Harness{
 					NewLocker: func(t *testing.T) lockswap.Locker {
-						return newLocker(t, addrs, c.New, redlock.Options{Prefix: "test:"})
+						return newLocker(t, addrs, c.New, redlock.Options{Prefix: "test:", InstanceTimeout: timeout})
 					},
-					TTL:          300 * time.Millisecond,
-					NewLockerTTL: newLockerTTL(addrs, c.New),
+					TTL:          ttl,
+					NewLockerTTL: newLockerTTL(addrs, c.New, timeout),
 				})
 			})
 		})

@@ -16,11 +16,11 @@ import (
 type opKind uint8
 
 const (
-	opAcquire  opKind = iota // SET NX PX (or the restart-safe script)
+	opAcquire  opKind = iota // SET NX PX GET (SET NX PX before Redis 7.0; or the restart-safe script)
 	opRelease                // compare-and-delete
 	opExtend                 // compare-and-pexpire
 	opHandOver               // compare-and-delete, then SET NX PX for a local waiter
-	opType                   // TYPE: is what holds the key a lock?
+	opType                   // TYPE: is what holds the key a lock? (after a plain SET NX PX or the restart-safe script)
 )
 
 // result is one instance's answer to a call.
@@ -30,6 +30,7 @@ type result struct {
 	err         error         // transport error or error reply: outcome unknown
 	quarantined bool          // restarted recently: the answer is no vote
 	left        time.Duration // how long the quarantine lasts
+	plain       bool          // opAcquire: sent as SET NX PX, without GET (the instance predates Redis 7.0)
 }
 
 // call is one request fanned out to a set of instances. Calls are pooled;
@@ -294,6 +295,15 @@ func (f *fanout) runSplit(ctx context.Context, c *call, deadline time.Time) {
 		}
 		c.conns[i] = nil
 		v, err := sc.Receive(timeLeft(deadline))
+		if c.plainSetRefused(i, err) {
+			// Nothing ran: send the plain SET NX PX on the same connection.
+			if err = c.send(sc, i, false); err == nil {
+				err = sc.Flush()
+			}
+			if err == nil {
+				v, err = sc.Receive(timeLeft(deadline))
+			}
+		}
 		if err != nil && c.isScript() && isNoScript(err) {
 			// The instance lost its scripts (restart, SCRIPT FLUSH): send
 			// the source on the same connection.
@@ -355,6 +365,9 @@ func (c *call) send(sc redisclient.SplitConn, i int, eval bool) error {
 	case opAcquire:
 		if !c.lk.opts.RestartSafety {
 			a = append(a, c.key, c.args[0], "NX", "PX", c.args[1])
+			if c.res[i].plain = c.lk.inst[i].plainSet.Load(); !c.res[i].plain {
+				a = append(a, "GET")
+			}
 			return sc.Send("SET", a...)
 		}
 		script, src = argSafeSHA, argSafeSrc
@@ -381,6 +394,17 @@ func (c *call) send(sc redisclient.SplitConn, i int, eval bool) error {
 	return sc.Send(cmd, a...)
 }
 
+// plainSetRefused reports whether err is instance i's refusal of the
+// acquire's SET NX PX GET (a Redis before 7.0, which ran nothing), and then
+// switches the instance to SET NX PX for good.
+func (c *call) plainSetRefused(i int, err error) bool {
+	if c.op != opAcquire || c.lk.opts.RestartSafety || c.res[i].plain || !redisclient.IsSyntaxError(err) {
+		return false
+	}
+	c.lk.inst[i].plainSet.Store(true)
+	return true
+}
+
 func isNoScript(err error) bool {
 	var re *redisclient.ReplyError
 	return errors.As(err, &re) && strings.HasPrefix(re.Msg, "NOSCRIPT")
@@ -398,6 +422,13 @@ func (c *call) do(i int) {
 			v, err = in.c.Run(c.ctx, safeAcquire, []string{c.keys[0], EpochKey}, c.args[0], c.args[1], c.knownEpoch(i))
 			break
 		}
+		if !in.plainSet.Load() {
+			v, err = in.c.Do(c.ctx, "SET", c.keys[0], c.args[0], "NX", "PX", c.args[1], "GET")
+			if !c.plainSetRefused(i, err) {
+				break
+			}
+		}
+		c.res[i].plain = true
 		var ok bool
 		ok, err = in.c.SetNXPX(c.ctx, c.keys[0], c.args[0].(string), c.ttl)
 		if ok {
@@ -429,24 +460,28 @@ func (c *call) do(i int) {
 func (c *call) record(i int, v any, err error) {
 	r := &c.res[i]
 	if err != nil {
+		if c.op == opAcquire && !c.lk.opts.RestartSafety && redisclient.IsWrongType(err) {
+			err = errKeyNotLock
+		}
 		r.err = err
 		return
 	}
 	switch {
 	case c.op == opAcquire && c.lk.opts.RestartSafety:
 		c.safeReply(i, v)
+	case c.op == opAcquire && r.plain:
+		if v != nil { // OK
+			r.n = 1
+		}
 	case c.op == opAcquire:
-		if v != nil {
+		if v == nil { // SET NX GET: no previous value, so it was set
 			r.n = 1
 		}
 	case c.op == opType:
 		switch typ, _ := v.(string); typ {
 		case "string", "none", "":
 		default:
-			r.err = &notLockError{
-				msg:    fmt.Sprintf("the key holds a %s, not a lock", typ),
-				reason: "a key the lock uses holds another Redis type: it is not a lock; use another key or prefix, or delete the value",
-			}
+			r.err = &notLockError{msg: fmt.Sprintf("the key holds a %s, not a lock", typ), reason: notLockReason}
 		}
 	case c.op == opHandOver:
 		a, _ := v.([]any)
@@ -461,6 +496,13 @@ func (c *call) record(i int, v any, err error) {
 		r.n, _ = v.(int64)
 	}
 }
+
+// notLockReason says what to do about a key that holds another Redis type.
+const notLockReason = "a key the lock uses holds another Redis type: it is not a lock; use another key or prefix, or delete the value"
+
+// errKeyNotLock is an instance's refusal (WRONGTYPE) of the acquire's
+// SET NX PX GET: the key holds another Redis type.
+var errKeyNotLock = &notLockError{msg: "the key holds another Redis type, not a lock", reason: notLockReason}
 
 // knownEpoch notes and returns the epoch the Locker last saw on instance
 // i ("" if none), which the restart-safe acquire sends.

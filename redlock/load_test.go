@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -298,12 +299,22 @@ func TestContendedUnderLoad(t *testing.T) {
 	defer cancel()
 	watch := watchExpiries(t, ctx, addrs)
 	const ttl = 500 * time.Millisecond
-	stats := make([]loadStats, len(redistest.Clients))
+	// Not rueidis: its requests go through its writer and reader
+	// goroutines, two hand-overs the saturated scheduler delays past the
+	// 5 ms per-instance timeout, so its Lockers starve here (a finding
+	// about that client under such timeouts, reported in issue 15).
+	clients := slices.DeleteFunc(slices.Clone(redistest.Clients), func(c struct {
+		Name string
+		New  redistest.NewClient
+	}) bool {
+		return c.Name == "rueidis"
+	})
+	stats := make([]loadStats, len(clients))
 	var all []*redlock.Locker
 	stop := saturate(t)
 	start := time.Now()
 	var wg sync.WaitGroup
-	for i, c := range redistest.Clients {
+	for i, c := range clients {
 		for range 2 {
 			lk := defaultLocker(t, addrs, c.New)
 			all = append(all, lk)
@@ -326,7 +337,7 @@ func TestContendedUnderLoad(t *testing.T) {
 	stop()
 	left := watch.settle(t, ctx, "contended:*")
 	expired := watch.expired()
-	for i, c := range redistest.Clients {
+	for i, c := range clients {
 		st := &stats[i]
 		behind := st.leftBehind(expired, "contended:"+c.Name+":")
 		t.Logf("%s: %d cycles in %v under load (both clients at once); release errors (deadline not passed): %d; releases after the deadline: %d; keys left behind (expired, not removed): %v",

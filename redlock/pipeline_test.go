@@ -42,6 +42,11 @@ func (c *countingClient) SetNXPX(ctx context.Context, key, value string, ttl tim
 	return c.Client.SetNXPX(ctx, key, value, ttl)
 }
 
+func (c *countingClient) Do(ctx context.Context, args ...any) (any, error) {
+	c.direct.Add(1)
+	return c.Client.Do(ctx, args...)
+}
+
 func (c *countingClient) Run(ctx context.Context, s *redisclient.Script, keys []string, args ...any) (any, error) {
 	c.direct.Add(1)
 	return c.Client.Run(ctx, s, keys, args...)

@@ -136,10 +136,11 @@ var (
 
 // instance is one master and what the Locker knows of it.
 type instance struct {
-	c       redisclient.Client
-	epoch   atomic.Pointer[epochState] // RestartSafety only
-	suspect atomic.Bool                // pipelined path: not answered yet or last request failed: use a worker
-	logged  atomic.Pointer[epochState] // RestartSafety with a Logger: the quarantine last logged
+	c        redisclient.Client
+	epoch    atomic.Pointer[epochState] // RestartSafety only
+	suspect  atomic.Bool                // pipelined path: not answered yet or last request failed: use a worker
+	plainSet atomic.Bool                // refused SET NX PX GET (Redis before 7.0): acquire with SET NX PX
+	logged   atomic.Pointer[epochState] // RestartSafety with a Logger: the quarantine last logged
 }
 
 // epochState is the last epoch seen on an instance and until when its votes
@@ -664,10 +665,13 @@ func (p *proto) newRlock(c *driver.Claim[*rlock]) *rlock {
 // ttl is the TTL l was acquired with, as the instances keep it.
 func (l *rlock) ttl() time.Duration { return time.Duration(l.args[1].(int64)) * time.Millisecond }
 
-// Acquire makes one attempt (driver.Driver): SET NX PX (or the restart-safe
-// script) on every instance at once, each bounded by the per-instance
-// timeout and ctx, then settle. On the first attempt (c.First), when the
-// key is found held, it finds out whether what holds it is a lock.
+// Acquire makes one attempt (driver.Driver): SET NX PX GET (or the
+// restart-safe script) on every instance at once, each bounded by the
+// per-instance timeout and ctx, then settle. The GET makes an instance
+// refuse a key of another Redis type in the same request; where it could
+// not (the restart-safe script, a Redis before 7.0) and the key is found
+// held on the first attempt (c.First), one TYPE request finds out whether
+// what holds it is a lock.
 func (p *proto) Acquire(ctx context.Context, cl *driver.Claim[*rlock]) (driver.Grant, error) {
 	l := p.newRlock(cl)
 	ttl := cl.TTL
@@ -693,12 +697,15 @@ func (p *proto) settle(ctx context.Context, l *rlock, c *call, start time.Time, 
 	elapsed := time.Since(start)
 	n := len(p.inst)
 	var votes, held, quarantined, perm int
-	var ok, unknown, heldMask uint64
+	var ok, unknown, heldMask, notLock uint64
 	for i := range c.res {
 		r, b := &c.res[i], uint64(1)<<i
 		switch {
 		case r.err != nil && isPermanent(r.err):
 			perm++
+			if r.err == errKeyNotLock {
+				notLock |= b
+			}
 			if r.n == 1 { // the SET was done all the same (not by the safe acquire, which refuses a bad epoch before it writes)
 				ok |= b
 			}
@@ -714,7 +721,9 @@ func (p *proto) settle(ctx context.Context, l *rlock, c *call, start time.Time, 
 			ok |= b
 		default:
 			held++
-			heldMask |= b
+			if r.plain || p.opts.RestartSafety { // no GET told the key's type
+				heldMask |= b
+			}
 		}
 	}
 	validity := ttl - elapsed - p.drift(ttl)
@@ -722,9 +731,18 @@ func (p *proto) settle(ctx context.Context, l *rlock, c *call, start time.Time, 
 		l.acquired, l.unknown, l.deadline = start, unknown, start.Add(validity)
 		return driver.Grant{Deadline: l.deadline}, nil
 	}
+	// The instances that refused the SET NX GET for a key of another type
+	// did not say which: ask them, on this error path only, to name it.
+	if notLock != 0 {
+		for i, err := range p.checkTypes(ctx, l, notLock, ttl) {
+			if err != nil {
+				c.res[i].err = err
+			}
+		}
+	}
 	// What holds the key where it is held: a lock (a string) or not.
 	var typeErrs []error
-	if check && held > 0 && votes < p.quorum && held+perm > n-p.quorum {
+	if check && heldMask != 0 && votes < p.quorum && held+perm > n-p.quorum {
 		if typeErrs = p.checkTypes(ctx, l, heldMask, ttl); typeErrs != nil {
 			for i, err := range typeErrs {
 				if err != nil {

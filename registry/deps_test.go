@@ -15,9 +15,10 @@ func TestRedisProgramLinksOnlyItsClient(t *testing.T) {
 		imports   []string
 		forbidden []string
 	}{
-		{[]string{"singleredis", "redisclient/goredis", "registry"}, []string{"go.etcd.io/", "google.golang.org/grpc", "github.com/gomodule/redigo"}},
-		{[]string{"redlock", "legacysetnx", "migrate", "redisclient/redigo", "registry"}, []string{"go.etcd.io/", "google.golang.org/grpc", "github.com/redis/go-redis"}},
-		{[]string{"redisclient"}, []string{"github.com/gomodule/redigo", "github.com/redis/go-redis"}},
+		{[]string{"singleredis", "redisclient/goredis", "registry"}, []string{"go.etcd.io/", "google.golang.org/grpc", "github.com/gomodule/redigo", "github.com/redis/rueidis"}},
+		{[]string{"redlock", "legacysetnx", "migrate", "redisclient/redigo", "registry"}, []string{"go.etcd.io/", "google.golang.org/grpc", "github.com/redis/go-redis", "github.com/redis/rueidis"}},
+		{[]string{"singleredis", "redlock", "legacysetnx", "redisclient/rueidis", "registry"}, []string{"go.etcd.io/", "google.golang.org/grpc", "github.com/redis/go-redis", "github.com/gomodule/redigo"}},
+		{[]string{"redisclient"}, []string{"github.com/gomodule/redigo", "github.com/redis/go-redis", "github.com/redis/rueidis"}},
 	} {
 		args := []string{"list", "-deps"}
 		for _, p := range tc.imports {

@@ -36,8 +36,8 @@ var (
 )
 
 // RegisterRedisClient makes a Redis client library available as
-// client=name in Redis URLs. The adapters redisclient/goredis and
-// redisclient/redigo register themselves. It panics if name is taken.
+// client=name in Redis URLs. The adapters redisclient/goredis,
+// redisclient/redigo and redisclient/rueidis register themselves. It panics if name is taken.
 func RegisterRedisClient(name string, d RedisDialer) {
 	dialMu.Lock()
 	defer dialMu.Unlock()
@@ -62,10 +62,10 @@ func redisDialer(name string) (RedisDialer, error) {
 	}
 	sort.Strings(known)
 	switch name {
-	case "goredis", "redigo":
+	case "goredis", "redigo", "rueidis":
 		return nil, invalid("client=%s: that client is not linked into this program (import github.com/lockswap/lockswap/redisclient/%s; linked: %s)", name, name, strings.Join(known, ", "))
 	}
-	return nil, invalid("client=%q: want goredis or redigo (linked: %s)", name, strings.Join(known, ", "))
+	return nil, invalid("client=%q: want goredis, redigo or rueidis (linked: %s)", name, strings.Join(known, ", "))
 }
 
 // RedisParams returns the query parameters every Redis backend takes

@@ -13,7 +13,7 @@
 //	locker, err := registry.OpenURL(ctx, "singleredis://127.0.0.1:6379?ttl=10s")
 //
 // Such a program links only what it imports: no etcd and no redigo. Package
-// backend imports every built-in backend and both Redis clients, and adds
+// backend imports every built-in backend and every Redis client, and adds
 // the JSON Config.
 //
 // Every scheme takes require=fencing,failover,... (lockswap.Property

@@ -38,9 +38,11 @@ func TestOpenWithoutBackendPackage(t *testing.T) {
 	}
 	l.Release(ctx)
 
-	_, err = registry.ParseURL("singleredis://" + mr.Addr() + "?client=redigo")
-	if !errors.Is(err, lockswap.ErrInvalid) || !strings.Contains(err.Error(), "redisclient/redigo") {
-		t.Errorf("client=redigo without its adapter: %v, want ErrInvalid naming the import", err)
+	for _, client := range []string{"redigo", "rueidis"} {
+		_, err = registry.ParseURL("singleredis://" + mr.Addr() + "?client=" + client)
+		if !errors.Is(err, lockswap.ErrInvalid) || !strings.Contains(err.Error(), "redisclient/"+client) {
+			t.Errorf("client=%s without its adapter: %v, want ErrInvalid naming the import", client, err)
+		}
 	}
 }
 

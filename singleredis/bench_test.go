@@ -62,7 +62,7 @@ func BenchmarkCyclePaired(b *testing.B) {
 }
 
 // benchClients starts a redis-server and returns the floor and lockswap
-// cycles of both clients on it.
+// cycles of each client on it.
 func benchClients(b *testing.B) []benchClient {
 	srv := testserver.RedisT(b, testserver.RedisOptions{})
 	addr := srv.Addr()
@@ -107,6 +107,19 @@ func benchClients(b *testing.B) []benchClient {
 		}
 	}
 
+	// rueidis (auto-pipelining: concurrent callers share writes)
+	rc := redistest.RueidisClient(b, addr)
+	rcLocker, _ := singleredis.New(redistest.Rueidis(b, addr), singleredis.Options{})
+	rueidisFloor := func() benchloop.Cycle {
+		return func(ctx context.Context, key string) error {
+			err := rc.Do(ctx, rc.B().Set().Key(key).Value(token).Nx().PxMilliseconds(ttl.Milliseconds()).Build()).Error()
+			if err != nil {
+				return fmt.Errorf("floor SET: %v", err)
+			}
+			return rc.Do(ctx, rc.B().Evalsha().Sha1(sha).Numkeys(1).Key(key).Arg(token).Build()).Error()
+		}
+	}
+
 	lockswapCycle := func(lk lockswap.Locker) func() benchloop.Cycle {
 		return func() benchloop.Cycle { return benchloop.TryCycle(lk, ttl) }
 	}
@@ -114,5 +127,6 @@ func benchClients(b *testing.B) []benchClient {
 	return []benchClient{
 		{"goredis", goredisFloor, lockswapCycle(grLocker)},
 		{"redigo", redigoFloor, lockswapCycle(rgLocker)},
+		{"rueidis", rueidisFloor, lockswapCycle(rcLocker)},
 	}
 }

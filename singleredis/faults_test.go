@@ -68,15 +68,17 @@ func TestPermanentErrorsFailAtOnce(t *testing.T) {
 	for _, c := range redistest.Clients {
 		t.Run(c.Name, func(t *testing.T) {
 			srv := testserver.RedisT(t, testserver.RedisOptions{})
+			// The password first: a connection made before keeps working
+			// without it (rueidis connects when the client is made).
+			raw := redistest.GoRedisClient(t, srv.Addr())
+			if err := raw.ConfigSet(context.Background(), "requirepass", "s3cret").Err(); err != nil {
+				t.Fatal(err)
+			}
 			lk, err := singleredis.New(c.New(t, srv.Addr()), singleredis.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer lk.Close()
-			raw := redistest.GoRedisClient(t, srv.Addr())
-			if err := raw.ConfigSet(context.Background(), "requirepass", "s3cret").Err(); err != nil {
-				t.Fatal(err)
-			}
 			begin := time.Now()
 			_, err = lk.Acquire(context.Background(), "auth")
 			if !errors.Is(err, lockswap.ErrInvalid) || errors.Is(err, lockswap.ErrUnavailable) {

@@ -1,6 +1,7 @@
 // Package singleredis is a lockswap backend on one Redis: acquire is one
-// SET key token NX PX ttl, release one EVALSHA compare-and-delete, extend one
-// EVALSHA compare-and-pexpire.
+// SET key token NX PX ttl GET (the GET makes Redis refuse, in the same
+// request, a key of another type; Redis before 7.0 gets SET NX PX), release
+// one EVALSHA compare-and-delete, extend one EVALSHA compare-and-pexpire.
 //
 // The stored value is the plain random token, so any other client that
 // follows the standard single-instance scheme (SET NX PX with a random
@@ -23,6 +24,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/lockswap/lockswap"
@@ -101,6 +103,7 @@ const (
 	fenceNotInteger = -1 // the counter holds a string that is not a non-negative integer
 	fenceTooLarge   = -2 // the counter is so high that the next fence would reach 2^53
 	fenceWrongType  = -3 // the counter holds another Redis type
+	fenceKeyNotLock = -4 // the lock key holds another Redis type (fenced acquire only)
 )
 
 // nextFenceLua starts both fenced scripts. It switches a Redis older than 5
@@ -245,6 +248,8 @@ type proto struct {
 	c      redisclient.Client
 	prefix string
 	fence  bool
+	// plainSet: the server rejected SET NX GET (Redis before 7.0).
+	plainSet atomic.Bool
 }
 
 // ref is a lock's Data: its Redis key and token as the scripts take them,
@@ -256,10 +261,11 @@ type ref struct {
 
 func (r *ref) set(k, token string) { r.keys[0], r.tokenArg[0] = k, token }
 
-// Acquire makes one attempt: SET NX PX, or the fenced acquire script. On
-// the first attempt of a call, a key that is taken is checked to hold a
-// string at all (one extra round trip, only then), so that someone else's
-// data under the key is reported as such.
+// Acquire makes one attempt in one request: SET NX PX GET, or the fenced
+// acquire script. A key that holds another Redis type is refused in the
+// same request (WRONGTYPE) and reported as such. On a Redis before 7.0,
+// which rejects NX with GET, it falls back for good to SET NX PX and, on
+// the first attempt of a call that finds the key taken, one TYPE request.
 func (p *proto) Acquire(ctx context.Context, c *driver.Claim[ref]) (driver.Grant, error) {
 	k := p.prefix + c.Key
 	c.Data.set(k, c.Token)
@@ -268,35 +274,51 @@ func (p *proto) Acquire(ctx context.Context, c *driver.Claim[ref]) (driver.Grant
 		g   driver.Grant
 		err error
 	)
-	if p.fence {
+	switch {
+	case p.fence:
 		var v any
 		if v, err = p.c.Run(ctx, fencedAcquire, []string{k, FenceKey(k)}, c.Token, c.TTL.Milliseconds()); err == nil {
+			if n, _ := v.(int64); n == fenceKeyNotLock {
+				return g, p.notLock(ctx, k)
+			}
 			if ok, g.Fence, err = parseFence(v, FenceKey(k)); err != nil {
 				return g, err
 			}
 		}
-	} else {
-		ok, err = p.c.SetNXPX(ctx, k, c.Token, c.TTL)
-	}
-	if err != nil {
-		if redisclient.IsWrongType(err) {
-			return g, fmt.Errorf("the fence counter %s holds another Redis type: %w", lockstate.QuoteKey(FenceKey(k)), lockswap.ErrInvalid)
+	case !p.plainSet.Load():
+		ok, err = redisclient.SetNXPXGet(ctx, p.c, k, c.Token, c.TTL)
+		if !redisclient.IsSyntaxError(err) {
+			break
 		}
-		return g, redisclient.Classify(p.c, err)
-	}
-	if !ok {
-		if c.First {
+		// Nothing ran: the server predates SET NX GET.
+		p.plainSet.Store(true)
+		fallthrough
+	default:
+		ok, err = p.c.SetNXPX(ctx, k, c.Token, c.TTL)
+		if err == nil && !ok && c.First {
 			if err := p.checkStringKey(ctx, k); err != nil {
 				return g, err
 			}
 		}
+	}
+	if err != nil {
+		if redisclient.IsWrongType(err) {
+			if p.fence {
+				return g, fmt.Errorf("the fence counter %s holds another Redis type: %w", lockstate.QuoteKey(FenceKey(k)), lockswap.ErrInvalid)
+			}
+			return g, p.notLock(ctx, k)
+		}
+		return g, redisclient.Classify(p.c, err)
+	}
+	if !ok {
 		return g, lockswap.ErrHeld
 	}
 	return g, nil
 }
 
 // checkStringKey returns an ErrInvalid error when k holds a non-string
-// value: that is not a lock, and no amount of waiting will free it.
+// value: that is not a lock, and no amount of waiting will free it. Only
+// a server without SET NX GET needs it.
 func (p *proto) checkStringKey(ctx context.Context, k string) error {
 	v, err := p.c.Do(ctx, "TYPE", k)
 	if err != nil {
@@ -306,9 +328,29 @@ func (p *proto) checkStringKey(ctx context.Context, k string) error {
 		return nil
 	}
 	if typ, _ := v.(string); typ != "string" && typ != "none" {
-		return fmt.Errorf("key %s holds a Redis %s, not a lock; it was left untouched: %w", lockstate.QuoteKey(k), typ, lockswap.ErrInvalid)
+		return notLockType(k, typ)
 	}
 	return nil
+}
+
+// notLock is the error of an attempt refused because key k holds another
+// Redis type than a string: that is not a lock, and no amount of waiting
+// will free it. On this error path only, it asks the server for the type
+// to name it.
+func (p *proto) notLock(ctx context.Context, k string) error {
+	v, _ := p.c.Do(ctx, "TYPE", k)
+	typ, _ := v.(string)
+	return notLockType(k, typ)
+}
+
+// notLockType is notLock's error for a key of Redis type typ ("" when
+// unknown).
+func notLockType(k, typ string) error {
+	what := "another Redis type"
+	if typ != "" && typ != "string" && typ != "none" {
+		what = "a Redis " + typ
+	}
+	return fmt.Errorf("key %s holds %s, not a lock; it was left untouched: %w", lockstate.QuoteKey(k), what, lockswap.ErrInvalid)
 }
 
 // Extend is one compare-and-pexpire.

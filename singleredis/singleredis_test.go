@@ -311,6 +311,14 @@ func (c lostReply) SetNXPX(ctx context.Context, key, value string, ttl time.Dura
 	return false, fmt.Errorf("read tcp: i/o timeout: %w", context.DeadlineExceeded)
 }
 
+func (c lostReply) Do(ctx context.Context, args ...any) (any, error) {
+	if len(args) > 0 && args[0] == "SET" {
+		c.Client.Do(ctx, args...)
+		return nil, fmt.Errorf("read tcp: i/o timeout: %w", context.DeadlineExceeded)
+	}
+	return c.Client.Do(ctx, args...)
+}
+
 // TestAcquireCleansUpAfterLostReply: when the SET's reply does not come
 // back, the SET may still have been applied; the attempt removes it
 // (compare-and-delete with its token) instead of leaving a lock nobody holds

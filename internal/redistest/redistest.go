@@ -10,23 +10,26 @@ import (
 
 	redigoredis "github.com/gomodule/redigo/redis"
 	"github.com/redis/go-redis/v9"
+	rueidislib "github.com/redis/rueidis"
 
 	"github.com/lockswap/lockswap/redisclient"
 	"github.com/lockswap/lockswap/redisclient/goredis"
 	"github.com/lockswap/lockswap/redisclient/redigo"
+	"github.com/lockswap/lockswap/redisclient/rueidis"
 )
 
 // NewClient makes a new client to addr with its own connections.
 type NewClient func(t testing.TB, addr string) redisclient.Client
 
 // Clients are the client libraries every Redis backend is tested with, by
-// name ("goredis", "redigo").
+// name ("goredis", "redigo", "rueidis").
 var Clients = []struct {
 	Name string
 	New  NewClient
 }{
 	{"goredis", GoRedis},
 	{"redigo", Redigo},
+	{"rueidis", Rueidis},
 }
 
 // GoRedisClient returns a raw go-redis client to addr, closed at cleanup.
@@ -59,4 +62,22 @@ func RedigoPool(t testing.TB, addr string) *redigoredis.Pool {
 // Redigo returns a redigo adapter with its own pool to addr.
 func Redigo(t testing.TB, addr string) redisclient.Client {
 	return redigo.NewNamed(RedigoPool(t, addr), addr)
+}
+
+// RueidisClient returns a raw rueidis client to addr, closed at cleanup:
+// one server, no client-side cache, no retries of its own (as
+// client=rueidis dials it).
+func RueidisClient(t testing.TB, addr string) rueidislib.Client {
+	c, err := rueidislib.NewClient(rueidislib.ClientOption{InitAddress: []string{addr},
+		ForceSingleClient: true, DisableRetry: true, DisableCache: true})
+	if c == nil {
+		t.Fatalf("rueidis client to %s: %v", addr, err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// Rueidis returns a rueidis adapter with its own client to addr.
+func Rueidis(t testing.TB, addr string) redisclient.Client {
+	return rueidis.NewNamed(RueidisClient(t, addr), addr)
 }

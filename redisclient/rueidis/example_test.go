@@ -1,0 +1,31 @@
+package rueidis_test
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/alicebob/miniredis/v2"
+	rueidislib "github.com/redis/rueidis"
+
+	"github.com/lockswap/lockswap/redisclient/rueidis"
+)
+
+func Example() {
+	mr, _ := miniredis.Run()
+	defer mr.Close()
+
+	c, err := rueidislib.NewClient(rueidislib.ClientOption{InitAddress: []string{mr.Addr()}, ForceSingleClient: true, DisableCache: true})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer c.Close()
+	// NewNamed gives the client its identity: the address and database.
+	rc := rueidis.NewNamed(c, mr.Addr()+"/0")
+
+	ctx := context.Background()
+	ok, _ := rc.SetNX(ctx, "k", "v")
+	v, _, _ := rc.Get(ctx, "k")
+	fmt.Println(ok, v)
+	// Output: true v
+}

@@ -1,0 +1,225 @@
+// Package rueidis adapts rueidis clients (github.com/redis/rueidis) to
+// [redisclient.Client], so that lockswap's Redis backends can use them. A
+// program that imports it links rueidis and neither go-redis nor redigo.
+//
+// rueidis pipelines automatically: the commands of concurrent callers on
+// one connection share its writes and reads, so many goroutines taking
+// locks at once need fewer round trips and system calls than with one
+// connection per request.
+//
+// Every command is bounded by its context: rueidis returns when the
+// context ends or its deadline passes, and the command's outcome is then
+// unknown (a transport error, see [redisclient.IsTransport]). Scripts go
+// by EVALSHA, falling back to EVAL once when the server answers NOSCRIPT.
+package rueidis
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/lockswap/lockswap/redisclient"
+	"github.com/lockswap/lockswap/redisclient/internal/adapt"
+)
+
+type adapter struct {
+	c    rueidis.Client
+	name string
+	addr string // Addr; "" when unknown
+}
+
+// New adapts a rueidis client. rueidis does not tell the database a client
+// selects, so its address is unknown ([redisclient.Client.Addr] is ""):
+// give it with [NewNamed] where that matters. It returns nil for a nil
+// client, which the backends reject with lockswap.ErrInvalid.
+func New(c rueidis.Client) redisclient.Client {
+	if redisclient.IsNil(c) {
+		return nil
+	}
+	return &adapter{c: c, name: "rueidis client"}
+}
+
+// NewNamed is [New] with the address the client reaches, "host:port" or
+// "host:port/db" (database 0 when not given). It names the client in
+// messages and is its identity ([redisclient.Client.Addr]), by which
+// redlock refuses the same master twice and migrate refuses one Redis key
+// for both locks. A name that is not an address leaves the address
+// unknown. The name must not contain a password.
+func NewNamed(c rueidis.Client, name string) redisclient.Client {
+	if redisclient.IsNil(c) {
+		return nil
+	}
+	return &adapter{c: c, name: "rueidis " + name, addr: adapt.ParseAddr(name)}
+}
+
+func (a *adapter) String() string { return a.name }
+
+// Addr implements [redisclient.Client]: the address given to NewNamed, or
+// "" when unknown.
+func (a *adapter) Addr() string { return a.addr }
+
+// replyErr turns a rueidis error reply into a [redisclient.ReplyError];
+// other errors (connection, timeout, context) pass as they are.
+func replyErr(err error) error {
+	if re, ok := rueidis.IsRedisErr(err); ok {
+		return &redisclient.ReplyError{Msg: withCode(re.Error())}
+	}
+	return err
+}
+
+// withCode returns an error reply's message as the server sent it: rueidis
+// drops the generic code "ERR " (and keeps the others, WRONGTYPE,
+// NOSCRIPT, ...), which the error classes of package redisclient read. It
+// copies the message, which may share rueidis's read buffer.
+func withCode(msg string) string {
+	code, _, _ := strings.Cut(msg, " ")
+	if code == "" || strings.ToUpper(code) != code || strings.ContainsFunc(code, func(r rune) bool { return r < 'A' || r > 'Z' }) {
+		return "ERR " + msg
+	}
+	return strings.Clone(msg)
+}
+
+// result returns r's reply normalised like [redisclient.Client.Do]: a nil
+// reply as nil, RESP3 replies as RESP2 gives them (a boolean true as 1 and
+// false as nil, a map as an array of key, value pairs, sorted by key), an
+// error reply as a ReplyError.
+func result(r rueidis.RedisResult) (any, error) {
+	v, err := r.ToAny()
+	if rueidis.IsRedisNil(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, replyErr(err)
+	}
+	return normalize(v), nil
+}
+
+func normalize(v any) any {
+	switch x := v.(type) {
+	case bool:
+		if x {
+			return int64(1)
+		}
+		return nil
+	case []any:
+		for i, e := range x {
+			x[i] = normalize(e)
+		}
+	case map[string]any:
+		keys := slices.Sorted(maps.Keys(x))
+		pairs := make([]any, 0, 2*len(keys))
+		for _, k := range keys {
+			pairs = append(pairs, k, normalize(x[k]))
+		}
+		return pairs
+	case error:
+		return replyErr(x)
+	}
+	return v
+}
+
+func (a *adapter) SetNXPX(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
+	r := a.c.Do(ctx, a.c.B().Set().Key(key).Value(value).Nx().PxMilliseconds(adapt.Millis(ttl)).Build())
+	err := r.Error()
+	if rueidis.IsRedisNil(err) {
+		return false, nil
+	}
+	return err == nil, replyErr(err)
+}
+
+func (a *adapter) SetNX(ctx context.Context, key, value string) (bool, error) {
+	n, err := a.c.Do(ctx, a.c.B().Setnx().Key(key).Value(value).Build()).AsInt64()
+	return n == 1, replyErr(err)
+}
+
+// str returns r's string reply, and false for a nil reply.
+func str(r rueidis.RedisResult) (string, bool, error) {
+	v, err := r.ToString()
+	if rueidis.IsRedisNil(err) {
+		return "", false, nil
+	}
+	return v, err == nil, replyErr(err)
+}
+
+func (a *adapter) Get(ctx context.Context, key string) (string, bool, error) {
+	return str(a.c.Do(ctx, a.c.B().Get().Key(key).Build()))
+}
+
+func (a *adapter) GetSet(ctx context.Context, key, value string) (string, bool, error) {
+	return str(a.c.Do(ctx, a.c.B().Getset().Key(key).Value(value).Build()))
+}
+
+func (a *adapter) Del(ctx context.Context, keys ...string) (int64, error) {
+	n, err := a.c.Do(ctx, a.c.B().Del().Key(keys...).Build()).AsInt64()
+	return n, replyErr(err)
+}
+
+func (a *adapter) Time(ctx context.Context) (time.Time, error) {
+	v, err := result(a.c.Do(ctx, a.c.B().Time().Build()))
+	if err != nil {
+		return time.Time{}, err
+	}
+	return adapt.ParseTime(v)
+}
+
+func (a *adapter) Run(ctx context.Context, s *redisclient.Script, keys []string, args ...any) (any, error) {
+	argv := strs(args)
+	n := int64(len(keys))
+	v, err := result(a.c.Do(ctx, a.c.B().Evalsha().Sha1(s.SHA()).Numkeys(n).Key(keys...).Arg(argv...).Build()))
+	if err != nil && adapt.IsNoScript(err) {
+		v, err = result(a.c.Do(ctx, a.c.B().Eval().Script(s.Source()).Numkeys(n).Key(keys...).Arg(argv...).Build()))
+	}
+	return v, err
+}
+
+// keyless are the commands Do runs whose first argument is not a key.
+var keyless = map[string]bool{
+	"INFO": true, "TIME": true, "PING": true, "SCAN": true, "DBSIZE": true, "SCRIPT": true,
+	"CLIENT": true, "CONFIG": true, "FLUSHALL": true, "FLUSHDB": true, "DEBUG": true,
+	"EVAL": true, "EVALSHA": true, "CLUSTER": true, "ROLE": true, "HELLO": true,
+}
+
+// Do runs any command. Its first argument after the command's name is
+// sent as a key (so that a cluster client routes it), except for the
+// commands without one (INFO, SCAN, PING, ...).
+func (a *adapter) Do(ctx context.Context, args ...any) (any, error) {
+	if len(args) == 0 {
+		return nil, fmt.Errorf("redisclient/rueidis: Do without a command")
+	}
+	argv := strs(args)
+	cmd := a.c.B().Arbitrary(argv[0])
+	if len(argv) > 1 && !keyless[strings.ToUpper(argv[0])] {
+		cmd = cmd.Keys(argv[1]).Args(argv[2:]...)
+	} else {
+		cmd = cmd.Args(argv[1:]...)
+	}
+	return result(a.c.Do(ctx, cmd.Build()))
+}
+
+// strs turns command arguments into the strings rueidis sends.
+func strs(args []any) []string {
+	out := make([]string, len(args))
+	for i, v := range args {
+		switch x := v.(type) {
+		case string:
+			out[i] = x
+		case []byte:
+			out[i] = string(x)
+		case int64:
+			out[i] = strconv.FormatInt(x, 10)
+		case int:
+			out[i] = strconv.Itoa(x)
+		case float64:
+			out[i] = strconv.FormatFloat(x, 'f', -1, 64)
+		default:
+			out[i] = fmt.Sprint(x)
+		}
+	}
+	return out
+}

@@ -1,0 +1,40 @@
+package redisclient
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+)
+
+// SetNXPXGet runs SET key value NX PX ttl GET: one request that sets key
+// when it is absent and otherwise leaves it as it is. It reports whether it
+// set the key. A key that holds another Redis type than a string is refused
+// by the server with a WRONGTYPE reply ([IsWrongType]) and left untouched,
+// so a contended attempt learns in the same round trip whether what holds
+// the key is a lock at all. The key it writes is the same plain string with
+// a TTL as SET NX PX writes.
+//
+// Redis before 7.0 rejects NX together with GET as a syntax error, having
+// run nothing: [IsSyntaxError] accepts that error, and the caller falls
+// back to [Client.SetNXPX].
+func SetNXPXGet(ctx context.Context, c Client, key, value string, ttl time.Duration) (bool, error) {
+	ms := ttl.Milliseconds()
+	if ms < 1 {
+		ms = 1
+	}
+	v, err := c.Do(ctx, "SET", key, value, "NX", "PX", ms, "GET")
+	if err != nil {
+		return false, err
+	}
+	// nil: the key was absent and is now set; a string: the value of
+	// whoever holds it.
+	return v == nil, nil
+}
+
+// IsSyntaxError reports whether err is Redis's "ERR syntax error" reply: the
+// server did not understand the command's options and ran nothing.
+func IsSyntaxError(err error) bool {
+	var re *ReplyError
+	return errors.As(err, &re) && strings.HasPrefix(re.Msg, "ERR syntax error")
+}

@@ -1,0 +1,127 @@
+package singleredis_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/internal/redistest"
+	"github.com/lockswap/lockswap/internal/testserver"
+	"github.com/lockswap/lockswap/redisclient"
+	"github.com/lockswap/lockswap/singleredis"
+)
+
+// TestContendedAttemptIsOneRequest: an attempt on a key that is held
+// (TryAcquire, and each attempt of an Acquire that waits) costs one
+// request; one on a key that holds another Redis type is refused with
+// ErrInvalid in that request and left as it was (a second request, on
+// that error path only, names the type).
+func TestContendedAttemptIsOneRequest(t *testing.T) {
+	srv := testserver.RedisT(t, testserver.RedisOptions{})
+	raw := goredis.NewClient(&goredis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { raw.Close() })
+	ctx := context.Background()
+	for _, fence := range []bool{false, true} {
+		for _, c := range redistest.Clients {
+			t.Run(c.Name+"/fence="+strconv.FormatBool(fence), func(t *testing.T) {
+				key := "contended1rt:" + c.Name + strconv.FormatBool(fence)
+				holder := newLocker(t, srv.Addr(), c.New, singleredis.Options{})
+				held, err := holder.Acquire(ctx, key, lockswap.WithTTL(time.Minute))
+				if err != nil {
+					t.Fatal(err)
+				}
+				cc := &redistest.Counting{Client: c.New(t, srv.Addr())}
+				lk, err := singleredis.New(cc, singleredis.Options{Fence: fence})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { lk.Close() })
+
+				redistest.CheckContended(t, lk, key, cc.Requests, 1)
+				if v := raw.Get(ctx, key).Val(); v != held.Token() {
+					t.Errorf("the key holds %q, want the holder's token", v)
+				}
+				hash := key + ":hash"
+				raw.HSet(ctx, hash, "field", "someone else's data")
+				// The second request, on that error path only, names the type.
+				redistest.CheckNotLock(t, lk, hash, "a Redis hash, not a lock", cc.Requests, 2)
+				if v := raw.HGet(ctx, hash, "field").Val(); v != "someone else's data" {
+					t.Errorf("the hash under the key was changed to %q", v)
+				}
+				if n := raw.Exists(ctx, singleredis.FenceKey(hash)).Val(); n != 0 {
+					t.Error("the refused attempt created a fence counter")
+				}
+			})
+		}
+	}
+}
+
+// oldServer is a client of a Redis before 7.0: it rejects SET with both NX
+// and GET as a syntax error, as those servers do, and counts the requests.
+type oldServer struct {
+	redistest.Counting
+	refused int
+}
+
+func (o *oldServer) Do(ctx context.Context, args ...any) (any, error) {
+	if len(args) > 0 && args[0] == "SET" && args[len(args)-1] == "GET" {
+		o.refused++
+		o.Counting.Do(ctx, "PING") // the request still costs a round trip
+		return nil, &redisclient.ReplyError{Msg: "ERR syntax error"}
+	}
+	return o.Counting.Do(ctx, args...)
+}
+
+// TestServerWithoutSetNXGet: on a server that rejects SET NX GET the
+// Locker falls back for good to SET NX PX, with the TYPE check on a
+// contended first attempt: a held key is ErrHeld, a hash ErrInvalid and
+// left untouched, a free key is taken with a plain string and a TTL.
+func TestServerWithoutSetNXGet(t *testing.T) {
+	srv := testserver.RedisT(t, testserver.RedisOptions{})
+	raw := goredis.NewClient(&goredis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { raw.Close() })
+	ctx := context.Background()
+	for _, c := range redistest.Clients {
+		t.Run(c.Name, func(t *testing.T) {
+			key := "oldserver:" + c.Name
+			old := &oldServer{Counting: redistest.Counting{Client: c.New(t, srv.Addr())}}
+			lk, err := singleredis.New(old, singleredis.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { lk.Close() })
+			l, err := lk.TryAcquire(ctx, key, lockswap.WithTTL(time.Minute))
+			if err != nil {
+				t.Fatalf("TryAcquire of a free key: %v", err)
+			}
+			if v := raw.Get(ctx, key).Val(); v != l.Token() {
+				t.Errorf("the key holds %q, want the token", v)
+			}
+			if pttl := raw.PTTL(ctx, key).Val(); pttl <= 0 || pttl > time.Minute {
+				t.Errorf("PTTL %v, want within the TTL", pttl)
+			}
+			before := old.Requests()
+			if _, err := lk.TryAcquire(ctx, key); !errors.Is(err, lockswap.ErrHeld) {
+				t.Errorf("TryAcquire of a held key: %v, want ErrHeld", err)
+			}
+			if n := old.Requests() - before; n != 2 {
+				t.Errorf("contended first attempt without SET NX GET sent %d requests, want 2 (SET NX PX, TYPE)", n)
+			}
+			raw.HSet(ctx, key+":hash", "f", "v")
+			if _, err := lk.TryAcquire(ctx, key+":hash"); !errors.Is(err, lockswap.ErrInvalid) {
+				t.Errorf("TryAcquire of a hash: %v, want ErrInvalid", err)
+			}
+			if v := raw.HGet(ctx, key+":hash", "f").Val(); v != "v" {
+				t.Errorf("the hash was changed to %q", v)
+			}
+			if old.refused != 1 {
+				t.Errorf("SET NX GET was sent %d times, want once (then the fallback sticks)", old.refused)
+			}
+		})
+	}
+}
