@@ -362,13 +362,14 @@ func (ct *contender) abandon() {
 // awaitGiveBack waits for done, the deletion of a failed attempt's queue
 // key, so that an attempt ended by its caller leaves nothing when Acquire
 // returns (a healthy etcd deletes in milliseconds). It waits at most
-// attempt.Grace from now, and never past ctx's deadline plus attempt.Grace
-// (lockswap.DeadlineGrace), the bound of the call: the request before it
-// already ran to that deadline.
+// attempt.Grace from now, and never past ctx's deadline: that is the bound
+// of the call (TryAcquire's attempt gets a context whose deadline already
+// has the kit's grace; a Wait's ends with the caller's), and a delete
+// still going on then goes on in the background.
 func awaitGiveBack(ctx context.Context, done <-chan struct{}) {
 	wait := attempt.Grace
 	if d, ok := ctx.Deadline(); ok {
-		wait = min(wait, time.Until(d.Add(attempt.Grace)))
+		wait = min(wait, time.Until(d))
 	}
 	if wait <= 0 {
 		return
