@@ -91,7 +91,7 @@ var errUserServers = errors.New("not run on your servers")
 // destructive reports whether a scenario harms the servers it runs on.
 func destructive(sc string) bool {
 	switch sc {
-	case ScRestart, ScFailover, ScMinorityDown, ScMajorityDown, ScLeaderStop:
+	case ScRestart, ScFailover, ScMinorityDown, ScMajorityDown, ScLeaderStop, ScHung:
 		return true
 	}
 	return false
@@ -169,7 +169,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		redisEnv = fmt.Sprintf("your servers %v (scenarios that harm servers not run; keys under %s*)", o.RedisAddrs, e.prefix)
 	case !e.real:
 		redisEnv = "miniredis (in-process fake; redis-server not found on PATH or --miniredis given): keys expire on the wall clock as on a real server; " +
-			"restart and failover need real processes and are marked \"not run\""
+			"restart and failover need real processes and are marked \"not run\"; hung-server measures only a proxy that never answers (SIGSTOP needs a real process)"
 	}
 	etcdEnv := "embedded (in process)"
 	if len(o.EtcdEndpoints) > 0 {
@@ -251,8 +251,11 @@ func progress(w io.Writer, format string, args ...any) {
 // says that the cell is not run by design (not applicable, would harm the
 // user's servers, cannot be measured faithfully here).
 func runOne(ctx context.Context, e *env, k kit, sc scenario, iterations int) (cell Cell, byDesign bool) {
-	if expected, _ := sc.declared(k.guarantees); expected == NotApplicable {
-		return Cell{Outcome: NotApplicable, Detail: "the fault does not exist for this backend"}, true
+	if expected, why := sc.declared(k.guarantees); expected == NotApplicable {
+		if why == "" {
+			why = "the fault does not exist for this backend"
+		}
+		return Cell{Outcome: NotApplicable, Detail: why}, true
 	}
 	f, err := k.setup(ctx, e, sc.name)
 	switch {

@@ -41,6 +41,9 @@ type node struct {
 	addr    string
 	kill    func()
 	restart func() error
+	// pause stops the process with SIGSTOP and resume continues it; nil
+	// for miniredis, which runs in this process.
+	pause, resume func()
 }
 
 func startNode(e *env, f *fixture) (*node, error) {
@@ -50,7 +53,7 @@ func startNode(e *env, f *fixture) (*node, error) {
 			return nil, err
 		}
 		f.onClose(r.Stop)
-		return &node{addr: r.Addr(), kill: r.Kill, restart: r.Restart}, nil
+		return &node{addr: r.Addr(), kill: r.Kill, restart: r.Restart, pause: r.Pause, resume: r.Resume}, nil
 	}
 	mr := miniredis.NewMiniRedis()
 	// Keys expire as the wall clock runs, as on a real server. Without
@@ -177,6 +180,10 @@ func (rb redisBackend) setup(ctx context.Context, e *env, sc string) (*fixture, 
 		addrs[0] = proxy.Addr()
 		f.fault = func(context.Context) error { proxy.SetDelay(30 * time.Millisecond); return nil }
 		f.note = fmt.Sprintf("server 1 of %d delayed 30 ms each way", rb.n)
+	case ScHung:
+		if err := rb.hangs(f, nodes, addrs); err != nil {
+			return nil, err
+		}
 	}
 	f.newLocker = func() (lockswap.Locker, error) { return rb.locker(f, addrs, 0, "") }
 	if rb.readsClock {
@@ -229,6 +236,56 @@ func (rb redisBackend) setupUser(e *env, f *fixture, sc string, ok *bool) (*fixt
 	}
 	*ok = true
 	return f, nil
+}
+
+// hangs sets up the hung-server scenario: a proxy in front of every
+// server (clients go through them) that can forward nothing, and SIGSTOP
+// of the real server processes. The servers are made to answer again when
+// the fixture closes, whatever happened before.
+func (rb redisBackend) hangs(f *fixture, nodes []*node, addrs []string) error {
+	direct := append([]string(nil), addrs...)
+	proxies := make([]*servers.Proxy, len(addrs))
+	for i := range addrs {
+		p, err := servers.StartProxy(addrs[i])
+		if err != nil {
+			return err
+		}
+		f.onClose(p.Close)
+		proxies[i], addrs[i] = p, p.Addr()
+	}
+	blackhole := func(on bool) func() {
+		return func() {
+			for _, p := range proxies {
+				p.Blackhole(on)
+			}
+		}
+	}
+	f.onClose(blackhole(false))
+	f.hangs = []hang{{name: "no-reply", on: blackhole(true), off: blackhole(false)}}
+	if nodes[0].pause != nil {
+		resume := func() {
+			for _, nd := range nodes {
+				nd.resume()
+			}
+		}
+		f.onClose(resume)
+		f.hangs = append(f.hangs, hang{name: "SIGSTOP", off: resume, on: func() {
+			for _, nd := range nodes {
+				nd.pause()
+			}
+		}})
+	} else {
+		f.note = "SIGSTOP not measured: miniredis runs in this process (a proxy that never answers is)"
+	}
+	f.alive = func(ctx context.Context) error {
+		for _, a := range direct {
+			if _, err := newGoRedis(f, a).Do(ctx, "PING"); err != nil {
+				return fmt.Errorf("%s: %w", a, err)
+			}
+		}
+		return nil
+	}
+	return nil
 }
 
 func (rb redisBackend) locker(f *fixture, addrs []string, skew time.Duration, prefix string) (lockswap.Locker, error) {
