@@ -3,6 +3,7 @@ package compare
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -23,7 +24,7 @@ type redisBackend struct {
 	ttl  time.Duration
 	// build makes a Locker over the clients with the key prefix; skew is
 	// how far the client's wall clock runs ahead.
-	build func(clients []redisclient.Client, skew time.Duration, prefix string) (lockswap.Locker, error)
+	build func(clients []redisclient.Client, skew time.Duration, prefix string, logger *slog.Logger) (lockswap.Locker, error)
 	// readsClock: the backend's safety reads the client's wall clock.
 	readsClock bool
 	// seed, when set, prepares each fresh server (for example marks it as
@@ -293,7 +294,7 @@ func (rb redisBackend) locker(f *fixture, addrs []string, skew time.Duration, pr
 	for i, a := range addrs {
 		clients[i] = newGoRedis(f, a)
 	}
-	return rb.build(clients, skew, prefix)
+	return rb.build(clients, skew, prefix, f.logger)
 }
 
 func waitLinked(ctx context.Context, admin *redis.Client) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -43,6 +44,8 @@ type fixture struct {
 	// and alive checks that every server answers (after a hang).
 	hangs []hang
 	alive func(ctx context.Context) error
+	// logger, when set, is given to the Lockers the fixture makes.
+	logger *slog.Logger
 
 	mu      sync.Mutex
 	closers []func()
