@@ -17,7 +17,7 @@ import (
 // scheduling allowance), and every server answers again afterwards.
 func TestHungServer(t *testing.T) {
 	testserver.NeedRedisServer(t) // SIGSTOP needs real processes
-	for _, spec := range []string{"singleredis", "redlock?restart_safety=true"} {
+	for _, spec := range []string{"singleredis", "redlock", "redlock?restart_safety=true"} {
 		t.Run(spec, func(t *testing.T) {
 			col, err := ParseColumn(spec)
 			if err != nil {
