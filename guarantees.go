@@ -3,6 +3,7 @@ package lockswap
 import (
 	"fmt"
 	"strings"
+	"time"
 )
 
 // ClockAssumption is what a backend assumes about clocks for its safety.
@@ -81,6 +82,13 @@ type Guarantees struct {
 	StaleReleaseSafe bool
 	// Wait is how Acquire waits.
 	Wait WaitStyle
+	// DeadlineOverrun bounds how long past its context's deadline any call
+	// of the backend's Lockers and Locks (Acquire, TryAcquire, Extend,
+	// Release) may return, whatever the servers do: answer, refuse, answer
+	// late, or accept and never answer (a hung or SIGSTOPped server). The
+	// scheduling delays of a loaded machine come on top. Zero means no
+	// bound is declared. Every built-in backend declares [DeadlineGrace].
+	DeadlineOverrun time.Duration
 	// Notes are short caveats, one sentence each.
 	Notes []string
 }
@@ -184,7 +192,16 @@ func (g Guarantees) rows() []row {
 		{"faults tolerated", fmt.Sprintf("%d of %d", g.Tolerates, g.Nodes)},
 		{"stale release safe", yesNo(g.StaleReleaseSafe)},
 		{"wait style", g.Wait.String()},
+		{"deadline overrun bound", overrun(g.DeadlineOverrun)},
 	}
+}
+
+// overrun renders a DeadlineOverrun: the bound, or "none declared".
+func overrun(d time.Duration) string {
+	if d <= 0 {
+		return "none declared"
+	}
+	return d.String()
 }
 
 func yesNo(b bool) string {

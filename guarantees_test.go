@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/lockswap/lockswap"
 )
@@ -44,6 +45,7 @@ clock assumption: none
 faults tolerated: 0 of 1
 stale release safe: no
 wait style: poll
+deadline overrun bound: none declared
 note: note a
 `
 	if s := a.String(); s != want {
@@ -86,6 +88,24 @@ func TestEveryPropertyKnown(t *testing.T) {
 		}
 		if ok, err := (lockswap.Guarantees{Clock: lockswap.ClockSynchronized}).Has(p); ok || err != nil {
 			t.Errorf("Has(%s) = %v, %v on a backend that has nothing", p, ok, err)
+		}
+	}
+}
+
+// TestDeadlineOverrunRow: the declared bound on how far past its deadline
+// a call may return is one of the rows the docs table and compare show,
+// with the bound or "none declared".
+func TestDeadlineOverrunRow(t *testing.T) {
+	for _, c := range []struct {
+		d    time.Duration
+		want string
+	}{
+		{lockswap.DeadlineGrace, "deadline overrun bound: 100ms\n"},
+		{0, "deadline overrun bound: none declared\n"},
+	} {
+		g := lockswap.Guarantees{Backend: "x", Nodes: 1, DeadlineOverrun: c.d}
+		if s := g.String(); !strings.Contains(s, c.want) {
+			t.Errorf("DeadlineOverrun %v: String() =\n%s\nwant a line %q", c.d, s, c.want)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"log/slog"
 	"os"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -39,6 +40,9 @@ type Clients struct {
 	// TLS is the TLS configuration for clients Open builds itself when
 	// Config.TLS is set; nil means the system roots.
 	TLS *tls.Config
+	// Logger is passed on to the backend's Options.Logger (see
+	// docs/observability.md); nil: the backend logs nothing.
+	Logger *slog.Logger
 }
 
 // OpenURL parses raw and opens the backend it names.
@@ -73,7 +77,7 @@ func FromEnv(ctx context.Context, name string) (lockswap.Locker, error) {
 // lockswap.ErrInvalid, naming the missing property, when the backend's
 // Guarantees lack one of c.Require.
 func Open(ctx context.Context, c Config, cl Clients) (lockswap.Locker, error) {
-	rc := registry.Clients{Redis: cl.Redis, TLS: cl.TLS}
+	rc := registry.Clients{Redis: cl.Redis, TLS: cl.TLS, Logger: cl.Logger}
 	if cl.Etcd != nil {
 		rc.Client = cl.Etcd
 	}

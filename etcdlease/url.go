@@ -52,10 +52,10 @@ func parseURL(u *registry.URL, c registry.Clients) (registry.OpenFunc, error) {
 	prefix := u.Query.Get("prefix")
 	return func(context.Context) (lockswap.Locker, error) {
 		if given != nil {
-			return New(given, Options{Prefix: prefix, TTL: ttl})
+			return New(given, Options{Prefix: prefix, TTL: ttl, Logger: c.Logger})
 		}
 		scheme := "http://"
-		cfg := Config{Username: u.Username, Password: u.Password, DialTimeout: dial, Prefix: prefix, TTL: ttl}
+		cfg := Config{Username: u.Username, Password: u.Password, DialTimeout: dial, Prefix: prefix, TTL: ttl, Logger: c.Logger}
 		if u.TLS {
 			scheme, cfg.TLS = "https://", c.TLSConfig()
 		}

@@ -191,6 +191,7 @@ func Guarantees() lockswap.Guarantees {
 		Tolerates:        0,
 		StaleReleaseSafe: true,
 		Wait:             lockswap.WaitPoll,
+		DeadlineOverrun:  lockswap.DeadlineGrace,
 		Notes: []string{
 			"the stored value is only a wall-clock expiry timestamp with no owner token: a client whose clock runs ahead takes over locks that are live for the others",
 			"ServerTime makes lockswap clients use the Redis server's clock, but old clients keep their own, so wall clocks must agree while any old client runs",

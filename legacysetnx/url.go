@@ -24,7 +24,7 @@ func parseURL(u *registry.URL, r registry.Redis) (registry.RedisOpener, error) {
 	if err := r.One(); err != nil {
 		return nil, err
 	}
-	o := Options{Prefix: r.Prefix, TTL: r.TTL}
+	o := Options{Prefix: r.Prefix, TTL: r.TTL, Logger: r.Logger}
 	var err error
 	if o.Unit, err = ParseUnit(u.Query.Get("unit")); err != nil {
 		return nil, err

@@ -29,7 +29,7 @@ func init() {
 // process.
 var stores sync.Map
 
-func parseURL(u *registry.URL, _ registry.Clients) (registry.OpenFunc, error) {
+func parseURL(u *registry.URL, c registry.Clients) (registry.OpenFunc, error) {
 	if len(u.Hosts) != 0 {
 		return nil, fmt.Errorf("memlock takes no hosts (the store is named by store=): %w", lockswap.ErrInvalid)
 	}
@@ -43,6 +43,6 @@ func parseURL(u *registry.URL, _ registry.Clients) (registry.OpenFunc, error) {
 	name := u.Query.Get("store")
 	return func(context.Context) (lockswap.Locker, error) {
 		s, _ := stores.LoadOrStore(name, NewStore())
-		return NewWithOptions(s.(*Store), Options{TTL: ttl})
+		return NewWithOptions(s.(*Store), Options{TTL: ttl, Logger: c.Logger})
 	}, nil
 }

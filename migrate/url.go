@@ -47,7 +47,7 @@ func parseURL(u *registry.URL, c registry.Clients) (registry.OpenFunc, error) {
 	if o.TTL, err = u.TTL(); err != nil {
 		return nil, err
 	}
-	sub := registry.Clients{TLS: c.TLS}
+	sub := registry.Clients{TLS: c.TLS, Logger: c.Logger}
 	var legacy, target *registry.URL
 	for _, s := range []struct {
 		name string

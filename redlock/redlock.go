@@ -346,6 +346,7 @@ func Guarantees(n int, restartSafety bool) lockswap.Guarantees {
 		Tolerates:        (n - 1) / 2,
 		StaleReleaseSafe: true,
 		Wait:             lockswap.WaitPoll,
+		DeadlineOverrun:  lockswap.DeadlineGrace,
 		Notes: []string{
 			"no fencing token: a holder paused past its validity acts without exclusion",
 			"failover means the loss of a minority of independent masters; do not give the instances replicas that take over",

@@ -24,7 +24,7 @@ func parseURL(u *registry.URL, r registry.Redis) (registry.RedisOpener, error) {
 	if r.Servers < 3 || r.Servers%2 == 0 {
 		return nil, fmt.Errorf("redlock needs an odd number of at least 3 independent masters, got %d hosts: %w", r.Servers, lockswap.ErrInvalid)
 	}
-	o := Options{Prefix: r.Prefix, TTL: r.TTL}
+	o := Options{Prefix: r.Prefix, TTL: r.TTL, Logger: r.Logger}
 	var err error
 	if o.DriftFactor, err = u.Float("drift"); err != nil {
 		return nil, err

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"io"
+	"log/slog"
 	"sort"
 	"strings"
 	"sync"
@@ -88,6 +89,8 @@ type Redis struct {
 	// TTL is ttl=, within [lockswap.MinTTL, lockswap.MaxTTL]; 0 when
 	// absent.
 	TTL time.Duration
+	// Logger is Clients.Logger, for the backend's Options.Logger.
+	Logger *slog.Logger
 }
 
 // One refuses any number of servers but one, with an error matching
@@ -118,7 +121,7 @@ func RedisScheme(name string, parse func(u *URL, r Redis) (RedisOpener, error), 
 			if err != nil {
 				return nil, err
 			}
-			r := Redis{Backend: name, Servers: n, Prefix: u.Query.Get("prefix")}
+			r := Redis{Backend: name, Servers: n, Prefix: u.Query.Get("prefix"), Logger: c.Logger}
 			if r.TTL, err = u.TTL(); err != nil {
 				return nil, err
 			}

@@ -25,6 +25,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/url"
 	"sort"
@@ -73,6 +74,10 @@ type Clients struct {
 	// TLS is the TLS configuration for clients a backend dials itself over
 	// a TLS scheme; nil means the system roots.
 	TLS *tls.Config
+	// Logger is passed on to the backend's Options.Logger (see
+	// docs/observability.md); nil: the backend logs nothing. A logger is
+	// not data, so no URL parameter sets it.
+	Logger *slog.Logger
 }
 
 // TLSConfig returns c.TLS, or a default (TLS 1.2 or later, the system

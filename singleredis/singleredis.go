@@ -220,6 +220,7 @@ func Guarantees(fence bool) lockswap.Guarantees {
 		Tolerates:        0,
 		StaleReleaseSafe: true,
 		Wait:             lockswap.WaitPoll,
+		DeadlineOverrun:  lockswap.DeadlineGrace,
 		Notes: []string{
 			"a restart without persistence or a failover to an async replica loses the lock",
 		},

@@ -6,6 +6,10 @@
 //	lockswap inspect --redis host[:6379] [--prefix lock.]
 //	lockswap version
 //
+// compare logs on stderr, through log/slog, the waits a person did not ask
+// for (redlock's restart-safety quarantine, with its reason and the time
+// left); the libraries' other records are not shown.
+//
 // Exit codes: 0 success (compare: every cell as declared); 1 an error;
 // 2 a usage mistake; 3 (compare) a measurement contradicts a declaration;
 // 4 (compare) some cells inconclusive and none contradicts, or the
@@ -19,6 +23,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
@@ -217,6 +222,10 @@ each measured beside what the configuration's Guarantees() declare.`)
 	if *showProgress || isTerminal(stderr) {
 		o.Progress = stderr
 	}
+	// Waits nobody asked for (redlock's restart-safety quarantine) are
+	// logged on stderr, with the reason and the time left; compare lets
+	// only those records through.
+	o.Log = slog.NewTextHandler(stderr, nil)
 	start := time.Now()
 	res, err := compare.Run(ctx, o)
 	if res == nil {

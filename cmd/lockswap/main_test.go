@@ -12,6 +12,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 
 	"github.com/lockswap/lockswap/cmd/lockswap/internal/compare"
+	"github.com/lockswap/lockswap/internal/testserver"
 )
 
 func runCLI(args ...string) (code int, stdout, stderr string) {
@@ -141,5 +142,21 @@ func TestBenchCommand(t *testing.T) {
 				t.Errorf("no %s %s row in:\n%s", b, mode, out)
 			}
 		}
+	}
+}
+
+// TestCompareLogsQuarantine: a restart-safe redlock column whose masters
+// restart empty meets the restart-safety quarantine, and the CLI logs it
+// once on stderr, with the reason and the time left, and nothing else.
+func TestCompareLogsQuarantine(t *testing.T) {
+	testserver.NeedRedisServer(t) // the restart needs real processes
+	code, _, errOut := runCLI("compare", "--columns", "redlock?restart_safety=true", "--scenarios", "restart-no-persistence")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %s", code, errOut)
+	}
+	lines := strings.Split(strings.TrimSpace(errOut), "\n")
+	if len(lines) != 1 || !strings.Contains(lines[0], `msg="restart-safety quarantine"`) ||
+		!strings.Contains(lines[0], "reason=") || !strings.Contains(lines[0], "left=") {
+		t.Errorf("stderr:\n%s\nwant one line: the restart-safety quarantine with its reason and the time left", errOut)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"sort"
 	"strings"
@@ -268,7 +269,7 @@ func encodeQuery(q url.Values) string {
 // Lockers are opened through the backend's URL parser (package registry)
 // with the clients compare makes for the servers it starts.
 func redisColumn(name string, n int, q url.Values, ttl time.Duration, readsClock bool, seed func(context.Context, redisclient.Client) error) (kit, string, error) {
-	open := func(clients []redisclient.Client, prefix string) (lockswap.Locker, error) {
+	open := func(clients []redisclient.Client, prefix string, logger *slog.Logger) (lockswap.Locker, error) {
 		cq := url.Values{}
 		for k, v := range q {
 			cq[k] = v
@@ -276,7 +277,7 @@ func redisColumn(name string, n int, q url.Values, ttl time.Duration, readsClock
 		if prefix != "" {
 			cq.Set("prefix", prefix)
 		}
-		return registry.Open(context.Background(), &registry.URL{Scheme: name, Query: cq}, registry.Clients{Redis: clients})
+		return registry.Open(context.Background(), &registry.URL{Scheme: name, Query: cq}, registry.Clients{Redis: clients, Logger: logger})
 	}
 	// The declared guarantees are the configured Locker's own, from a
 	// Locker over clients that are never used (go-redis dials lazily).
@@ -286,18 +287,18 @@ func redisColumn(name string, n int, q url.Values, ttl time.Duration, readsClock
 		defer c.Close()
 		placeholders[i] = redisadapter.New(c)
 	}
-	lk, err := open(placeholders, "")
+	lk, err := open(placeholders, "", nil)
 	if err != nil {
 		return kit{}, "", err
 	}
 	g := lk.Guarantees()
 	lk.Close()
 	rb := redisBackend{name: name, n: n, g: g, ttl: ttl, seed: seed,
-		build: func(c []redisclient.Client, skew time.Duration, prefix string) (lockswap.Locker, error) {
+		build: func(c []redisclient.Client, skew time.Duration, prefix string, logger *slog.Logger) (lockswap.Locker, error) {
 			if skew != 0 {
 				return skewedLegacy(c[0], q, skew, prefix)
 			}
-			return open(c, prefix)
+			return open(c, prefix, logger)
 		}}
 	// legacysetnx reads the client's clock unless server_time is set; the
 	// skewed client of the clock-ahead scenario then stands for an old

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/lockswap/lockswap"
 	"github.com/lockswap/lockswap/internal/lockstate"
 	"github.com/lockswap/lockswap/internal/servers"
+	"github.com/lockswap/lockswap/redlock"
 )
 
 func init() {
@@ -57,6 +59,14 @@ type Options struct {
 	// "lockswap-compare-" prefix and are deleted after each scenario.
 	RedisAddrs    []string
 	EtcdEndpoints []string
+	// Log, when set, receives the one kind of the backends' log records
+	// that a person running compare must see: a wait nobody asked for,
+	// redlock's restart-safety quarantine (redlock.MsgQuarantine), with
+	// its reason and the time left. The scenarios lose locks and stop
+	// servers on purpose, so the other records (lock lost, release gave
+	// up, ...) would only be noise and are dropped. Each record carries
+	// the column and the scenario it came from.
+	Log slog.Handler
 }
 
 // DefaultIterations is the contention scenario's default number of
@@ -82,6 +92,7 @@ type env struct {
 	redisAddrs    []string // the user's servers, when given
 	etcdEndpoints []string
 	prefix        string // key prefix on the user's servers
+	log           slog.Handler
 }
 
 // errUserServers: the cell is not run on servers the comparison did not
@@ -91,7 +102,7 @@ var errUserServers = errors.New("not run on your servers")
 // destructive reports whether a scenario harms the servers it runs on.
 func destructive(sc string) bool {
 	switch sc {
-	case ScRestart, ScFailover, ScMinorityDown, ScMajorityDown, ScLeaderStop:
+	case ScRestart, ScFailover, ScMinorityDown, ScMajorityDown, ScLeaderStop, ScHung:
 		return true
 	}
 	return false
@@ -160,6 +171,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	e := &env{redisAddrs: o.RedisAddrs, etcdEndpoints: o.EtcdEndpoints, prefix: "lockswap-compare-" + lockstate.NewToken()[:8] + ":"}
 	_, hasRedis := servers.RedisServerPath()
 	e.real = hasRedis && !o.Miniredis
+	if o.Log != nil {
+		e.log = onlyMessages(o.Log, redlock.MsgQuarantine)
+	}
 	if err := checkUserServers(ctx, e); err != nil {
 		return nil, err
 	}
@@ -169,7 +183,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		redisEnv = fmt.Sprintf("your servers %v (scenarios that harm servers not run; keys under %s*)", o.RedisAddrs, e.prefix)
 	case !e.real:
 		redisEnv = "miniredis (in-process fake; redis-server not found on PATH or --miniredis given): keys expire on the wall clock as on a real server; " +
-			"restart and failover need real processes and are marked \"not run\""
+			"restart and failover need real processes and are marked \"not run\"; hung-server measures only a proxy that never answers (SIGSTOP needs a real process)"
 	}
 	etcdEnv := "embedded (in process)"
 	if len(o.EtcdEndpoints) > 0 {
@@ -251,8 +265,11 @@ func progress(w io.Writer, format string, args ...any) {
 // says that the cell is not run by design (not applicable, would harm the
 // user's servers, cannot be measured faithfully here).
 func runOne(ctx context.Context, e *env, k kit, sc scenario, iterations int) (cell Cell, byDesign bool) {
-	if expected, _ := sc.declared(k.guarantees); expected == NotApplicable {
-		return Cell{Outcome: NotApplicable, Detail: "the fault does not exist for this backend"}, true
+	if expected, why := sc.declared(k.guarantees); expected == NotApplicable {
+		if why == "" {
+			why = "the fault does not exist for this backend"
+		}
+		return Cell{Outcome: NotApplicable, Detail: why}, true
 	}
 	f, err := k.setup(ctx, e, sc.name)
 	switch {
@@ -266,6 +283,9 @@ func runOne(ctx context.Context, e *env, k kit, sc scenario, iterations int) (ce
 		return Cell{Outcome: NotRun, Detail: "setup failed: " + err.Error()}, false
 	}
 	defer f.close()
+	if e.log != nil {
+		f.logger = slog.New(e.log.WithAttrs([]slog.Attr{slog.String("column", k.name), slog.String("scenario", sc.name)}))
+	}
 	return sc.run(ctx, f, k.guarantees, iterations), false
 }
 

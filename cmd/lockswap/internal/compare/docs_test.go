@@ -35,6 +35,7 @@ func TestMarkdownTableStable(t *testing.T) {
 | faults tolerated | 0 of 1 | 2 of 5 |
 | stale release safe | no | no |
 | wait style | poll | fifo queue |
+| deadline overrun bound | none declared | none declared |
 
 - a: note a
 `

@@ -123,6 +123,30 @@ func setupEtcd(ctx context.Context, e *env, sc string) (*fixture, error) {
 		f.newLocker = func() (lockswap.Locker, error) { return open([]string{proxy.Addr()}) }
 		f.fault = func(context.Context) error { proxy.SetDelay(30 * time.Millisecond); return nil }
 		f.note = "etcd 30 ms away each way"
+	case ScHung:
+		// Clients reach etcd through a proxy that can forward nothing.
+		// The embedded etcd runs in this process: SIGSTOP would stop
+		// compare with it.
+		proxy, err := servers.StartProxy(hostPorts[0])
+		if err != nil {
+			return nil, err
+		}
+		f.onClose(proxy.Close)
+		f.onClose(func() { proxy.Blackhole(false) })
+		f.newLocker = func() (lockswap.Locker, error) { return open([]string{proxy.Addr()}) }
+		f.hangs = []hang{{name: "no-reply", on: func() { proxy.Blackhole(true) }, off: func() { proxy.Blackhole(false) }}}
+		f.note = "SIGSTOP not measured: the embedded etcd runs in this process (a proxy that never answers is)"
+		f.alive = func(ctx context.Context) error {
+			lk, err := f.locker(func() (lockswap.Locker, error) { return open(endpoints) })
+			if err != nil {
+				return err
+			}
+			l, err := acquireFirst(ctx, lk, "hung-alive", time.Second)
+			if err != nil {
+				return err
+			}
+			return l.Release(ctx)
+		}
 	}
 	ok = true
 	return f, nil

@@ -3,6 +3,7 @@ package compare
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -23,7 +24,7 @@ type redisBackend struct {
 	ttl  time.Duration
 	// build makes a Locker over the clients with the key prefix; skew is
 	// how far the client's wall clock runs ahead.
-	build func(clients []redisclient.Client, skew time.Duration, prefix string) (lockswap.Locker, error)
+	build func(clients []redisclient.Client, skew time.Duration, prefix string, logger *slog.Logger) (lockswap.Locker, error)
 	// readsClock: the backend's safety reads the client's wall clock.
 	readsClock bool
 	// seed, when set, prepares each fresh server (for example marks it as
@@ -41,6 +42,9 @@ type node struct {
 	addr    string
 	kill    func()
 	restart func() error
+	// pause stops the process with SIGSTOP and resume continues it; nil
+	// for miniredis, which runs in this process.
+	pause, resume func()
 }
 
 func startNode(e *env, f *fixture) (*node, error) {
@@ -50,7 +54,7 @@ func startNode(e *env, f *fixture) (*node, error) {
 			return nil, err
 		}
 		f.onClose(r.Stop)
-		return &node{addr: r.Addr(), kill: r.Kill, restart: r.Restart}, nil
+		return &node{addr: r.Addr(), kill: r.Kill, restart: r.Restart, pause: r.Pause, resume: r.Resume}, nil
 	}
 	mr := miniredis.NewMiniRedis()
 	// Keys expire as the wall clock runs, as on a real server. Without
@@ -177,6 +181,10 @@ func (rb redisBackend) setup(ctx context.Context, e *env, sc string) (*fixture, 
 		addrs[0] = proxy.Addr()
 		f.fault = func(context.Context) error { proxy.SetDelay(30 * time.Millisecond); return nil }
 		f.note = fmt.Sprintf("server 1 of %d delayed 30 ms each way", rb.n)
+	case ScHung:
+		if err := rb.hangs(f, nodes, addrs); err != nil {
+			return nil, err
+		}
 	}
 	f.newLocker = func() (lockswap.Locker, error) { return rb.locker(f, addrs, 0, "") }
 	if rb.readsClock {
@@ -231,12 +239,62 @@ func (rb redisBackend) setupUser(e *env, f *fixture, sc string, ok *bool) (*fixt
 	return f, nil
 }
 
+// hangs sets up the hung-server scenario: a proxy in front of every
+// server (clients go through them) that can forward nothing, and SIGSTOP
+// of the real server processes. The servers are made to answer again when
+// the fixture closes, whatever happened before.
+func (rb redisBackend) hangs(f *fixture, nodes []*node, addrs []string) error {
+	direct := append([]string(nil), addrs...)
+	proxies := make([]*servers.Proxy, len(addrs))
+	for i := range addrs {
+		p, err := servers.StartProxy(addrs[i])
+		if err != nil {
+			return err
+		}
+		f.onClose(p.Close)
+		proxies[i], addrs[i] = p, p.Addr()
+	}
+	blackhole := func(on bool) func() {
+		return func() {
+			for _, p := range proxies {
+				p.Blackhole(on)
+			}
+		}
+	}
+	f.onClose(blackhole(false))
+	f.hangs = []hang{{name: "no-reply", on: blackhole(true), off: blackhole(false)}}
+	if nodes[0].pause != nil {
+		resume := func() {
+			for _, nd := range nodes {
+				nd.resume()
+			}
+		}
+		f.onClose(resume)
+		f.hangs = append(f.hangs, hang{name: "SIGSTOP", off: resume, on: func() {
+			for _, nd := range nodes {
+				nd.pause()
+			}
+		}})
+	} else {
+		f.note = "SIGSTOP not measured: miniredis runs in this process (a proxy that never answers is)"
+	}
+	f.alive = func(ctx context.Context) error {
+		for _, a := range direct {
+			if _, err := newGoRedis(f, a).Do(ctx, "PING"); err != nil {
+				return fmt.Errorf("%s: %w", a, err)
+			}
+		}
+		return nil
+	}
+	return nil
+}
+
 func (rb redisBackend) locker(f *fixture, addrs []string, skew time.Duration, prefix string) (lockswap.Locker, error) {
 	clients := make([]redisclient.Client, len(addrs))
 	for i, a := range addrs {
 		clients[i] = newGoRedis(f, a)
 	}
-	return rb.build(clients, skew, prefix)
+	return rb.build(clients, skew, prefix, f.logger)
 }
 
 func waitLinked(ctx context.Context, admin *redis.Client) error {

@@ -33,6 +33,11 @@ const (
 	NotRun Outcome = "not run"
 	// NotApplicable: the fault does not exist for this backend.
 	NotApplicable Outcome = "n/a"
+	// InTime: while the servers hung, every call returned within the
+	// declared DeadlineOverrun (plus the scheduling allowance) of its
+	// deadline; Late: some call returned later.
+	InTime Outcome = "in time"
+	Late   Outcome = "late"
 )
 
 // Verdict is how a cell's measurement compares with the declaration.
@@ -71,6 +76,10 @@ type Cell struct {
 	// fenced resource.
 	StaleRejected int `json:"stale_rejected"`
 	StaleAccepted int `json:"stale_accepted"`
+	// WorstOverrunMs is, in the hung-server scenario, the longest any call
+	// returned past its deadline, in milliseconds (negative: all returned
+	// before it).
+	WorstOverrunMs *int64 `json:"worst_overrun_ms,omitempty"`
 	// Detail explains what happened, or why nothing was measured.
 	Detail string `json:"detail,omitempty"`
 }
@@ -145,6 +154,10 @@ func (c Cell) word(scenario string) string {
 		return "wrong"
 	case NotApplicable:
 		return "n/a"
+	case InTime, Late:
+		if c.WorstOverrunMs != nil {
+			return fmt.Sprintf("%+dms", *c.WorstOverrunMs)
+		}
 	}
 	if c.Verdict == NotRunByDesign {
 		return "skip"
@@ -195,6 +208,7 @@ const legendWords = "held = one holder at a time; " +
 	"down = acquire failed with the outage error (lockswap.ErrUnavailable); " +
 	"wrong = it failed with another error; " +
 	"over = the lock's deadline promised more than the server grants; " +
+	"+Nms (hung-server) = the latest any call returned past its deadline while the servers hung; as declared when within the column's declared deadline overrun bound plus 200 ms for scheduling on a loaded machine; " +
 	"n/a = the fault does not exist for the backend; " +
 	"skip = not run, by design: it would harm your own servers (--redis, --etcd) or needs real redis-server processes (the miniredis fallback)"
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -39,6 +40,12 @@ type fixture struct {
 	heal func()
 	// note is added to the cell's detail.
 	note string
+	// hangs are the ways the servers can be made to hang (hung-server),
+	// and alive checks that every server answers (after a hang).
+	hangs []hang
+	alive func(ctx context.Context) error
+	// logger, when set, is given to the Lockers the fixture makes.
+	logger *slog.Logger
 
 	mu      sync.Mutex
 	closers []func()
@@ -90,6 +97,7 @@ const (
 	ScMajorityDown = "majority-down"
 	ScSlow         = "slow-instance"
 	ScLeaderStop   = "etcd-leader-stopped"
+	ScHung         = "hung-server"
 )
 
 func heldIf(b bool) Outcome {
@@ -145,6 +153,8 @@ var scenarios = []scenario{
 			return heldIf(g.SurvivesFailover), fmt.Sprintf("survives-failover=%v", g.SurvivesFailover)
 		},
 		runTakeoverAfterFault},
+	{ScHung, "every server accepts and never answers (a proxy that forwards nothing), then is SIGSTOPped; TryAcquire, Acquire, Extend and Release each get a 300 ms deadline: how late do they return?",
+		declaredOverrun, runHung},
 }
 
 // ScenarioNames lists the scenarios in table order.

@@ -22,7 +22,7 @@ import (
 
 // errWouldHarm: the scenario injects a fault (kill, restart, failover)
 // that would harm servers the comparison did not start.
-var errWouldHarm = fmt.Errorf("%w: it would harm them (it kills, restarts or fails over servers)", errUserServers)
+var errWouldHarm = fmt.Errorf("%w: it would harm them (it kills, restarts, fails over, stops or hangs servers)", errUserServers)
 
 // userCheckTimeout bounds the check that the user's servers answer; the
 // checks of all servers run at once, so an unreachable server fails the
