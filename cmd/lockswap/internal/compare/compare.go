@@ -92,7 +92,8 @@ type env struct {
 	redisAddrs    []string // the user's servers, when given
 	etcdEndpoints []string
 	prefix        string // key prefix on the user's servers
-	log           slog.Handler
+	log           slog.Handler // the library's records a person must see
+	warn          slog.Handler // compare's own warnings (Options.Log, unfiltered)
 }
 
 // errUserServers: the cell is not run on servers the comparison did not
@@ -173,6 +174,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	e.real = hasRedis && !o.Miniredis
 	if o.Log != nil {
 		e.log = onlyMessages(o.Log, redlock.MsgQuarantine)
+		e.warn = o.Log
 	}
 	if err := checkUserServers(ctx, e); err != nil {
 		return nil, err

@@ -220,7 +220,7 @@ func (rb redisBackend) setupUser(e *env, f *fixture, sc string, ok *bool) (*fixt
 	addrs := append([]string(nil), e.redisAddrs[:n]...)
 	prefix := e.prefix + rb.name + ":"
 	// Registered first, so run last: after the Lockers have closed.
-	f.onClose(func() { _ = removeUserKeys(e.redisAddrs, e.prefix) })
+	f.onClose(func() { cleanUserServers(e) })
 	if sc == ScSlow {
 		proxy, err := servers.StartProxy(addrs[0])
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"strings"
 	"sync"
@@ -134,6 +135,21 @@ func pingEtcd(ctx context.Context, endpoint string) error {
 // counters the backends keep beside them, such as singleredis's
 // "{prefix...}:fence", which has no TTL). It is bounded by
 // userCleanupTimeout and independent of the run's context.
+// MsgKeysLeft is compare's warning that it could not delete its keys from
+// the user's servers (attributes "pattern", the keys to delete, and
+// "error").
+const MsgKeysLeft = "compare could not delete its keys from your servers: delete the keys matching pattern"
+
+// cleanUserServers deletes compare's keys from the user's servers and
+// warns, through Options.Log, when it could not: a key left behind is the
+// user's to delete, so they must hear of it.
+func cleanUserServers(e *env) {
+	err := removeUserKeys(e.redisAddrs, e.prefix)
+	if err != nil && e.warn != nil {
+		slog.New(e.warn).Warn(MsgKeysLeft, "pattern", "*"+globEscape(e.prefix)+"*", "error", err)
+	}
+}
+
 func removeUserKeys(addrs []string, prefix string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), userCleanupTimeout)
 	defer cancel()

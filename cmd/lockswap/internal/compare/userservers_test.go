@@ -12,6 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/internal/logtest"
 	"github.com/lockswap/lockswap/internal/testserver"
 	"github.com/lockswap/lockswap/redlock"
 )
@@ -168,5 +169,18 @@ func TestUserServersUnreachable(t *testing.T) {
 		if took > 5*time.Second {
 			t.Errorf("%s: took %v to report an unreachable server, want under 5s", addr, took)
 		}
+	}
+}
+
+// TestKeysLeftWarned: when compare cannot delete its keys from the user's
+// servers (here the server is gone), it says so through Options.Log, with
+// the pattern of the keys to delete.
+func TestKeysLeftWarned(t *testing.T) {
+	rec := logtest.New()
+	e := &env{redisAddrs: []string{"127.0.0.1:1"}, prefix: "lockswap-compare-test:", warn: rec.Logger().Handler()}
+	cleanUserServers(e)
+	r := rec.Wait(t, MsgKeysLeft, 10*time.Second)
+	if r.String("pattern") != "*lockswap-compare-test:*" || !r.Has("error") {
+		t.Fatalf("record %+v: want the pattern of compare's keys and the error", r)
 	}
 }
