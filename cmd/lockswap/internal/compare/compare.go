@@ -91,7 +91,7 @@ type env struct {
 	real          bool
 	redisAddrs    []string // the user's servers, when given
 	etcdEndpoints []string
-	prefix        string // key prefix on the user's servers
+	prefix        string       // key prefix on the user's servers
 	log           slog.Handler // the library's records a person must see
 	warn          slog.Handler // compare's own warnings (Options.Log, unfiltered)
 }
