@@ -197,7 +197,7 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	etcdEndpoints := fs.String("etcd", "", "your own etcd endpoints host:port[,...] instead of an embedded one")
 	fs.Usage = commandUsage(fs, "[flags]",
 		`Runs fault scenarios (rows) against lock configurations (columns) on servers it starts
-(real redis-server processes when on PATH, else miniredis; embedded etcd) and sets what
+(real redis-server processes when on PATH, else miniredis; embedded etcd) and shows what
 each measured beside what the configuration's Guarantees() declare.`)
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err

@@ -1,5 +1,5 @@
 // Package compare runs the same fault scenarios against backend
-// configurations and sets what each one measured beside what its
+// configurations and shows what each one measured beside what its
 // Guarantees declare. It is the engine of `lockswap compare`.
 package compare
 
