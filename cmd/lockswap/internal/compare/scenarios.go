@@ -466,12 +466,15 @@ func runAvailability(ctx context.Context, f *fixture, g lockswap.Guarantees, _ i
 	// Three attempts, as a caller with a short retry policy would make: a
 	// single instance timeout that expires on a loaded machine is not an
 	// outage, and a real outage fails all three. The detail says how many
-	// attempts it took.
+	// attempts it took. The TTL is at least availabilityTTL: Redlock's
+	// per-instance timeout is a hundredth of it, and a scenario's short TTL
+	// would leave a live instance 5 ms to answer a fresh connection.
+	ttl := max(f.ttl, availabilityTTL)
 	start := time.Now()
 	attempts := 0
 	l, err := acquire.Retry(actx, lockswap.LimitedRetry(50*time.Millisecond, availabilityAttempts), func(ctx context.Context) (lockswap.Lock, error) {
 		attempts++
-		return a.TryAcquire(ctx, "availability", lockswap.WithTTL(f.ttl))
+		return a.TryAcquire(ctx, "availability", lockswap.WithTTL(ttl))
 	})
 	took := time.Since(start).Round(time.Millisecond)
 	switch {
@@ -491,6 +494,11 @@ func runAvailability(ctx context.Context, f *fixture, g lockswap.Guarantees, _ i
 // availabilityAttempts is how many times the availability scenarios try
 // before they call the backend unavailable.
 const availabilityAttempts = 3
+
+// availabilityTTL is the least TTL the availability scenarios acquire
+// with: a lock service's usual TTL, whose derived request timeouts (for
+// Redlock 1/100 of it, 50 ms) a live server on a loaded machine meets.
+const availabilityTTL = 5 * time.Second
 
 func attemptsNote(n int) string {
 	if n <= 1 {
