@@ -4,6 +4,7 @@
 //	lockswap compare [--columns spec,...] [--scenarios x,y] [--format table|markdown|json] [--iterations N] [--budget D] [--miniredis] [--redis h:p,...] [--etcd h:p,...]
 //	lockswap bench   [--backends a,b] [--duration 1s]
 //	lockswap inspect --redis host[:6379] [--prefix lock.]
+//	lockswap dev etcd [--listen 127.0.0.1:2379] [--data-dir DIR]
 //	lockswap version
 //
 // compare logs on stderr, through log/slog, the waits a person did not ask
@@ -53,6 +54,7 @@ commands:
   compare   run fault scenarios against backend configurations; print measured vs declared guarantees
   bench     acquire/release latency and throughput per backend
   inspect   list lock keys under a prefix in a Redis, with the unit (s or ms) of legacy timestamps
+  dev       run a server to try lockswap against: lockswap dev etcd (an embedded etcd, until Ctrl-C)
   version   print the module version, VCS revision and Go version of this binary
 
 run "lockswap <command> -h" for a command's flags
@@ -95,11 +97,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runInspect(ctx, args[1:], stdout, stderr)
 	case "version":
 		err = runVersion(args[1:], stdout)
+	case "dev":
+		err = runDev(ctx, args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		usage(stdout)
 		return exitOK
 	default:
-		fmt.Fprintf(stderr, "lockswap: unknown command %q (want compare, bench, inspect or version; run \"lockswap -h\")\n", args[0])
+		fmt.Fprintf(stderr, "lockswap: unknown command %q (want compare, bench, inspect, dev or version; run \"lockswap -h\")\n", args[0])
 		return exitUsage
 	}
 	var ec exitCode

@@ -136,3 +136,23 @@ func EtcdClusterT(t testing.TB, n int) *EtcdCluster {
 	t.Cleanup(c.Close)
 	return c
 }
+
+// EtcdBinaryT starts the etcd program on PATH (a server version other than
+// the embedded one, such as Debian's etcd-server 3.4) for the test and
+// stops it when the test ends. Without the program the test is skipped, or
+// fails when LOCKSWAP_REQUIRE_SERVERS=1.
+func EtcdBinaryT(t testing.TB) *servers.EtcdProcess {
+	t.Helper()
+	if _, ok := servers.EtcdBinaryPath(); !ok {
+		if os.Getenv(RequireServersEnv) == "1" {
+			t.Fatal("etcd not found on PATH and " + RequireServersEnv + "=1; install it: apt-get install -y etcd-server")
+		}
+		t.Skip("etcd not found on PATH; set " + RequireServersEnv + "=1 to fail instead of skipping")
+	}
+	e, err := servers.StartEtcdBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Stop)
+	return e
+}
