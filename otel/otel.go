@@ -38,10 +38,10 @@
 //
 //   - acquire: acquired (no error), invalid (ErrInvalid), closed (ErrClosed),
 //     held (ErrHeld: also an Acquire whose context ended while another
-//     owner held the key, since its error matches both), cancelled
-//     (context.Canceled or context.DeadlineExceeded, with no ErrHeld: the
-//     caller gave up, even during an outage), unavailable (ErrUnavailable:
-//     an outage that ended the wait by itself), error (anything else);
+//     owner held the key, since its error matches both), cancelled (the
+//     caller's context had ended when the call returned: the caller gave
+//     up, also during an outage), unavailable (ErrUnavailable: an outage,
+//     a backend's own request timeout among them), error (anything else);
 //   - extend: extended, lost (ErrLost), then as acquire from invalid on;
 //   - release: released, lost (ErrLost), then as acquire from invalid on;
 //   - hold: released, lost, failed (Release returned another error).
@@ -343,9 +343,11 @@ func (in *instruments) end(span trace.Span, oc string, err error) {
 	span.End()
 }
 
-// classify names the outcome of a call that returned err; ok is the
-// outcome of a call that succeeded.
-func classify(err error, ok string) string {
+// classify names the outcome of a call under ctx that returned err; ok is
+// the outcome of a call that succeeded. Cancelled is decided by ctx, not
+// by err: a backend's own request timeout also wraps
+// context.DeadlineExceeded, and that is an outage, not a caller giving up.
+func classify(ctx context.Context, err error, ok string) string {
 	switch {
 	case err == nil:
 		return ok
@@ -357,7 +359,7 @@ func classify(err error, ok string) string {
 		return OutcomeClosed
 	case errors.Is(err, lockswap.ErrHeld):
 		return OutcomeHeld
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+	case ctx.Err() != nil:
 		return OutcomeCancelled
 	case errors.Is(err, lockswap.ErrUnavailable):
 		return OutcomeUnavailable
@@ -391,7 +393,7 @@ func (l *locker) acquire(ctx context.Context, op, name, key string, opts []locks
 	if err == nil && lk == nil {
 		err = fmt.Errorf("otel: %s returned neither a lock nor an error", op)
 	}
-	oc := classify(err, OutcomeAcquired)
+	oc := classify(ctx, err, OutcomeAcquired)
 	l.in.acquire.Record(ctx, took.Seconds(), l.in.attrs(op, oc))
 	if err != nil {
 		l.in.end(span, oc, err)
@@ -430,7 +432,7 @@ func (l *lock) Unwrap() lockswap.Lock { return l.Lock }
 func (l *lock) Extend(ctx context.Context, ttl time.Duration) error {
 	ctx, span := l.in.start(ctx, "lockswap.Extend", l.Key())
 	err := l.Lock.Extend(ctx, ttl)
-	oc := classify(err, OutcomeExtended)
+	oc := classify(ctx, err, OutcomeExtended)
 	l.in.extensions.Add(ctx, 1, l.in.attrs("", oc))
 	if oc == OutcomeLost {
 		l.endHold(ctx, OutcomeLost, OpExtend)
@@ -445,7 +447,7 @@ func (l *lock) Release(ctx context.Context) error {
 	first := !l.ended.Load()
 	lostBefore := first && l.lostAlready()
 	err := l.Lock.Release(ctx)
-	oc := classify(err, OutcomeReleased)
+	oc := classify(ctx, err, OutcomeReleased)
 	if oc != OutcomeReleased && oc != OutcomeLost {
 		l.in.failures.Add(ctx, 1, l.in.attrs("", oc))
 	}

@@ -214,25 +214,33 @@ func TestClassification(t *testing.T) {
 	}
 	for _, c := range []struct {
 		err                      error
+		cancel                   bool // the caller's context ended
 		acquire, extend, release string
 	}{
-		{nil, "acquired", "extended", "released"},
-		{lockswap.ErrHeld, "held", "held", "held"},
-		{lockswap.ErrUnavailable, "unavailable", "unavailable", "unavailable"},
-		{lockswap.ErrInvalid, "invalid", "invalid", "invalid"},
-		{lockswap.ErrClosed, "closed", "closed", "closed"},
-		{lockswap.ErrLost, "error", "lost", "lost"},
-		{context.Canceled, "cancelled", "cancelled", "cancelled"},
-		{context.DeadlineExceeded, "cancelled", "cancelled", "cancelled"},
-		{wrapped(lockswap.ErrHeld, context.DeadlineExceeded), "held", "held", "held"},
-		{wrapped(lockswap.ErrUnavailable, context.DeadlineExceeded), "cancelled", "cancelled", "cancelled"},
-		{wrapped(lockswap.ErrClosed, lockswap.ErrLost), "closed", "lost", "lost"},
-		{errors.New("something else"), "error", "error", "error"},
+		{nil, false, "acquired", "extended", "released"},
+		{nil, true, "acquired", "extended", "released"},
+		{lockswap.ErrHeld, false, "held", "held", "held"},
+		{lockswap.ErrUnavailable, false, "unavailable", "unavailable", "unavailable"},
+		{lockswap.ErrInvalid, false, "invalid", "invalid", "invalid"},
+		{lockswap.ErrClosed, false, "closed", "closed", "closed"},
+		{lockswap.ErrLost, false, "error", "lost", "lost"},
+		{context.Canceled, true, "cancelled", "cancelled", "cancelled"},
+		{context.DeadlineExceeded, true, "cancelled", "cancelled", "cancelled"},
+		{wrapped(lockswap.ErrHeld, context.DeadlineExceeded), true, "held", "held", "held"},
+		{wrapped(lockswap.ErrUnavailable, context.DeadlineExceeded), true, "cancelled", "cancelled", "cancelled"},
+		// A backend's own request timeout, the caller's context alive: an outage.
+		{wrapped(lockswap.ErrUnavailable, context.DeadlineExceeded), false, "unavailable", "unavailable", "unavailable"},
+		{context.DeadlineExceeded, false, "error", "error", "error"},
+		{wrapped(lockswap.ErrClosed, lockswap.ErrLost), false, "closed", "lost", "lost"},
+		{errors.New("something else"), false, "error", "error", "error"},
 	} {
 		r := newRecorder(t)
 		s := &stub{acquireErr: c.err}
 		lk := r.wrap(s)
-		ctx := context.Background()
+		ctx, cancel := context.WithCancel(context.Background())
+		if c.cancel {
+			cancel()
+		}
 		_, _ = lk.Acquire(ctx, "k")
 		s.acquireErr = nil
 		l, err := lk.TryAcquire(ctx, "k")
@@ -242,6 +250,7 @@ func TestClassification(t *testing.T) {
 		s.extendErr, s.releaseErr = c.err, c.err
 		_ = l.Extend(ctx, time.Second)
 		_ = l.Release(ctx)
+		cancel()
 
 		ms := r.collect(t)
 		stubAttr := lockotel.AttrBackend.String("stub")
