@@ -119,36 +119,37 @@ const (
 	AttrTTL = attribute.Key("lockswap.ttl")
 )
 
-// Outcomes: the values of [AttrOutcome].
+// Outcomes: the values of [AttrOutcome] (see the package doc for the
+// order in which errors are classified).
 const (
-	OutcomeAcquired    = "acquired"
-	OutcomeExtended    = "extended"
-	OutcomeReleased    = "released"
-	OutcomeHeld        = "held"
-	OutcomeLost        = "lost"
-	OutcomeInvalid     = "invalid"
-	OutcomeClosed      = "closed"
-	OutcomeCancelled   = "cancelled"
-	OutcomeUnavailable = "unavailable"
-	OutcomeFailed      = "failed"
-	OutcomeError       = "error"
+	OutcomeAcquired    = "acquired"    // Acquire or TryAcquire returned a lock
+	OutcomeExtended    = "extended"    // Extend succeeded
+	OutcomeReleased    = "released"    // Release succeeded
+	OutcomeHeld        = "held"        // lockswap.ErrHeld: another owner holds the key
+	OutcomeLost        = "lost"        // lockswap.ErrLost, or the lock ended before Release
+	OutcomeInvalid     = "invalid"     // lockswap.ErrInvalid
+	OutcomeClosed      = "closed"      // lockswap.ErrClosed
+	OutcomeCancelled   = "cancelled"   // the caller's context had ended
+	OutcomeUnavailable = "unavailable" // lockswap.ErrUnavailable
+	OutcomeFailed      = "failed"      // a hold whose Release failed other than with ErrLost
+	OutcomeError       = "error"       // any other error
 )
 
 // Operations: the values of [AttrOperation].
 const (
-	OpAcquire    = "acquire"
-	OpTryAcquire = "try_acquire"
-	OpExtend     = "extend"
-	OpRelease    = "release"
+	OpAcquire    = "acquire"     // Locker.Acquire
+	OpTryAcquire = "try_acquire" // Locker.TryAcquire
+	OpExtend     = "extend"      // Lock.Extend
+	OpRelease    = "release"     // Lock.Release
 )
 
-// Instrument names.
+// Instrument names (see the table in the package doc).
 const (
-	MetricAcquireDuration = "lockswap.acquire.duration"
-	MetricHoldDuration    = "lockswap.hold.duration"
-	MetricExtensions      = "lockswap.extensions"
-	MetricLocksLost       = "lockswap.locks.lost"
-	MetricReleaseFailures = "lockswap.release.failures"
+	MetricAcquireDuration = "lockswap.acquire.duration" // histogram, s
+	MetricHoldDuration    = "lockswap.hold.duration"    // histogram, s
+	MetricExtensions      = "lockswap.extensions"       // counter, {extension}
+	MetricLocksLost       = "lockswap.locks.lost"       // counter, {lock}
+	MetricReleaseFailures = "lockswap.release.failures" // counter, {release}
 )
 
 // Histogram bucket boundaries in seconds. Waits range from a free key's
@@ -244,8 +245,17 @@ type instruments struct {
 	failures   metric.Int64Counter
 
 	// sets caches the attribute sets of the metrics, one per operation and
-	// outcome, so that recording allocates none.
-	sets map[[2]string]metric.MeasurementOption
+	// outcome, as option slices, so that recording allocates none.
+	sets map[[2]string]measureOpts
+	// startOpts are the options of every span.
+	startOpts []trace.SpanStartOption
+}
+
+// measureOpts are the options of one measurement, as the variadic slices
+// of Record and Add.
+type measureOpts struct {
+	record []metric.RecordOption
+	add    []metric.AddOption
 }
 
 // newInstruments creates the instruments of c; errors go to otel.Handle.
@@ -255,8 +265,9 @@ func newInstruments(c config) *instruments {
 		tracer: c.tp.Tracer(ScopeName),
 		keys:   c.keys,
 		base:   append([]attribute.KeyValue{AttrBackend.String(c.backend)}, c.attrs...),
-		sets:   map[[2]string]metric.MeasurementOption{},
+		sets:   map[[2]string]measureOpts{},
 	}
+	in.startOpts = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(in.base...)}
 	var err error
 	if in.acquire, err = m.Float64Histogram(MetricAcquireDuration, metric.WithUnit("s"),
 		metric.WithDescription("How long Acquire or TryAcquire took, by outcome: the wait for a lock."),
@@ -308,7 +319,8 @@ func newInstruments(c config) *instruments {
 			if oc != "" {
 				kv = append(kv, AttrOutcome.String(oc))
 			}
-			in.sets[[2]string{op, oc}] = metric.WithAttributeSet(attribute.NewSet(kv...))
+			set := metric.WithAttributeSet(attribute.NewSet(kv...))
+			in.sets[[2]string{op, oc}] = measureOpts{record: []metric.RecordOption{set}, add: []metric.AddOption{set}}
 		}
 	}
 	return in
@@ -316,14 +328,14 @@ func newInstruments(c config) *instruments {
 
 // attrs returns the metric attributes for operation op and outcome oc ("":
 // not recorded).
-func (in *instruments) attrs(op, oc string) metric.MeasurementOption {
+func (in *instruments) attrs(op, oc string) measureOpts {
 	return in.sets[[2]string{op, oc}]
 }
 
 // start starts the span of op, with the key when keys are recorded.
 func (in *instruments) start(ctx context.Context, name, key string) (context.Context, trace.Span) {
-	ctx, span := in.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(in.base...))
-	if in.keys {
+	ctx, span := in.tracer.Start(ctx, name, in.startOpts...)
+	if in.keys && span.IsRecording() {
 		span.SetAttributes(AttrKey.String(key))
 	}
 	return ctx, span
@@ -331,6 +343,10 @@ func (in *instruments) start(ctx context.Context, name, key string) (context.Con
 
 // end ends span with outcome oc and, for a failure, an Error status.
 func (in *instruments) end(span trace.Span, oc string, err error) {
+	if !span.IsRecording() {
+		span.End()
+		return
+	}
 	span.SetAttributes(AttrOutcome.String(oc))
 	switch oc {
 	case OutcomeInvalid, OutcomeClosed, OutcomeUnavailable, OutcomeError, OutcomeLost:
@@ -394,15 +410,17 @@ func (l *locker) acquire(ctx context.Context, op, name, key string, opts []locks
 		err = fmt.Errorf("otel: %s returned neither a lock nor an error", op)
 	}
 	oc := classify(ctx, err, OutcomeAcquired)
-	l.in.acquire.Record(ctx, took.Seconds(), l.in.attrs(op, oc))
+	l.in.acquire.Record(ctx, took.Seconds(), l.in.attrs(op, oc).record...)
 	if err != nil {
 		l.in.end(span, oc, err)
 		return nil, err
 	}
-	if f, ok := lk.Fence(); ok && f <= math.MaxInt64 {
-		span.SetAttributes(AttrFence.Int64(int64(f)))
+	if span.IsRecording() {
+		if f, ok := lk.Fence(); ok && f <= math.MaxInt64 {
+			span.SetAttributes(AttrFence.Int64(int64(f)))
+		}
+		span.SetAttributes(AttrTTL.Float64(lk.TTL().Seconds()))
 	}
-	span.SetAttributes(AttrTTL.Float64(lk.TTL().Seconds()))
 	l.in.end(span, oc, nil)
 	return &lock{Lock: lk, in: l.in, acquired: time.Now()}, nil
 }
@@ -433,9 +451,9 @@ func (l *lock) Extend(ctx context.Context, ttl time.Duration) error {
 	ctx, span := l.in.start(ctx, "lockswap.Extend", l.Key())
 	err := l.Lock.Extend(ctx, ttl)
 	oc := classify(ctx, err, OutcomeExtended)
-	l.in.extensions.Add(ctx, 1, l.in.attrs("", oc))
+	l.in.extensions.Add(ctx, 1, l.in.attrs("", oc).add...)
 	if oc == OutcomeLost {
-		l.endHold(ctx, OutcomeLost, OpExtend)
+		l.endHold(ctx, OutcomeLost, OpExtend, time.Now())
 	}
 	l.in.end(span, oc, err)
 	return err
@@ -444,12 +462,13 @@ func (l *lock) Extend(ctx context.Context, ttl time.Duration) error {
 // Release is the wrapped Lock's Release, recorded.
 func (l *lock) Release(ctx context.Context) error {
 	ctx, span := l.in.start(ctx, "lockswap.Release", l.Key())
+	called := time.Now()
 	first := !l.ended.Load()
-	lostBefore := first && l.lostAlready()
+	lostBefore := first && l.lostAlready(called)
 	err := l.Lock.Release(ctx)
 	oc := classify(ctx, err, OutcomeReleased)
 	if oc != OutcomeReleased && oc != OutcomeLost {
-		l.in.failures.Add(ctx, 1, l.in.attrs("", oc))
+		l.in.failures.Add(ctx, 1, l.in.attrs("", oc).add...)
 	}
 	if first {
 		hold := OutcomeFailed
@@ -459,7 +478,7 @@ func (l *lock) Release(ctx context.Context) error {
 		case oc == OutcomeReleased:
 			hold = OutcomeReleased
 		}
-		l.endHold(ctx, hold, OpRelease)
+		l.endHold(ctx, hold, OpRelease, called)
 	}
 	l.in.end(span, oc, err)
 	return err
@@ -467,8 +486,8 @@ func (l *lock) Release(ctx context.Context) error {
 
 // lostAlready reports whether the lock ended before Release was called:
 // its Deadline passed, or Done was closed (the backend saw it lost).
-func (l *lock) lostAlready() bool {
-	if !time.Now().Before(l.Deadline()) {
+func (l *lock) lostAlready(now time.Time) bool {
+	if !now.Before(l.Deadline()) {
 		return true
 	}
 	select {
@@ -479,19 +498,19 @@ func (l *lock) lostAlready() bool {
 	}
 }
 
-// endHold records the end of the hold, once per lock: its duration, and
-// the loss seen by op when oc is lost. A lost lock's hold ends at its
-// Deadline when that has passed.
-func (l *lock) endHold(ctx context.Context, oc, op string) {
+// endHold records the end of the hold, once per lock: its duration up to
+// end (when Release was called, or the loss seen), and the loss seen by op
+// when oc is lost. A lost lock's hold ends at its Deadline when that came
+// first.
+func (l *lock) endHold(ctx context.Context, oc, op string, end time.Time) {
 	if !l.ended.CompareAndSwap(false, true) {
 		return
 	}
-	end := time.Now()
 	if oc == OutcomeLost {
 		if d := l.Deadline(); d.Before(end) {
 			end = d
 		}
-		l.in.lost.Add(ctx, 1, l.in.attrs(op, ""))
+		l.in.lost.Add(ctx, 1, l.in.attrs(op, "").add...)
 	}
-	l.in.hold.Record(ctx, max(end.Sub(l.acquired), 0).Seconds(), l.in.attrs("", oc))
+	l.in.hold.Record(ctx, max(end.Sub(l.acquired), 0).Seconds(), l.in.attrs("", oc).record...)
 }
