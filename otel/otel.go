@@ -7,7 +7,8 @@
 // The returned Locker behaves as the one it wraps: the same locks, errors,
 // Guarantees and Close. Its locks keep Key, Token, Fence, TTL, Deadline and
 // Done; Extend and Release are recorded on their way through. Nothing runs
-// in the background: no goroutine, no timer per lock.
+// in the background: the package starts no goroutine and no timer, and a
+// loss is seen when the holder calls Extend or Release.
 //
 // The package is a Go module of its own (github.com/lockswap/lockswap/otel),
 // so that a program that does not import it does not require the
@@ -24,13 +25,13 @@
 // attributes of [WithAttributes]; none carries the key, whose values are
 // unbounded (a time series per key) and may be sensitive.
 //
-//	| name                      | instrument        | unit         | attributes            | what                                                    |
-//	|---------------------------|-------------------|--------------|-----------------------|---------------------------------------------------------|
-//	| lockswap.acquire.duration | Float64Histogram  | s            | operation, outcome    | how long Acquire or TryAcquire took: the wait for a lock |
-//	| lockswap.hold.duration    | Float64Histogram  | s            | outcome               | from Acquire's return to Release, or to the loss        |
-//	| lockswap.extensions       | Int64Counter      | {extension}  | outcome               | Extend calls (lockswap.Do's renewals among them)        |
-//	| lockswap.locks.lost       | Int64Counter      | {lock}       | operation             | locks that ended before their holder released them      |
-//	| lockswap.release.failures | Int64Counter      | {release}    | outcome               | Release calls that failed other than with ErrLost       |
+//	| name                      | instrument       | unit        | attributes         | what                                                     |
+//	|---------------------------|------------------|-------------|--------------------|----------------------------------------------------------|
+//	| lockswap.acquire.duration | Float64Histogram | s           | operation, outcome | how long Acquire or TryAcquire took: the wait for a lock |
+//	| lockswap.hold.duration    | Float64Histogram | s           | outcome            | from Acquire's return to the call of Release, or to loss |
+//	| lockswap.extensions       | Int64Counter     | {extension} | outcome            | Extend calls (lockswap.Do's renewals among them)         |
+//	| lockswap.locks.lost       | Int64Counter     | {lock}      | operation          | locks that ended before their holder released them       |
+//	| lockswap.release.failures | Int64Counter     | {release}   | outcome            | Release calls that failed other than with ErrLost        |
 //
 // lockswap.operation is acquire or try_acquire on the acquire histogram, and
 // on lockswap.locks.lost where the loss was seen: extend or release.
@@ -46,8 +47,10 @@
 //   - release: released, lost (ErrLost), then as acquire from invalid on;
 //   - hold: released, lost, failed (Release returned another error).
 //
-// The count of the acquire histogram is the number of calls by outcome: the
-// contention rate is the share of held. A lock counts as lost, once, when
+// The count of the acquire histogram is the number of calls by outcome:
+// held is the share of TryAcquire calls that met contention and of Acquire
+// calls that gave up waiting for a holder; an Acquire that waited and got
+// the lock is acquired, its wait in the duration. A lock counts as lost, once, when
 // its Deadline had passed or Done was closed before its holder called
 // Release, or when Extend or Release answered ErrLost. A lock that is never
 // released nor extended is never seen lost: nothing watches it.
