@@ -3,12 +3,17 @@ package otel_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
+
+	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/codes"
 
 	"github.com/lockswap/lockswap"
 	"github.com/lockswap/lockswap/internal/redistest"
 	"github.com/lockswap/lockswap/internal/testserver"
 	lockotel "github.com/lockswap/lockswap/otel"
+	"github.com/lockswap/lockswap/redisclient/goredis"
 	"github.com/lockswap/lockswap/singleredis"
 )
 
@@ -88,5 +93,83 @@ func TestSingleRedisLostAndUnavailable(t *testing.T) {
 				t.Errorf("acquire span of a fenced singleredis lock: fence %v %v", f, ok)
 			}
 		}
+	}
+}
+
+// TestSingleRedisNoPassword: with WithKeys, the most the package records,
+// neither the right password nor a wrong one appears in any metric or span
+// of a Locker whose client authenticates (or fails to) against a
+// redis-server that requires a password.
+func TestSingleRedisNoPassword(t *testing.T) {
+	const right, wrong = "right-pw-5d1e7c", "wrong-pw-9a3b2f"
+	srv := testserver.RedisT(t, testserver.RedisOptions{})
+	ctx := context.Background()
+	// Set after start: the server helper's readiness PING has no password.
+	if err := redistest.GoRedisClient(t, srv.Addr()).ConfigSet(ctx, "requirepass", right).Err(); err != nil {
+		t.Fatal(err)
+	}
+	r := newRecorder(t)
+	for _, pw := range []string{right, wrong} {
+		rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), Password: pw, ContextTimeoutEnabled: true, MaxRetries: -1})
+		t.Cleanup(func() { rdb.Close() })
+		inner, err := singleredis.New(goredis.New(rdb), singleredis.Options{Fence: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lk := r.wrap(inner, lockotel.WithKeys())
+		defer lk.Close()
+		l, err := lk.TryAcquire(ctx, "job-"+pw[:5])
+		if pw == wrong {
+			if err == nil {
+				t.Fatal("TryAcquire with a wrong password succeeded")
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := lk.TryAcquire(ctx, "job-"+pw[:5]); !errors.Is(err, lockswap.ErrHeld) {
+			t.Fatalf("second TryAcquire: %v", err)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ms := r.collect(t)
+	if n, _ := histCount(t, ms, lockotel.MetricAcquireDuration); n != 3 {
+		t.Fatalf("%d acquire values, want 3", n)
+	}
+	for name, m := range ms {
+		for _, set := range attributeSets(m.Data) {
+			for _, kv := range set.ToSlice() {
+				if v := kv.Value.Emit(); strings.Contains(v, right) || strings.Contains(v, wrong) {
+					t.Errorf("metric %s attribute %s has a password: %q", name, kv.Key, v)
+				}
+			}
+		}
+	}
+	var failed int
+	for _, s := range r.spans.Ended() {
+		texts := []string{s.Name(), s.Status().Description}
+		for _, kv := range s.Attributes() {
+			texts = append(texts, kv.Value.Emit())
+		}
+		for _, ev := range s.Events() {
+			texts = append(texts, ev.Name)
+			for _, kv := range ev.Attributes {
+				texts = append(texts, kv.Value.Emit())
+			}
+		}
+		for _, text := range texts {
+			if strings.Contains(text, right) || strings.Contains(text, wrong) {
+				t.Errorf("span %s has a password: %q", s.Name(), text)
+			}
+		}
+		if s.Status().Code == codes.Error {
+			failed++
+		}
+	}
+	if failed == 0 {
+		t.Error("the wrong password's attempt left no failed span: nothing was checked")
 	}
 }
