@@ -278,7 +278,7 @@ func newInstruments(c config) *instruments {
 		otel.Handle(fmt.Errorf("lockswap/otel: instrument %s: %w", MetricAcquireDuration, err))
 	}
 	if in.hold, err = m.Float64Histogram(MetricHoldDuration, metric.WithUnit("s"),
-		metric.WithDescription("How long a lock was held: from Acquire's return to Release, or to the loss."),
+		metric.WithDescription("How long a lock was held: from Acquire's return to the call of Release, or to the loss."),
 		metric.WithExplicitBucketBoundaries(holdBuckets...)); err != nil {
 		otel.Handle(fmt.Errorf("lockswap/otel: instrument %s: %w", MetricHoldDuration, err))
 	}
