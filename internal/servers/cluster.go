@@ -350,7 +350,7 @@ func (c *RedisCluster) WaitReady() error {
 			}
 			for _, other := range all {
 				if own, ok := byID[other.id]; ok && !own.agrees(other) {
-					return fmt.Errorf("node %s sees %s as %q master-of %s slots %v; it sees itself as master=%v master-of %s slots %v",
+					return fmt.Errorf("node %s sees %s as %q replica-of %s slots %v; %[2]s sees itself as master=%v replica-of %s slots %v",
 						r.Addr(), own.addr, other.flags, other.masterID, other.slots, own.master, own.masterID, own.slots)
 				}
 			}
