@@ -188,17 +188,27 @@ func testCrossSlot(t *testing.T, c *servers.RedisCluster) {
 
 // asking returns how many ASKING commands the node at addr has served.
 func asking(t *testing.T, c *servers.RedisCluster, addr string) int {
+	return infoCount(t, c, addr, "commandstats", "cmdstat_asking:calls=")
+}
+
+// infoCount returns the number after field in INFO section of the node
+// at addr, 0 when absent.
+func infoCount(t *testing.T, c *servers.RedisCluster, addr, section, field string) int {
 	t.Helper()
-	v, err := c.Do(addr, "INFO", "commandstats")
+	v, err := c.Do(addr, "INFO", section)
 	if err != nil {
 		t.Fatal(err)
 	}
 	s, _ := v.(string)
-	_, rest, ok := strings.Cut(s, "cmdstat_asking:calls=")
+	_, rest, ok := strings.Cut(s, field)
 	if !ok {
 		return 0
 	}
-	n, _ := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
+	end := strings.IndexAny(rest, ",\r\n")
+	if end < 0 {
+		end = len(rest)
+	}
+	n, _ := strconv.Atoi(rest[:end])
 	return n
 }
 
@@ -349,8 +359,9 @@ func testMoveSlot(t *testing.T, c *servers.RedisCluster) {
 			if acquired != waiters*turns {
 				t.Errorf("waiters acquired %d times, want %d", acquired, waiters*turns)
 			}
-			t.Logf("slot %d moved %s → %s → %s under a held lock: %d waiters took %d turns, %d fenced writes accepted, none stale",
-				slot, from, to, from, waiters, acquired, st.Accepted)
+			t.Logf("slot %d moved %s → %s → %s under a held lock: %d waiters took %d turns, %d fenced writes accepted, none stale; TRYAGAIN replies: %d on %s, %d on %s",
+				slot, from, to, from, waiters, acquired, st.Accepted,
+				infoCount(t, c, from, "errorstats", "errorstat_TRYAGAIN:count="), from, infoCount(t, c, to, "errorstats", "errorstat_TRYAGAIN:count="), to)
 		})
 	}
 }
