@@ -166,6 +166,7 @@ func TestPermanentReplies(t *testing.T) {
 		"BUSY Redis is busy running a script.":                                                                                   false,
 		"MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.":                                       false,
 		"CLUSTERDOWN The cluster is down":                                                                                        false,
+		"CROSSSLOT Keys in request don't hash to the same slot":                                                                  true,
 		"MOVED 3999 127.0.0.1:6381":                                                                                              false,
 		"NOSCRIPT No matching script. Please use EVAL.":                                                                          false,
 	} {

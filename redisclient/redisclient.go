@@ -87,7 +87,8 @@ func IsTransport(err error) bool { return err != nil && !errors.Is(err, ErrReply
 
 // IsPermanent reports whether err is a Redis error reply that retrying
 // cannot fix: authentication or permission (NOAUTH, WRONGPASS, NOPERM), a
-// wrong type under a key (WRONGTYPE), an unknown or disabled command, or a
+// wrong type under a key (WRONGTYPE), keys in several cluster slots
+// (CROSSSLOT), an unknown or disabled command, or a
 // script that failed on its own (a Lua runtime error). A backend fails such
 // an attempt at once with lockswap.ErrInvalid instead of waiting for the
 // server to "come back". Transport errors are not replies; and replies
@@ -140,6 +141,8 @@ func permanentReason(msg string) string {
 			return "the Redis user lacks a permission the lock needs (ACL): grant the commands and keys listed in the docs"
 		case "WRONGTYPE":
 			return "a key the lock uses holds another Redis type: it is not a lock"
+		case "CROSSSLOT":
+			return "the keys of one lock request are in different Redis Cluster hash slots: use lock keys that contain no '}' outside a hash tag ({...}), see docs/cluster.md"
 		}
 	}
 	switch {

@@ -239,8 +239,8 @@ func Guarantees(fence bool) lockswap.Guarantees {
 // same Redis Cluster hash slot as k: "{k}:fence", or "k:fence" when k has a
 // hash tag of its own (see redisclient.SlotKey). A key that contains "}"
 // without a valid hash tag cannot share a slot with any other key; on Redis
-// Cluster, fenced locks on such keys fail with Redis's CROSSSLOT error
-// (reported as ErrUnavailable).
+// Cluster, fenced locks on such keys fail at once with Redis's CROSSSLOT
+// error (reported as ErrInvalid, not retried).
 func FenceKey(k string) string { return redisclient.SlotKey(k, FenceSuffix) }
 
 // proto is the single-Redis protocol: the driver.Driver and
