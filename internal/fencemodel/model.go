@@ -1,0 +1,549 @@
+// Package fencemodel is an exhaustive model check of the Redlock fencing
+// protocol of docs/redlock-fencing.md: N = 3 Redis instances, a few clients
+// acquiring one key, and every interleaving of the network (requests and
+// replies delivered late, never, or twice), key expiry, instance restarts
+// without persistence, counter eviction and clock ticks, within bounds. On
+// every path it checks the two properties the protocol promises:
+//
+//   - Unique: no two acquisitions return the same fence.
+//   - Ordered: if B's Acquire started after A's returned, B's fence > A's.
+//
+// The same explorer runs the protocol and the broken variants it was
+// chosen over (see Variant), and finds a counterexample in each of those.
+//
+// The model is deliberately close to the protocol text; each step (Action)
+// names the protocol line it stands for. It abstracts only where the
+// abstraction keeps every behaviour of the real system (an
+// over-approximation, so that "no violation" carries over):
+//
+//   - Time does not exist except as the order of steps. A key may expire at
+//     any step (ActExpire), whatever its TTL; a client may pause for as long
+//     as it likes between any two of its steps (nothing forces it to move).
+//   - Release and undo are compare-and-delete of the client's own key and
+//     never touch the counter, so their effect on an instance is the same
+//     as an expiry of that key at the moment the request lands: ActExpire
+//     covers them.
+//   - The validity check of Redlock is left out: it only makes a client
+//     fail more often, and the properties must hold whatever the timing.
+//   - A retry, or a second Acquire by the same process, is a new client with
+//     a new token: each model client makes one attempt.
+//   - A client sends its write-back to all N instances (the protocol sends
+//     it to the granting ones; a request never delivered is the same as one
+//     not sent, so sending more covers sending fewer).
+//   - A lost message is one never delivered; a retransmitted one is
+//     delivered twice (Bounds.Deliveries).
+package fencemodel
+
+import (
+	"fmt"
+	"math/bits"
+	"strings"
+)
+
+// N is the number of Redis instances in the model.
+const N = 3
+
+// Majority is the quorum of the protocol: floor(N/2)+1.
+const Majority = N/2 + 1
+
+// MaxClients is the most clients the model can run.
+const MaxClients = 3
+
+// GrantRule says what the acquire script does with the counter when it
+// sets the key.
+type GrantRule uint8
+
+const (
+	// ReadAtGrant is the protocol: read C (seeding it if missing) and reply
+	// it; the client computes v = max(c_i) + 1.
+	ReadAtGrant GrantRule = iota
+	// IncrAtGrant is the naive variant: INCR C (after seeding) and reply the
+	// new value; the client computes v = max(c_i).
+	IncrAtGrant
+)
+
+// WriteBackRule says what the write-back script does with v.
+type WriteBackRule uint8
+
+const (
+	// NoWriteBack: there is no write-back round; Acquire returns v as soon
+	// as it has a granting majority (the naive variants).
+	NoWriteBack WriteBackRule = iota
+	// CAS is the protocol: seed C if missing, then if C < v set C := v and
+	// reply 1, else reply 0. It does not look at K.
+	CAS
+	// CASIfHeld is CAS done only where the client still holds K (the
+	// protocol plus a hold check: shows the check is not needed).
+	CASIfHeld
+	// SetIfHeld is the first sketch: where the client still holds
+	// K, set C := v and reply 1; no compare.
+	SetIfHeld
+	// SetAlways sets C := v and replies 1 everywhere: the write-back without
+	// its compare.
+	SetAlways
+)
+
+// SeedRule says what a missing counter is seeded with.
+type SeedRule uint8
+
+const (
+	// SeedFromClock is the protocol: the instance's clock in microseconds.
+	SeedFromClock SeedRule = iota
+	// SeedZero seeds 0: the protocol with its restart handling removed.
+	SeedZero
+)
+
+// Variant is one set of protocol rules to check.
+type Variant struct {
+	Name      string
+	Grant     GrantRule
+	WriteBack WriteBackRule
+	Seed      SeedRule
+}
+
+// The variants the tests check. Protocol and ProtocolHoldCheck must have no
+// counterexample; every other one must have one.
+var (
+	// Protocol is the decided protocol of docs/redlock-fencing.md.
+	Protocol = Variant{Name: "protocol", Grant: ReadAtGrant, WriteBack: CAS, Seed: SeedFromClock}
+	// ProtocolHoldCheck adds "only where the client holds K" to the CAS.
+	ProtocolHoldCheck = Variant{Name: "protocol+hold-check", Grant: ReadAtGrant, WriteBack: CASIfHeld, Seed: SeedFromClock}
+	// NaiveRead (a): v = max(c_i)+1 over the granting replies, no write-back.
+	NaiveRead = Variant{Name: "(a) naive: read at grant, no write-back", Grant: ReadAtGrant, WriteBack: NoWriteBack, Seed: SeedFromClock}
+	// NaiveIncr (a'): INCR at grant, v = max(c_i), no write-back.
+	NaiveIncr = Variant{Name: "(a') naive: INCR at grant, no write-back", Grant: IncrAtGrant, WriteBack: NoWriteBack, Seed: SeedFromClock}
+	// SketchHeldNoCAS (b): write-back sets C := v where the client holds K.
+	SketchHeldNoCAS = Variant{Name: "(b) sketch: write-back where K is held, no CAS", Grant: ReadAtGrant, WriteBack: SetIfHeld, Seed: SeedFromClock}
+	// NoRestartSeed (c): the protocol with a lost counter re-seeded from 0.
+	NoRestartSeed = Variant{Name: "(c) protocol, lost counter re-seeded from 0", Grant: ReadAtGrant, WriteBack: CAS, Seed: SeedZero}
+	// UnconditionalWriteBack (d): the protocol's write-back without its
+	// compare: C := v everywhere.
+	UnconditionalWriteBack = Variant{Name: "(d) protocol without the CAS: write-back sets C := v", Grant: ReadAtGrant, WriteBack: SetAlways, Seed: SeedFromClock}
+)
+
+// Bounds bound the exploration. The state space within them is finite and
+// explored completely (unless MaxDepth cuts it).
+type Bounds struct {
+	// Clients is the number of clients, each making one Acquire (2 or 3).
+	Clients int
+	// Deliveries is how many times each request may be delivered: 1, or 2
+	// to model a retransmission (the duplicate lands whenever it likes).
+	Deliveries int
+	// Losses is how many times, in all, an instance may restart without
+	// persistence (losing K and C) or have its counter evicted (losing C).
+	Losses int
+	// Ticks is how many times the global clock may advance on its own
+	// (besides the jump a loss forces, see ActRestart).
+	Ticks int
+	// MaxDepth, if positive, stops the exploration at that many steps.
+	MaxDepth int
+}
+
+// Client phases.
+const (
+	phaseIdle        uint8 = iota // has not called Acquire
+	phaseGranting                 // acquire round sent, collecting grants
+	phaseWritingBack              // v computed, write-back round sent
+	phaseReturned                 // Acquire returned fence v
+)
+
+// instance is one Redis instance's view of the lock key K and its counter C.
+type instance struct {
+	holder  uint8 // client index+1 whose token is in K; 0: K absent
+	counter int8  // C; -1: C absent
+}
+
+// client is one client's Acquire, with its in-flight messages.
+type client struct {
+	phase uint8
+	after uint8 // clients (bitmask) that had returned when this one started
+	fence int8  // v, once computed
+	maxC  int8  // max c_i over the grant replies received; -1: none yet
+
+	grantSent    [N]uint8  // times the acquire script has run on instance i
+	grantReplies [N]uint32 // granted replies in flight from i: bitmask of c_i values
+	granted      uint8     // instances whose granted reply was received (bitmask)
+
+	wbSent    [N]uint8 // times the write-back script has run on instance i
+	wbReplies uint8    // instances whose reply 1 is in flight (bitmask)
+	wbOK      uint8    // instances whose reply 1 was received (bitmask)
+}
+
+// State is one global state of the model: instances, clients, the clock
+// and the bookkeeping of the bounds. It is comparable and used as a map key.
+type State struct {
+	clock  int8 // the global clock, in abstract microseconds
+	high   int8 // the highest value any counter has held or any client computed
+	losses uint8
+	ticks  uint8
+	inst   [N]instance
+	cli    [MaxClients]client
+}
+
+// initial is the state before anything happens: no keys, no counters.
+func initial() State {
+	var s State
+	s.high = -1
+	for i := range s.inst {
+		s.inst[i].counter = -1
+	}
+	for c := range s.cli {
+		s.cli[c].fence = -1
+		s.cli[c].maxC = -1
+	}
+	return s
+}
+
+// ActionKind is the kind of a model step.
+type ActionKind uint8
+
+// The steps of the model. Each is one protocol line (see the doc) or one
+// thing the environment does.
+const (
+	// ActStart: the client calls Acquire: it draws a token and sends the
+	// acquire script to every instance (pipelined fan-out).
+	ActStart ActionKind = iota
+	// ActDeliverGrant: the acquire script runs on an instance: SET K token
+	// NX; if set, read C (seeding it from the clock if missing) and reply
+	// {1, C}; else reply {0}.
+	ActDeliverGrant
+	// ActReceiveGrant: a granted reply reaches the client.
+	ActReceiveGrant
+	// ActDecide: with a majority of grants received, the client computes
+	// v = max(c_i received) + 1 and sends the write-back to the instances.
+	ActDecide
+	// ActDeliverWriteBack: the write-back script runs on an instance: seed C
+	// if missing; if C < v then C := v, reply 1; else reply 0.
+	ActDeliverWriteBack
+	// ActReceiveWriteBack: a reply 1 reaches the client; at a majority of
+	// all N the client's Acquire returns v.
+	ActReceiveWriteBack
+	// ActExpire: K expires on an instance (also stands for a release or an
+	// undo of the holder's key landing there).
+	ActExpire
+	// ActRestart: an instance restarts without persistence: K and C are
+	// gone. The clock assumption: the clock moves past every value issued
+	// so far (with SeedFromClock).
+	ActRestart
+	// ActEvict: an instance evicts C (allkeys-* maxmemory): same as a
+	// restart for the counter, K stays.
+	ActEvict
+	// ActTick: the clock advances.
+	ActTick
+)
+
+// Action is one step: a kind and the client, instance and value it concerns.
+type Action struct {
+	Kind     ActionKind
+	Client   int8
+	Instance int8
+	Value    int8 // ActReceiveGrant: which in-flight c_i is received
+}
+
+// Model is one variant under bounds, ready to explore.
+type Model struct {
+	V Variant
+	B Bounds
+}
+
+// clientName and instName give the names traces use.
+func clientName(c int) string { return string(rune('A' + c)) }
+func instName(i int) string   { return string(rune('X' + i)) }
+
+// actions appends the steps enabled in s, in a fixed order (determinism).
+func (m *Model) actions(s *State, out []Action) []Action {
+	for c := 0; c < m.B.Clients; c++ {
+		cl := &s.cli[c]
+		cc := int8(c)
+		if cl.phase == phaseIdle {
+			out = append(out, Action{Kind: ActStart, Client: cc})
+			continue
+		}
+		for i := 0; i < N; i++ {
+			if int(cl.grantSent[i]) < m.B.Deliveries {
+				out = append(out, Action{Kind: ActDeliverGrant, Client: cc, Instance: int8(i)})
+			}
+		}
+		if cl.phase == phaseGranting {
+			for i := 0; i < N; i++ {
+				for r := cl.grantReplies[i]; r != 0; r &= r - 1 {
+					out = append(out, Action{Kind: ActReceiveGrant, Client: cc, Instance: int8(i), Value: int8(bits.TrailingZeros32(r))})
+				}
+			}
+			if bits.OnesCount8(cl.granted) >= Majority {
+				out = append(out, Action{Kind: ActDecide, Client: cc})
+			}
+		}
+		if cl.phase >= phaseWritingBack && m.V.WriteBack != NoWriteBack {
+			for i := 0; i < N; i++ {
+				if int(cl.wbSent[i]) < m.B.Deliveries {
+					out = append(out, Action{Kind: ActDeliverWriteBack, Client: cc, Instance: int8(i)})
+				}
+			}
+			for i := 0; i < N; i++ {
+				if cl.wbReplies&(1<<i) != 0 {
+					out = append(out, Action{Kind: ActReceiveWriteBack, Client: cc, Instance: int8(i)})
+				}
+			}
+		}
+	}
+	for i := 0; i < N; i++ {
+		if s.inst[i].holder != 0 {
+			out = append(out, Action{Kind: ActExpire, Instance: int8(i)})
+		}
+	}
+	if int(s.losses) < m.B.Losses {
+		for i := 0; i < N; i++ {
+			out = append(out, Action{Kind: ActRestart, Instance: int8(i)})
+		}
+		for i := 0; i < N; i++ {
+			if s.inst[i].counter >= 0 {
+				out = append(out, Action{Kind: ActEvict, Instance: int8(i)})
+			}
+		}
+	}
+	if int(s.ticks) < m.B.Ticks {
+		out = append(out, Action{Kind: ActTick})
+	}
+	return out
+}
+
+// maxValue is the largest counter value the model can hold: c_i values
+// travel in uint32 bitmasks.
+const maxValue = 31
+
+// setCounter writes C on instance i and keeps s.high up to date.
+func (s *State) setCounter(i int, v int8) {
+	if v > maxValue {
+		panic(fmt.Sprintf("fencemodel: counter value %d past the model's %d: lower the bounds", v, maxValue))
+	}
+	s.inst[i].counter = v
+	if v > s.high {
+		s.high = v
+	}
+}
+
+// seed gives instance i a counter if it has none: the protocol's
+// "if C is missing, C := TIME in µs".
+func (m *Model) seed(s *State, i int) {
+	if s.inst[i].counter >= 0 {
+		return
+	}
+	v := int8(0)
+	if m.V.Seed == SeedFromClock {
+		v = s.clock
+	}
+	s.setCounter(i, v)
+}
+
+// Violation is a property broken by a step.
+type Violation struct {
+	Property string // "unique" or "ordered"
+	Detail   string
+}
+
+// apply performs a on s (which it changes). It returns a description of the
+// step when explain is set, and the violation the step causes, if any.
+func (m *Model) apply(s *State, a Action, explain bool) (string, *Violation) {
+	c, i := int(a.Client), int(a.Instance)
+	var cl *client
+	if a.Kind <= ActReceiveWriteBack {
+		cl = &s.cli[c]
+	}
+	var d strings.Builder
+	say := func(format string, args ...any) {
+		if explain {
+			fmt.Fprintf(&d, format, args...)
+		}
+	}
+	switch a.Kind {
+	case ActStart:
+		cl.phase = phaseGranting
+		for o := 0; o < m.B.Clients; o++ {
+			if s.cli[o].phase == phaseReturned {
+				cl.after |= 1 << o
+			}
+		}
+		say("%s calls Acquire: sends SET K NX + read C to X, Y, Z", clientName(c))
+		if cl.after != 0 {
+			say(" (after %s returned)", names(cl.after, clientName))
+		}
+
+	case ActDeliverGrant:
+		cl.grantSent[i]++
+		in := &s.inst[i]
+		if in.holder != 0 {
+			say("%s's acquire lands on %s: K held by %s, not granted", clientName(c), instName(i), clientName(int(in.holder)-1))
+			break
+		}
+		in.holder = uint8(c + 1)
+		m.seed(s, i)
+		if m.V.Grant == IncrAtGrant {
+			s.setCounter(i, in.counter+1)
+		}
+		ci := in.counter
+		// The client counts one grant per instance and ignores replies
+		// after it has decided: such a reply is as good as lost.
+		if cl.phase == phaseGranting && cl.granted&(1<<i) == 0 {
+			cl.grantReplies[i] |= 1 << ci
+		}
+		say("%s's acquire lands on %s: granted, replies c=%d", clientName(c), instName(i), ci)
+		if cl.grantSent[i] > 1 {
+			say(" (retransmitted copy)")
+		}
+
+	case ActReceiveGrant:
+		cl.grantReplies[i] = 0
+		cl.granted |= 1 << i
+		if a.Value > cl.maxC {
+			cl.maxC = a.Value
+		}
+		say("%s receives %s's grant, c=%d", clientName(c), instName(i), a.Value)
+
+	case ActDecide:
+		v := cl.maxC + 1
+		if m.V.Grant == IncrAtGrant {
+			v = cl.maxC
+		}
+		say("%s has grants from %s: v = %d", clientName(c), names(cl.granted, instName), v)
+		cl.fence = v
+		if v > s.high {
+			s.high = v
+		}
+		cl.granted, cl.maxC, cl.grantReplies = 0, -1, [N]uint32{}
+		if m.V.WriteBack == NoWriteBack {
+			return d.String(), m.returned(s, c, &d, explain)
+		}
+		cl.phase = phaseWritingBack
+		say("; sends the write-back of %d", v)
+
+	case ActDeliverWriteBack:
+		cl.wbSent[i]++
+		in := &s.inst[i]
+		v := cl.fence
+		old := in.counter
+		ok := false
+		holds := in.holder == uint8(c+1)
+		switch m.V.WriteBack {
+		case CAS:
+			m.seed(s, i)
+			if in.counter < v {
+				s.setCounter(i, v)
+				ok = true
+			}
+		case CASIfHeld:
+			if holds {
+				m.seed(s, i)
+				if in.counter < v {
+					s.setCounter(i, v)
+					ok = true
+				}
+			}
+		case SetIfHeld:
+			if holds {
+				s.setCounter(i, v)
+				ok = true
+			}
+		case SetAlways:
+			s.setCounter(i, v)
+			ok = true
+		}
+		if ok && cl.phase == phaseWritingBack && cl.wbOK&(1<<i) == 0 {
+			cl.wbReplies |= 1 << i
+		}
+		say("%s's write-back of %d lands on %s (C was %s", clientName(c), v, instName(i), counterString(old))
+		if m.V.WriteBack == CASIfHeld || m.V.WriteBack == SetIfHeld {
+			if holds {
+				say(", %s holds K", clientName(c))
+			} else {
+				say(", %s does not hold K", clientName(c))
+			}
+		}
+		if ok {
+			say("): C := %d, replies 1", v)
+		} else {
+			say("): replies 0")
+		}
+		if cl.wbSent[i] > 1 {
+			say(" (retransmitted copy)")
+		}
+
+	case ActReceiveWriteBack:
+		cl.wbReplies &^= 1 << i
+		cl.wbOK |= 1 << i
+		say("%s receives %s's write-back reply 1", clientName(c), instName(i))
+		if bits.OnesCount8(cl.wbOK) >= Majority {
+			cl.wbReplies, cl.wbOK = 0, 0
+			return d.String(), m.returned(s, c, &d, explain)
+		}
+
+	case ActExpire:
+		say("K on %s (held by %s) expires or is released", instName(i), clientName(int(s.inst[i].holder)-1))
+		s.inst[i].holder = 0
+
+	case ActRestart, ActEvict:
+		s.losses++
+		if a.Kind == ActRestart {
+			s.inst[i].holder = 0
+			say("%s restarts without persistence: K and C lost", instName(i))
+		} else {
+			say("%s evicts C", instName(i))
+		}
+		s.inst[i].counter = -1
+		if m.V.Seed == SeedFromClock && s.clock <= s.high {
+			// The clock assumption: by the time the instance re-seeds,
+			// its clock is past every value issued before the loss.
+			s.clock = s.high + 1
+		}
+		if m.V.Seed == SeedFromClock {
+			say("; clock now %d", s.clock)
+		}
+
+	case ActTick:
+		s.ticks++
+		s.clock++
+		say("the clock advances to %d", s.clock)
+	}
+	return d.String(), nil
+}
+
+// returned records that client c's Acquire returned its fence, and checks
+// both properties against every client that returned before.
+func (m *Model) returned(s *State, c int, d *strings.Builder, explain bool) *Violation {
+	cl := &s.cli[c]
+	cl.phase = phaseReturned
+	if explain {
+		fmt.Fprintf(d, "; %s's Acquire RETURNS fence %d", clientName(c), cl.fence)
+	}
+	for o := 0; o < m.B.Clients; o++ {
+		other := &s.cli[o]
+		if o == c || other.phase != phaseReturned {
+			continue
+		}
+		if other.fence == cl.fence {
+			return &Violation{Property: "unique", Detail: fmt.Sprintf("%s and %s both returned fence %d", clientName(o), clientName(c), cl.fence)}
+		}
+		if cl.after&(1<<o) != 0 && cl.fence <= other.fence {
+			return &Violation{Property: "ordered", Detail: fmt.Sprintf("%s started after %s returned %d, and returned %d", clientName(c), clientName(o), other.fence, cl.fence)}
+		}
+	}
+	return nil
+}
+
+// names lists the names of the members of a bitmask.
+func names(mask uint8, name func(int) string) string {
+	var parts []string
+	for k := 0; k < 8; k++ {
+		if mask&(1<<k) != 0 {
+			parts = append(parts, name(k))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+func counterString(v int8) string {
+	if v < 0 {
+		return "missing"
+	}
+	return fmt.Sprint(v)
+}
