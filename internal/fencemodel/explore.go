@@ -37,11 +37,9 @@ func (m *Model) Explore() Result {
 	if m.B.Clients < 1 || m.B.Clients > MaxClients {
 		panic(fmt.Sprintf("fencemodel: %d clients, want 1 to %d", m.B.Clients, MaxClients))
 	}
-	if m.B.Deliveries < 1 {
-		panic("fencemodel: Deliveries must be at least 1")
-	}
-	start := initial()
-	seen := map[State]int32{start: 0}
+	m.clientPerms = clientPerms(m.B.Clients)
+	start, startKey, _ := m.canonical(initial())
+	seen := map[stateKey]int32{startKey: 0}
 	steps := []step{{parent: -1}}
 	type entry struct {
 		s  State
@@ -63,20 +61,21 @@ func (m *Model) Explore() Result {
 				res.Transitions++
 				t := e.s
 				_, v := m.apply(&t, a, false)
+				t, k, _ := m.canonical(t)
 				if v != nil {
 					res.States = len(seen)
 					res.Violation = v
 					res.Trace = m.trace(steps, e.id, a)
 					return res
 				}
-				if _, ok := seen[t]; ok {
+				if _, ok := seen[k]; ok {
 					continue
 				}
 				if len(steps) == 1<<31-1 {
 					panic("fencemodel: too many states")
 				}
 				id := int32(len(steps))
-				seen[t] = id
+				seen[k] = id
 				steps = append(steps, step{parent: e.id, action: a})
 				next = append(next, entry{t, id})
 			}
@@ -98,10 +97,15 @@ func (m *Model) trace(steps []step, id int32, last Action) []string {
 		path[l], path[r] = path[r], path[l]
 	}
 	path = append(path, last)
+	// Replay on the real (not renamed) states, so that names stay put:
+	// each stored action is on the canonical form of its state, mapped
+	// back through the renaming that made it.
 	s := initial()
+	_, _, p := m.canonical(s)
 	lines := make([]string, 0, len(path)+1)
 	for k, a := range path {
-		desc, v := m.apply(&s, a, true)
+		desc, v := m.apply(&s, p.inverse(a), true)
+		_, _, p = m.canonical(s)
 		lines = append(lines, fmt.Sprintf("%2d. %s", k+1, desc))
 		if v != nil {
 			lines = append(lines, fmt.Sprintf("    => %s violated: %s", strings.ToUpper(v.Property), v.Detail))

@@ -31,7 +31,7 @@
 //     it to the granting ones; a request never delivered is the same as one
 //     not sent, so sending more covers sending fewer).
 //   - A lost message is one never delivered; a retransmitted one is
-//     delivered twice (Bounds.Deliveries).
+//     delivered again (Bounds.Retransmissions).
 package fencemodel
 
 import (
@@ -126,9 +126,10 @@ var (
 type Bounds struct {
 	// Clients is the number of clients, each making one Acquire (2 or 3).
 	Clients int
-	// Deliveries is how many times each request may be delivered: 1, or 2
-	// to model a retransmission (the duplicate lands whenever it likes).
-	Deliveries int
+	// Retransmissions is how many times, in all, a request that has
+	// already been delivered may be delivered again (a retransmitted or
+	// duplicated request; the copy lands whenever it likes).
+	Retransmissions int
 	// Losses is how many times, in all, an instance may restart without
 	// persistence (losing K and C) or have its counter evicted (losing C).
 	Losses int
@@ -142,41 +143,46 @@ type Bounds struct {
 // Client phases.
 const (
 	phaseIdle        uint8 = iota // has not called Acquire
-	phaseGranting                 // acquire round sent, collecting grants
+	phaseGranting                 // acquire round sent, waiting for grants
 	phaseWritingBack              // v computed, write-back round sent
 	phaseReturned                 // Acquire returned fence v
 )
 
-// instance is one Redis instance's view of the lock key K and its counter C.
-type instance struct {
-	holder  uint8 // client index+1 whose token is in K; 0: K absent
-	counter int8  // C; -1: C absent
-}
-
-// client is one client's Acquire, with its in-flight messages.
+// client is what one client knows: where its Acquire is, and its fence.
 type client struct {
 	phase uint8
 	after uint8 // clients (bitmask) that had returned when this one started
-	fence int8  // v, once computed
-	maxC  int8  // max c_i over the grant replies received; -1: none yet
-
-	grantSent    [N]uint8  // times the acquire script has run on instance i
-	grantReplies [N]uint32 // granted replies in flight from i: bitmask of c_i values
-	granted      uint8     // instances whose granted reply was received (bitmask)
-
-	wbSent    [N]uint8 // times the write-back script has run on instance i
-	wbReplies uint8    // instances whose reply 1 is in flight (bitmask)
-	wbOK      uint8    // instances whose reply 1 was received (bitmask)
+	fence int8  // v, once computed; -1 before
 }
 
-// State is one global state of the model: instances, clients, the clock
-// and the bookkeeping of the bounds. It is comparable and used as a map key.
+// column is one instance and the messages between it and each client: the
+// state is N such columns (plus the clients), so that permuting instances
+// permutes columns (see canonical).
+type column struct {
+	holder  uint8 // client index+1 whose token is in K; 0: K absent
+	counter int8  // C; -1: C absent
+
+	// grantSent[c]: times client c's acquire script has run here.
+	grantSent [MaxClients]uint8
+	// grantReplies[c]: granted replies from here in flight to client c, as
+	// a bitmask of the c_i values they carry.
+	grantReplies [MaxClients]uint32
+	// wbSent[c]: times client c's write-back script has run here.
+	wbSent [MaxClients]uint8
+	// wbReplied[c]: a reply 1 to client c's write-back is in flight.
+	wbReplied [MaxClients]bool
+}
+
+// State is one global state of the model: the instances with their
+// messages, the clients, the clock and the bookkeeping of the bounds. It is
+// comparable and used as a map key.
 type State struct {
 	clock  int8 // the global clock, in abstract microseconds
 	high   int8 // the highest value any counter has held or any client computed
 	losses uint8
 	ticks  uint8
-	inst   [N]instance
+	dups   uint8 // retransmissions so far
+	col    [N]column
 	cli    [MaxClients]client
 }
 
@@ -184,12 +190,11 @@ type State struct {
 func initial() State {
 	var s State
 	s.high = -1
-	for i := range s.inst {
-		s.inst[i].counter = -1
+	for i := range s.col {
+		s.col[i].counter = -1
 	}
 	for c := range s.cli {
 		s.cli[c].fence = -1
-		s.cli[c].maxC = -1
 	}
 	return s
 }
@@ -207,43 +212,48 @@ const (
 	// NX; if set, read C (seeding it from the clock if missing) and reply
 	// {1, C}; else reply {0}.
 	ActDeliverGrant
-	// ActReceiveGrant: a granted reply reaches the client.
-	ActReceiveGrant
-	// ActDecide: with a majority of grants received, the client computes
-	// v = max(c_i received) + 1 and sends the write-back to the instances.
+	// ActDecide: the client has received granted replies from a majority
+	// (Action.Set, carrying c_i) and computes v = max(c_i) + 1; it sends the
+	// write-back to the instances (with NoWriteBack it returns v at once).
 	ActDecide
 	// ActDeliverWriteBack: the write-back script runs on an instance: seed C
 	// if missing; if C < v then C := v, reply 1; else reply 0.
 	ActDeliverWriteBack
-	// ActReceiveWriteBack: a reply 1 reaches the client; at a majority of
-	// all N the client's Acquire returns v.
-	ActReceiveWriteBack
+	// ActReturn: the client has received reply 1 from a majority of all N
+	// instances (Action.Set); its Acquire returns v.
+	ActReturn
 	// ActExpire: K expires on an instance (also stands for a release or an
 	// undo of the holder's key landing there).
 	ActExpire
 	// ActRestart: an instance restarts without persistence: K and C are
-	// gone. The clock assumption: the clock moves past every value issued
-	// so far (with SeedFromClock).
+	// gone. With SeedFromClock the clock assumption holds: the clock moves
+	// past every value issued so far.
 	ActRestart
-	// ActEvict: an instance evicts C (allkeys-* maxmemory): same as a
-	// restart for the counter, K stays.
+	// ActEvict: an instance evicts C (allkeys-* maxmemory): the counter is
+	// lost as in a restart, K stays.
 	ActEvict
 	// ActTick: the clock advances.
 	ActTick
 )
 
-// Action is one step: a kind and the client, instance and value it concerns.
+// Action is one step: a kind and what it concerns.
 type Action struct {
 	Kind     ActionKind
 	Client   int8
 	Instance int8
-	Value    int8 // ActReceiveGrant: which in-flight c_i is received
+	// Value: ActDecide: the v computed.
+	Value int8
+	// Set: ActDecide, ActReturn: the instances (bitmask) whose replies the
+	// client received.
+	Set uint8
 }
 
 // Model is one variant under bounds, ready to explore.
 type Model struct {
 	V Variant
 	B Bounds
+
+	clientPerms [][MaxClients]int8 // the renamings of the clients (canonical.go)
 }
 
 // clientName and instName give the names traces use.
@@ -260,35 +270,34 @@ func (m *Model) actions(s *State, out []Action) []Action {
 			continue
 		}
 		for i := 0; i < N; i++ {
-			if int(cl.grantSent[i]) < m.B.Deliveries {
+			if m.deliverable(s, s.col[i].grantSent[c]) {
 				out = append(out, Action{Kind: ActDeliverGrant, Client: cc, Instance: int8(i)})
 			}
 		}
 		if cl.phase == phaseGranting {
-			for i := 0; i < N; i++ {
-				for r := cl.grantReplies[i]; r != 0; r &= r - 1 {
-					out = append(out, Action{Kind: ActReceiveGrant, Client: cc, Instance: int8(i), Value: int8(bits.TrailingZeros32(r))})
-				}
-			}
-			if bits.OnesCount8(cl.granted) >= Majority {
-				out = append(out, Action{Kind: ActDecide, Client: cc})
-			}
+			out = m.decisions(s, c, out)
 		}
 		if cl.phase >= phaseWritingBack && m.V.WriteBack != NoWriteBack {
 			for i := 0; i < N; i++ {
-				if int(cl.wbSent[i]) < m.B.Deliveries {
+				if m.deliverable(s, s.col[i].wbSent[c]) {
 					out = append(out, Action{Kind: ActDeliverWriteBack, Client: cc, Instance: int8(i)})
 				}
 			}
+		}
+		if cl.phase == phaseWritingBack {
+			var set uint8
 			for i := 0; i < N; i++ {
-				if cl.wbReplies&(1<<i) != 0 {
-					out = append(out, Action{Kind: ActReceiveWriteBack, Client: cc, Instance: int8(i)})
+				if s.col[i].wbReplied[c] {
+					set |= 1 << i
 				}
+			}
+			if bits.OnesCount8(set) >= Majority {
+				out = append(out, Action{Kind: ActReturn, Client: cc, Set: set})
 			}
 		}
 	}
 	for i := 0; i < N; i++ {
-		if s.inst[i].holder != 0 {
+		if s.col[i].holder != 0 {
 			out = append(out, Action{Kind: ActExpire, Instance: int8(i)})
 		}
 	}
@@ -297,13 +306,72 @@ func (m *Model) actions(s *State, out []Action) []Action {
 			out = append(out, Action{Kind: ActRestart, Instance: int8(i)})
 		}
 		for i := 0; i < N; i++ {
-			if s.inst[i].counter >= 0 {
+			if s.col[i].counter >= 0 {
 				out = append(out, Action{Kind: ActEvict, Instance: int8(i)})
 			}
 		}
 	}
 	if int(s.ticks) < m.B.Ticks {
 		out = append(out, Action{Kind: ActTick})
+	}
+	return out
+}
+
+// deliverable says whether a request delivered sent times so far can be
+// delivered (again).
+func (m *Model) deliverable(s *State, sent uint8) bool {
+	return sent == 0 || int(s.dups) < m.B.Retransmissions
+}
+
+// decisions appends client c's possible ActDecide steps: for every set of
+// at least Majority instances with a granted reply in flight, and every
+// choice of one reply per instance (a retransmission can leave two), the v
+// it computes; one step per distinct v (the received set is only shown in
+// traces).
+func (m *Model) decisions(s *State, c int, out []Action) []Action {
+	var seen uint64 // distinct v values already offered
+	for set := uint8(1); set < 1<<N; set++ {
+		if bits.OnesCount8(set) < Majority {
+			continue
+		}
+		// Enumerate the max over one reply value per instance in set: the
+		// possible maxima are the values v0 in some instance's replies
+		// such that every other instance in set has a reply <= v0.
+		ok := true
+		for i := 0; i < N; i++ {
+			if set&(1<<i) != 0 && s.col[i].grantReplies[c] == 0 {
+				ok = false
+			}
+		}
+		if !ok {
+			continue
+		}
+		for i := 0; i < N; i++ {
+			if set&(1<<i) == 0 {
+				continue
+			}
+			for r := s.col[i].grantReplies[c]; r != 0; r &= r - 1 {
+				top := bits.TrailingZeros32(r)
+				possible := true
+				for j := 0; j < N; j++ {
+					if j != i && set&(1<<j) != 0 && bits.TrailingZeros32(s.col[j].grantReplies[c]) > top {
+						possible = false // j's smallest reply is above top
+					}
+				}
+				if !possible {
+					continue
+				}
+				v := top + 1
+				if m.V.Grant == IncrAtGrant {
+					v = top
+				}
+				if seen&(1<<v) != 0 {
+					continue
+				}
+				seen |= 1 << v
+				out = append(out, Action{Kind: ActDecide, Client: int8(c), Value: int8(v), Set: set})
+			}
+		}
 	}
 	return out
 }
@@ -317,7 +385,7 @@ func (s *State) setCounter(i int, v int8) {
 	if v > maxValue {
 		panic(fmt.Sprintf("fencemodel: counter value %d past the model's %d: lower the bounds", v, maxValue))
 	}
-	s.inst[i].counter = v
+	s.col[i].counter = v
 	if v > s.high {
 		s.high = v
 	}
@@ -326,7 +394,7 @@ func (s *State) setCounter(i int, v int8) {
 // seed gives instance i a counter if it has none: the protocol's
 // "if C is missing, C := TIME in µs".
 func (m *Model) seed(s *State, i int) {
-	if s.inst[i].counter >= 0 {
+	if s.col[i].counter >= 0 {
 		return
 	}
 	v := int8(0)
@@ -346,10 +414,7 @@ type Violation struct {
 // step when explain is set, and the violation the step causes, if any.
 func (m *Model) apply(s *State, a Action, explain bool) (string, *Violation) {
 	c, i := int(a.Client), int(a.Instance)
-	var cl *client
-	if a.Kind <= ActReceiveWriteBack {
-		cl = &s.cli[c]
-	}
+	cl := &s.cli[c]
 	var d strings.Builder
 	say := func(format string, args ...any) {
 		if explain {
@@ -370,71 +435,67 @@ func (m *Model) apply(s *State, a Action, explain bool) (string, *Violation) {
 		}
 
 	case ActDeliverGrant:
-		cl.grantSent[i]++
-		in := &s.inst[i]
-		if in.holder != 0 {
-			say("%s's acquire lands on %s: K held by %s, not granted", clientName(c), instName(i), clientName(int(in.holder)-1))
+		col := &s.col[i]
+		col.grantSent[c]++
+		if col.grantSent[c] > 1 {
+			s.dups++
+		}
+		if col.holder != 0 {
+			say("%s's acquire lands on %s: K held by %s, not granted", clientName(c), instName(i), clientName(int(col.holder)-1))
 			break
 		}
-		in.holder = uint8(c + 1)
+		col.holder = uint8(c + 1)
 		m.seed(s, i)
 		if m.V.Grant == IncrAtGrant {
-			s.setCounter(i, in.counter+1)
+			s.setCounter(i, col.counter+1)
 		}
-		ci := in.counter
-		// The client counts one grant per instance and ignores replies
-		// after it has decided: such a reply is as good as lost.
-		if cl.phase == phaseGranting && cl.granted&(1<<i) == 0 {
-			cl.grantReplies[i] |= 1 << ci
+		// The client ignores replies after it has decided: such a reply
+		// is as good as lost.
+		if cl.phase == phaseGranting {
+			col.grantReplies[c] |= 1 << col.counter
 		}
-		say("%s's acquire lands on %s: granted, replies c=%d", clientName(c), instName(i), ci)
-		if cl.grantSent[i] > 1 {
-			say(" (retransmitted copy)")
+		say("%s's acquire lands on %s: granted, replies c=%d", clientName(c), instName(i), col.counter)
+		if col.grantSent[c] > 1 {
+			say(" (a retransmitted copy)")
 		}
-
-	case ActReceiveGrant:
-		cl.grantReplies[i] = 0
-		cl.granted |= 1 << i
-		if a.Value > cl.maxC {
-			cl.maxC = a.Value
-		}
-		say("%s receives %s's grant, c=%d", clientName(c), instName(i), a.Value)
 
 	case ActDecide:
-		v := cl.maxC + 1
-		if m.V.Grant == IncrAtGrant {
-			v = cl.maxC
+		say("%s receives grants from %s: v = %d", clientName(c), names(a.Set, instName), a.Value)
+		cl.fence = a.Value
+		if a.Value > s.high {
+			s.high = a.Value
 		}
-		say("%s has grants from %s: v = %d", clientName(c), names(cl.granted, instName), v)
-		cl.fence = v
-		if v > s.high {
-			s.high = v
+		for k := range s.col {
+			s.col[k].grantReplies[c] = 0
 		}
-		cl.granted, cl.maxC, cl.grantReplies = 0, -1, [N]uint32{}
 		if m.V.WriteBack == NoWriteBack {
-			return d.String(), m.returned(s, c, &d, explain)
+			v := m.returned(s, c, &d, explain)
+			return d.String(), v
 		}
 		cl.phase = phaseWritingBack
-		say("; sends the write-back of %d", v)
+		say("; sends the write-back of %d", a.Value)
 
 	case ActDeliverWriteBack:
-		cl.wbSent[i]++
-		in := &s.inst[i]
+		col := &s.col[i]
+		col.wbSent[c]++
+		if col.wbSent[c] > 1 {
+			s.dups++
+		}
 		v := cl.fence
-		old := in.counter
+		old := col.counter
 		ok := false
-		holds := in.holder == uint8(c+1)
+		holds := col.holder == uint8(c+1)
 		switch m.V.WriteBack {
 		case CAS:
 			m.seed(s, i)
-			if in.counter < v {
+			if col.counter < v {
 				s.setCounter(i, v)
 				ok = true
 			}
 		case CASIfHeld:
 			if holds {
 				m.seed(s, i)
-				if in.counter < v {
+				if col.counter < v {
 					s.setCounter(i, v)
 					ok = true
 				}
@@ -448,10 +509,13 @@ func (m *Model) apply(s *State, a Action, explain bool) (string, *Violation) {
 			s.setCounter(i, v)
 			ok = true
 		}
-		if ok && cl.phase == phaseWritingBack && cl.wbOK&(1<<i) == 0 {
-			cl.wbReplies |= 1 << i
+		if ok && cl.phase == phaseWritingBack {
+			col.wbReplied[c] = true
 		}
-		say("%s's write-back of %d lands on %s (C was %s", clientName(c), v, instName(i), counterString(old))
+		say("%s's write-back of %d lands on %s (C is %s", clientName(c), v, instName(i), counterString(old))
+		if old < 0 && col.counter >= 0 && col.counter != v {
+			say(", seeded %d", col.counter)
+		}
 		if m.V.WriteBack == CASIfHeld || m.V.WriteBack == SetIfHeld {
 			if holds {
 				say(", %s holds K", clientName(c))
@@ -464,39 +528,38 @@ func (m *Model) apply(s *State, a Action, explain bool) (string, *Violation) {
 		} else {
 			say("): replies 0")
 		}
-		if cl.wbSent[i] > 1 {
-			say(" (retransmitted copy)")
+		if col.wbSent[c] > 1 {
+			say(" (a retransmitted copy)")
 		}
 
-	case ActReceiveWriteBack:
-		cl.wbReplies &^= 1 << i
-		cl.wbOK |= 1 << i
-		say("%s receives %s's write-back reply 1", clientName(c), instName(i))
-		if bits.OnesCount8(cl.wbOK) >= Majority {
-			cl.wbReplies, cl.wbOK = 0, 0
-			return d.String(), m.returned(s, c, &d, explain)
+	case ActReturn:
+		for k := range s.col {
+			s.col[k].wbReplied[c] = false
 		}
+		say("%s receives write-back replies 1 from %s", clientName(c), names(a.Set, instName))
+		v := m.returned(s, c, &d, explain)
+		return d.String(), v
 
 	case ActExpire:
-		say("K on %s (held by %s) expires or is released", instName(i), clientName(int(s.inst[i].holder)-1))
-		s.inst[i].holder = 0
+		say("K on %s (%s's) expires or is released", instName(i), clientName(int(s.col[i].holder)-1))
+		s.col[i].holder = 0
 
 	case ActRestart, ActEvict:
 		s.losses++
 		if a.Kind == ActRestart {
-			s.inst[i].holder = 0
+			s.col[i].holder = 0
 			say("%s restarts without persistence: K and C lost", instName(i))
 		} else {
 			say("%s evicts C", instName(i))
 		}
-		s.inst[i].counter = -1
+		s.col[i].counter = -1
 		if m.V.Seed == SeedFromClock && s.clock <= s.high {
 			// The clock assumption: by the time the instance re-seeds,
 			// its clock is past every value issued before the loss.
 			s.clock = s.high + 1
 		}
 		if m.V.Seed == SeedFromClock {
-			say("; clock now %d", s.clock)
+			say("; the clock is now %d", s.clock)
 		}
 
 	case ActTick:
