@@ -15,7 +15,7 @@ import (
 //   - deepBounds: LOCKSWAP_FENCEMODEL_DEEP=1 (minutes).
 var (
 	smallBounds = Bounds{Clients: 2, Retransmissions: 0, Losses: 0, Ticks: 0}
-	quickBounds = Bounds{Clients: 2, Retransmissions: 1, Losses: 1, Ticks: 0}
+	quickBounds = Bounds{Clients: 2, Retransmissions: 0, Losses: 1, Ticks: 0}
 	deepBounds  = Bounds{Clients: 2, Retransmissions: 1, Losses: 1, Ticks: 1}
 )
 
