@@ -31,7 +31,12 @@
 //     it to the granting ones; a request never delivered is the same as one
 //     not sent, so sending more covers sending fewer).
 //   - A lost message is one never delivered; a retransmitted one is
-//     delivered again (Bounds.Retransmissions).
+//     delivered again (Bounds.Retransmissions). A client receives replies
+//     in any order and decides on any majority of those that have arrived
+//     (ActDecide, ActReturn); a reply that arrives later is ignored.
+//
+// Run it with go test; docs/redlock-fencing.md gives the bounds, the
+// commands and the state counts.
 package fencemodel
 
 import (
@@ -95,10 +100,10 @@ const (
 
 // Variant is one set of protocol rules to check.
 type Variant struct {
-	Name      string
-	Grant     GrantRule
-	WriteBack WriteBackRule
-	Seed      SeedRule
+	Name      string        // shown in logs
+	Grant     GrantRule     // what the acquire script does with C
+	WriteBack WriteBackRule // what the write-back script does with v
+	Seed      SeedRule      // what a missing C is seeded with
 }
 
 // The variants the tests check. Protocol and ProtocolHoldCheck must have no
@@ -239,8 +244,8 @@ const (
 // Action is one step: a kind and what it concerns.
 type Action struct {
 	Kind     ActionKind
-	Client   int8
-	Instance int8
+	Client   int8 // the client (0 is A), for the client's steps
+	Instance int8 // the instance (0 is X), for steps on one instance
 	// Value: ActDecide: the v computed.
 	Value int8
 	// Set: ActDecide, ActReturn: the instances (bitmask) whose replies the
@@ -250,8 +255,8 @@ type Action struct {
 
 // Model is one variant under bounds, ready to explore.
 type Model struct {
-	V Variant
-	B Bounds
+	V Variant // the rules
+	B Bounds  // the bounds of the exploration
 
 	clientPerms [][MaxClients]int8 // the renamings of the clients (canonical.go)
 }
