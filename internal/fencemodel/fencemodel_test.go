@@ -16,34 +16,39 @@ import (
 var (
 	smallBounds = Bounds{Clients: 2, Retransmissions: 0, Losses: 0, Ticks: 0}
 	quickBounds = Bounds{Clients: 2, Retransmissions: 0, Losses: 1, Ticks: 0}
-	deepBounds  = Bounds{Clients: 2, Retransmissions: 1, Losses: 1, Ticks: 1}
+	deepBounds  = []Bounds{
+		{Clients: 2, Retransmissions: 1, Losses: 1, Ticks: 1},
+		{Clients: 3, Retransmissions: 0, Losses: 0, Ticks: 0},
+	}
 )
 
-func boundsForRun() Bounds {
+func boundsForRun() []Bounds {
 	switch {
 	case os.Getenv("LOCKSWAP_FENCEMODEL_DEEP") == "1":
 		return deepBounds
 	case raceEnabled:
-		return smallBounds
+		return []Bounds{smallBounds}
 	}
-	return quickBounds
+	return []Bounds{quickBounds}
 }
 
 // TestProtocolHasNoCounterexample explores every state of the protocol
 // within the bounds and finds no fence given twice and none out of order.
 func TestProtocolHasNoCounterexample(t *testing.T) {
-	for _, v := range []Variant{Protocol, ProtocolHoldCheck} {
-		t.Run(v.Name, func(t *testing.T) {
-			m := Model{V: v, B: boundsForRun()}
-			r := m.Explore()
-			t.Logf("%s, %+v: %d states, %d transitions, depth %d, complete %v", v.Name, m.B, r.States, r.Transitions, r.Depth, r.Complete)
-			if r.Violation != nil {
-				t.Fatalf("%s violated: %s\n%s", r.Violation.Property, r.Violation.Detail, strings.Join(r.Trace, "\n"))
-			}
-			if !r.Complete {
-				t.Fatalf("exploration cut short at depth %d: the bounds were not covered", r.Depth)
-			}
-		})
+	for _, b := range boundsForRun() {
+		for _, v := range []Variant{Protocol, ProtocolHoldCheck} {
+			t.Run(v.Name, func(t *testing.T) {
+				m := Model{V: v, B: b}
+				r := m.Explore()
+				t.Logf("%s, %+v: %d states, %d transitions, depth %d, complete %v", v.Name, m.B, r.States, r.Transitions, r.Depth, r.Complete)
+				if r.Violation != nil {
+					t.Fatalf("%s violated: %s\n%s", r.Violation.Property, r.Violation.Detail, strings.Join(r.Trace, "\n"))
+				}
+				if !r.Complete {
+					t.Fatalf("exploration cut short at depth %d: the bounds were not covered", r.Depth)
+				}
+			})
+		}
 	}
 }
 
