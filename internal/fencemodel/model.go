@@ -1,0 +1,617 @@
+// Package fencemodel is an exhaustive model check of the Redlock fencing
+// protocol of docs/redlock-fencing.md: N = 3 Redis instances, a few clients
+// acquiring one key, and every interleaving of the network (requests and
+// replies delivered late, never, or twice), key expiry, instance restarts
+// without persistence, counter eviction and clock ticks, within bounds. On
+// every path it checks the two properties the protocol promises:
+//
+//   - Unique: no two acquisitions return the same fence.
+//   - Ordered: if B's Acquire started after A's returned, B's fence > A's.
+//
+// The same explorer runs the protocol and the broken variants it was
+// chosen over (see Variant), and finds a counterexample in each of those.
+//
+// The model is deliberately close to the protocol text; each step (Action)
+// names the protocol line it stands for. It abstracts only where the
+// abstraction keeps every behaviour of the real system (an
+// over-approximation, so that "no violation" carries over):
+//
+//   - Time does not exist except as the order of steps. A key may expire at
+//     any step (ActExpire), whatever its TTL; a client may pause for as long
+//     as it likes between any two of its steps (nothing forces it to move).
+//   - Release and undo are compare-and-delete of the client's own key and
+//     never touch the counter, so their effect on an instance is the same
+//     as an expiry of that key at the moment the request lands: ActExpire
+//     covers them.
+//   - The validity check of Redlock is left out: it only makes a client
+//     fail more often, and the properties must hold whatever the timing.
+//   - A retry, or a second Acquire by the same process, is a new client with
+//     a new token: each model client makes one attempt.
+//   - A client sends its write-back to all N instances (the protocol sends
+//     it to the granting ones; a request never delivered is the same as one
+//     not sent, so sending more covers sending fewer).
+//   - A lost message is one never delivered; a retransmitted one is
+//     delivered again (Bounds.Retransmissions). A client receives replies
+//     in any order and decides on any majority of those that have arrived
+//     (ActDecide, ActReturn); a reply that arrives later is ignored.
+//
+// Run it with go test; docs/redlock-fencing.md gives the bounds, the
+// commands and the state counts.
+package fencemodel
+
+import (
+	"fmt"
+	"math/bits"
+	"strings"
+)
+
+// N is the number of Redis instances in the model.
+const N = 3
+
+// Majority is the quorum of the protocol: floor(N/2)+1.
+const Majority = N/2 + 1
+
+// MaxClients is the most clients the model can run.
+const MaxClients = 3
+
+// GrantRule says what the acquire script does with the counter when it
+// sets the key.
+type GrantRule uint8
+
+const (
+	// ReadAtGrant is the protocol: read C (seeding it if missing) and reply
+	// it; the client computes v = max(c_i) + 1.
+	ReadAtGrant GrantRule = iota
+	// IncrAtGrant is the naive variant: INCR C (after seeding) and reply the
+	// new value; the client computes v = max(c_i).
+	IncrAtGrant
+)
+
+// WriteBackRule says what the write-back script does with v.
+type WriteBackRule uint8
+
+const (
+	// NoWriteBack: there is no write-back round; Acquire returns v as soon
+	// as it has a granting majority (the naive variants).
+	NoWriteBack WriteBackRule = iota
+	// CAS is the protocol: seed C if missing, then if C < v set C := v and
+	// reply 1, else reply 0. It does not look at K.
+	CAS
+	// CASIfHeld is CAS done only where the client still holds K (the
+	// protocol plus a hold check: shows the check is not needed).
+	CASIfHeld
+	// SetIfHeld is the first sketch: where the client still holds
+	// K, set C := v and reply 1; no compare.
+	SetIfHeld
+	// SetAlways sets C := v and replies 1 everywhere: the write-back without
+	// its compare.
+	SetAlways
+)
+
+// SeedRule says what a missing counter is seeded with.
+type SeedRule uint8
+
+const (
+	// SeedFromClock is the protocol: the instance's clock in microseconds.
+	SeedFromClock SeedRule = iota
+	// SeedZero seeds 0: the protocol with its restart handling removed.
+	SeedZero
+)
+
+// Variant is one set of protocol rules to check.
+type Variant struct {
+	Name      string        // shown in logs
+	Grant     GrantRule     // what the acquire script does with C
+	WriteBack WriteBackRule // what the write-back script does with v
+	Seed      SeedRule      // what a missing C is seeded with
+}
+
+// The variants the tests check. Protocol and ProtocolHoldCheck must have no
+// counterexample; every other one must have one.
+var (
+	// Protocol is the decided protocol of docs/redlock-fencing.md.
+	Protocol = Variant{Name: "protocol", Grant: ReadAtGrant, WriteBack: CAS, Seed: SeedFromClock}
+	// ProtocolHoldCheck adds "only where the client holds K" to the CAS.
+	ProtocolHoldCheck = Variant{Name: "protocol+hold-check", Grant: ReadAtGrant, WriteBack: CASIfHeld, Seed: SeedFromClock}
+	// NaiveRead (a): v = max(c_i)+1 over the granting replies, no write-back.
+	NaiveRead = Variant{Name: "(a) naive: read at grant, no write-back", Grant: ReadAtGrant, WriteBack: NoWriteBack, Seed: SeedFromClock}
+	// NaiveIncr (a'): INCR at grant, v = max(c_i), no write-back.
+	NaiveIncr = Variant{Name: "(a') naive: INCR at grant, no write-back", Grant: IncrAtGrant, WriteBack: NoWriteBack, Seed: SeedFromClock}
+	// SketchHeldNoCAS (b): write-back sets C := v where the client holds K.
+	SketchHeldNoCAS = Variant{Name: "(b) sketch: write-back where K is held, no CAS", Grant: ReadAtGrant, WriteBack: SetIfHeld, Seed: SeedFromClock}
+	// NoRestartSeed (c): the protocol with a lost counter re-seeded from 0.
+	NoRestartSeed = Variant{Name: "(c) protocol, lost counter re-seeded from 0", Grant: ReadAtGrant, WriteBack: CAS, Seed: SeedZero}
+	// UnconditionalWriteBack (d): the protocol's write-back without its
+	// compare: C := v everywhere.
+	UnconditionalWriteBack = Variant{Name: "(d) protocol without the CAS: write-back sets C := v", Grant: ReadAtGrant, WriteBack: SetAlways, Seed: SeedFromClock}
+)
+
+// Bounds bound the exploration. The state space within them is finite and
+// explored completely (unless MaxDepth cuts it).
+type Bounds struct {
+	// Clients is the number of clients, each making one Acquire (2 or 3).
+	Clients int
+	// Retransmissions is how many times, in all, a request that has
+	// already been delivered may be delivered again (a retransmitted or
+	// duplicated request; the copy lands whenever it likes).
+	Retransmissions int
+	// Losses is how many times, in all, an instance may restart without
+	// persistence (losing K and C) or have its counter evicted (losing C).
+	Losses int
+	// Ticks is how many times the global clock may advance on its own
+	// (besides the jump a loss forces, see ActRestart).
+	Ticks int
+	// MaxDepth, if positive, stops the exploration at that many steps.
+	MaxDepth int
+}
+
+// Client phases.
+const (
+	phaseIdle        uint8 = iota // has not called Acquire
+	phaseGranting                 // acquire round sent, waiting for grants
+	phaseWritingBack              // v computed, write-back round sent
+	phaseReturned                 // Acquire returned fence v
+)
+
+// client is what one client knows: where its Acquire is, and its fence.
+type client struct {
+	phase uint8
+	after uint8 // clients (bitmask) that had returned when this one started
+	fence int8  // v, once computed; -1 before
+}
+
+// column is one instance and the messages between it and each client: the
+// state is N such columns (plus the clients), so that permuting instances
+// permutes columns (see canonical).
+type column struct {
+	holder  uint8 // client index+1 whose token is in K; 0: K absent
+	counter int8  // C; -1: C absent
+
+	// grantSent[c]: times client c's acquire script has run here.
+	grantSent [MaxClients]uint8
+	// grantReplies[c]: granted replies from here in flight to client c, as
+	// a bitmask of the c_i values they carry.
+	grantReplies [MaxClients]uint32
+	// wbSent[c]: times client c's write-back script has run here.
+	wbSent [MaxClients]uint8
+	// wbReplied[c]: a reply 1 to client c's write-back is in flight.
+	wbReplied [MaxClients]bool
+}
+
+// State is one global state of the model: the instances with their
+// messages, the clients, the clock and the bookkeeping of the bounds. It is
+// comparable and used as a map key.
+type State struct {
+	clock  int8 // the global clock, in abstract microseconds
+	high   int8 // the highest value any counter has held or any client computed
+	losses uint8
+	ticks  uint8
+	dups   uint8 // retransmissions so far
+	col    [N]column
+	cli    [MaxClients]client
+}
+
+// initial is the state before anything happens: no keys, no counters.
+func initial() State {
+	var s State
+	s.high = -1
+	for i := range s.col {
+		s.col[i].counter = -1
+	}
+	for c := range s.cli {
+		s.cli[c].fence = -1
+	}
+	return s
+}
+
+// ActionKind is the kind of a model step.
+type ActionKind uint8
+
+// The steps of the model. Each is one protocol line (see the doc) or one
+// thing the environment does.
+const (
+	// ActStart: the client calls Acquire: it draws a token and sends the
+	// acquire script to every instance (pipelined fan-out).
+	ActStart ActionKind = iota
+	// ActDeliverGrant: the acquire script runs on an instance: SET K token
+	// NX; if set, read C (seeding it from the clock if missing) and reply
+	// {1, C}; else reply {0}.
+	ActDeliverGrant
+	// ActDecide: the client has received granted replies from a majority
+	// (Action.Set, carrying c_i) and computes v = max(c_i) + 1; it sends the
+	// write-back to the instances (with NoWriteBack it returns v at once).
+	ActDecide
+	// ActDeliverWriteBack: the write-back script runs on an instance: seed C
+	// if missing; if C < v then C := v, reply 1; else reply 0.
+	ActDeliverWriteBack
+	// ActReturn: the client has received reply 1 from a majority of all N
+	// instances (Action.Set); its Acquire returns v.
+	ActReturn
+	// ActExpire: K expires on an instance (also stands for a release or an
+	// undo of the holder's key landing there).
+	ActExpire
+	// ActRestart: an instance restarts without persistence: K and C are
+	// gone. With SeedFromClock the clock assumption holds: the clock moves
+	// past every value issued so far.
+	ActRestart
+	// ActEvict: an instance evicts C (allkeys-* maxmemory): the counter is
+	// lost as in a restart, K stays.
+	ActEvict
+	// ActTick: the clock advances.
+	ActTick
+)
+
+// Action is one step: a kind and what it concerns.
+type Action struct {
+	Kind     ActionKind
+	Client   int8 // the client (0 is A), for the client's steps
+	Instance int8 // the instance (0 is X), for steps on one instance
+	// Value: ActDecide: the v computed.
+	Value int8
+	// Set: ActDecide, ActReturn: the instances (bitmask) whose replies the
+	// client received.
+	Set uint8
+}
+
+// Model is one variant under bounds, ready to explore.
+type Model struct {
+	V Variant // the rules
+	B Bounds  // the bounds of the exploration
+
+	clientPerms [][MaxClients]int8 // the renamings of the clients (canonical.go)
+}
+
+// clientName and instName give the names traces use.
+func clientName(c int) string { return string(rune('A' + c)) }
+func instName(i int) string   { return string(rune('X' + i)) }
+
+// actions appends the steps enabled in s, in a fixed order (determinism).
+func (m *Model) actions(s *State, out []Action) []Action {
+	for c := 0; c < m.B.Clients; c++ {
+		cl := &s.cli[c]
+		cc := int8(c)
+		if cl.phase == phaseIdle {
+			out = append(out, Action{Kind: ActStart, Client: cc})
+			continue
+		}
+		for i := 0; i < N; i++ {
+			if m.deliverable(s, s.col[i].grantSent[c]) {
+				out = append(out, Action{Kind: ActDeliverGrant, Client: cc, Instance: int8(i)})
+			}
+		}
+		if cl.phase == phaseGranting {
+			out = m.decisions(s, c, out)
+		}
+		if cl.phase >= phaseWritingBack && m.V.WriteBack != NoWriteBack {
+			for i := 0; i < N; i++ {
+				if m.deliverable(s, s.col[i].wbSent[c]) {
+					out = append(out, Action{Kind: ActDeliverWriteBack, Client: cc, Instance: int8(i)})
+				}
+			}
+		}
+		if cl.phase == phaseWritingBack {
+			var set uint8
+			for i := 0; i < N; i++ {
+				if s.col[i].wbReplied[c] {
+					set |= 1 << i
+				}
+			}
+			if bits.OnesCount8(set) >= Majority {
+				out = append(out, Action{Kind: ActReturn, Client: cc, Set: set})
+			}
+		}
+	}
+	for i := 0; i < N; i++ {
+		if s.col[i].holder != 0 {
+			out = append(out, Action{Kind: ActExpire, Instance: int8(i)})
+		}
+	}
+	if int(s.losses) < m.B.Losses {
+		for i := 0; i < N; i++ {
+			out = append(out, Action{Kind: ActRestart, Instance: int8(i)})
+		}
+		for i := 0; i < N; i++ {
+			if s.col[i].counter >= 0 {
+				out = append(out, Action{Kind: ActEvict, Instance: int8(i)})
+			}
+		}
+	}
+	if int(s.ticks) < m.B.Ticks {
+		out = append(out, Action{Kind: ActTick})
+	}
+	return out
+}
+
+// deliverable says whether a request delivered sent times so far can be
+// delivered (again).
+func (m *Model) deliverable(s *State, sent uint8) bool {
+	return sent == 0 || int(s.dups) < m.B.Retransmissions
+}
+
+// decisions appends client c's possible ActDecide steps: for every set of
+// at least Majority instances with a granted reply in flight, and every
+// choice of one reply per instance (a retransmission can leave two), the v
+// it computes; one step per distinct v (the received set is only shown in
+// traces).
+func (m *Model) decisions(s *State, c int, out []Action) []Action {
+	var seen uint64 // distinct v values already offered
+	for set := uint8(1); set < 1<<N; set++ {
+		if bits.OnesCount8(set) < Majority {
+			continue
+		}
+		// Enumerate the max over one reply value per instance in set: the
+		// possible maxima are the values v0 in some instance's replies
+		// such that every other instance in set has a reply <= v0.
+		ok := true
+		for i := 0; i < N; i++ {
+			if set&(1<<i) != 0 && s.col[i].grantReplies[c] == 0 {
+				ok = false
+			}
+		}
+		if !ok {
+			continue
+		}
+		for i := 0; i < N; i++ {
+			if set&(1<<i) == 0 {
+				continue
+			}
+			for r := s.col[i].grantReplies[c]; r != 0; r &= r - 1 {
+				top := bits.TrailingZeros32(r)
+				possible := true
+				for j := 0; j < N; j++ {
+					if j != i && set&(1<<j) != 0 && bits.TrailingZeros32(s.col[j].grantReplies[c]) > top {
+						possible = false // j's smallest reply is above top
+					}
+				}
+				if !possible {
+					continue
+				}
+				v := top + 1
+				if m.V.Grant == IncrAtGrant {
+					v = top
+				}
+				if seen&(1<<v) != 0 {
+					continue
+				}
+				seen |= 1 << v
+				out = append(out, Action{Kind: ActDecide, Client: int8(c), Value: int8(v), Set: set})
+			}
+		}
+	}
+	return out
+}
+
+// maxValue is the largest counter value the model can hold: c_i values
+// travel in uint32 bitmasks.
+const maxValue = 31
+
+// setCounter writes C on instance i and keeps s.high up to date.
+func (s *State) setCounter(i int, v int8) {
+	if v > maxValue {
+		panic(fmt.Sprintf("fencemodel: counter value %d past the model's %d: lower the bounds", v, maxValue))
+	}
+	s.col[i].counter = v
+	if v > s.high {
+		s.high = v
+	}
+}
+
+// seed gives instance i a counter if it has none: the protocol's
+// "if C is missing, C := TIME in µs".
+func (m *Model) seed(s *State, i int) {
+	if s.col[i].counter >= 0 {
+		return
+	}
+	v := int8(0)
+	if m.V.Seed == SeedFromClock {
+		v = s.clock
+	}
+	s.setCounter(i, v)
+}
+
+// Violation is a property broken by a step.
+type Violation struct {
+	Property string // "unique" or "ordered"
+	Detail   string
+}
+
+// apply performs a on s (which it changes). It returns a description of the
+// step when explain is set, and the violation the step causes, if any.
+func (m *Model) apply(s *State, a Action, explain bool) (string, *Violation) {
+	c, i := int(a.Client), int(a.Instance)
+	cl := &s.cli[c]
+	var d strings.Builder
+	say := func(format string, args ...any) {
+		if explain {
+			fmt.Fprintf(&d, format, args...)
+		}
+	}
+	switch a.Kind {
+	case ActStart:
+		cl.phase = phaseGranting
+		for o := 0; o < m.B.Clients; o++ {
+			if s.cli[o].phase == phaseReturned {
+				cl.after |= 1 << o
+			}
+		}
+		say("%s calls Acquire: sends SET K NX + read C to X, Y, Z", clientName(c))
+		if cl.after != 0 {
+			say(" (after %s returned)", names(cl.after, clientName))
+		}
+
+	case ActDeliverGrant:
+		col := &s.col[i]
+		col.grantSent[c]++
+		if col.grantSent[c] > 1 {
+			s.dups++
+		}
+		if col.holder != 0 {
+			say("%s's acquire lands on %s: K held by %s, not granted", clientName(c), instName(i), clientName(int(col.holder)-1))
+			break
+		}
+		col.holder = uint8(c + 1)
+		m.seed(s, i)
+		if m.V.Grant == IncrAtGrant {
+			s.setCounter(i, col.counter+1)
+		}
+		// The client ignores replies after it has decided: such a reply
+		// is as good as lost.
+		if cl.phase == phaseGranting {
+			col.grantReplies[c] |= 1 << col.counter
+		}
+		say("%s's acquire lands on %s: granted, replies c=%d", clientName(c), instName(i), col.counter)
+		if col.grantSent[c] > 1 {
+			say(" (a retransmitted copy)")
+		}
+
+	case ActDecide:
+		say("%s receives grants from %s: v = %d", clientName(c), names(a.Set, instName), a.Value)
+		cl.fence = a.Value
+		if a.Value > s.high {
+			s.high = a.Value
+		}
+		for k := range s.col {
+			s.col[k].grantReplies[c] = 0
+		}
+		if m.V.WriteBack == NoWriteBack {
+			v := m.returned(s, c, &d, explain)
+			return d.String(), v
+		}
+		cl.phase = phaseWritingBack
+		say("; sends the write-back of %d", a.Value)
+
+	case ActDeliverWriteBack:
+		col := &s.col[i]
+		col.wbSent[c]++
+		if col.wbSent[c] > 1 {
+			s.dups++
+		}
+		v := cl.fence
+		old := col.counter
+		ok := false
+		holds := col.holder == uint8(c+1)
+		switch m.V.WriteBack {
+		case CAS:
+			m.seed(s, i)
+			if col.counter < v {
+				s.setCounter(i, v)
+				ok = true
+			}
+		case CASIfHeld:
+			if holds {
+				m.seed(s, i)
+				if col.counter < v {
+					s.setCounter(i, v)
+					ok = true
+				}
+			}
+		case SetIfHeld:
+			if holds {
+				s.setCounter(i, v)
+				ok = true
+			}
+		case SetAlways:
+			s.setCounter(i, v)
+			ok = true
+		}
+		if ok && cl.phase == phaseWritingBack {
+			col.wbReplied[c] = true
+		}
+		say("%s's write-back of %d lands on %s (C is %s", clientName(c), v, instName(i), counterString(old))
+		if old < 0 && col.counter >= 0 && col.counter != v {
+			say(", seeded %d", col.counter)
+		}
+		if m.V.WriteBack == CASIfHeld || m.V.WriteBack == SetIfHeld {
+			if holds {
+				say(", %s holds K", clientName(c))
+			} else {
+				say(", %s does not hold K", clientName(c))
+			}
+		}
+		if ok {
+			say("): C := %d, replies 1", v)
+		} else {
+			say("): replies 0")
+		}
+		if col.wbSent[c] > 1 {
+			say(" (a retransmitted copy)")
+		}
+
+	case ActReturn:
+		for k := range s.col {
+			s.col[k].wbReplied[c] = false
+		}
+		say("%s receives write-back replies 1 from %s", clientName(c), names(a.Set, instName))
+		v := m.returned(s, c, &d, explain)
+		return d.String(), v
+
+	case ActExpire:
+		say("K on %s (%s's) expires or is released", instName(i), clientName(int(s.col[i].holder)-1))
+		s.col[i].holder = 0
+
+	case ActRestart, ActEvict:
+		s.losses++
+		if a.Kind == ActRestart {
+			s.col[i].holder = 0
+			say("%s restarts without persistence: K and C lost", instName(i))
+		} else {
+			say("%s evicts C", instName(i))
+		}
+		s.col[i].counter = -1
+		if m.V.Seed == SeedFromClock && s.clock <= s.high {
+			// The clock assumption: by the time the instance re-seeds,
+			// its clock is past every value issued before the loss.
+			s.clock = s.high + 1
+		}
+		if m.V.Seed == SeedFromClock {
+			say("; the clock is now %d", s.clock)
+		}
+
+	case ActTick:
+		s.ticks++
+		s.clock++
+		say("the clock advances to %d", s.clock)
+	}
+	return d.String(), nil
+}
+
+// returned records that client c's Acquire returned its fence, and checks
+// both properties against every client that returned before.
+func (m *Model) returned(s *State, c int, d *strings.Builder, explain bool) *Violation {
+	cl := &s.cli[c]
+	cl.phase = phaseReturned
+	if explain {
+		fmt.Fprintf(d, "; %s's Acquire RETURNS fence %d", clientName(c), cl.fence)
+	}
+	for o := 0; o < m.B.Clients; o++ {
+		other := &s.cli[o]
+		if o == c || other.phase != phaseReturned {
+			continue
+		}
+		if other.fence == cl.fence {
+			return &Violation{Property: "unique", Detail: fmt.Sprintf("%s and %s both returned fence %d", clientName(o), clientName(c), cl.fence)}
+		}
+		if cl.after&(1<<o) != 0 && cl.fence <= other.fence {
+			return &Violation{Property: "ordered", Detail: fmt.Sprintf("%s started after %s returned %d, and returned %d", clientName(c), clientName(o), other.fence, cl.fence)}
+		}
+	}
+	return nil
+}
+
+// names lists the names of the members of a bitmask.
+func names(mask uint8, name func(int) string) string {
+	var parts []string
+	for k := 0; k < 8; k++ {
+		if mask&(1<<k) != 0 {
+			parts = append(parts, name(k))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+func counterString(v int8) string {
+	if v < 0 {
+		return "missing"
+	}
+	return fmt.Sprint(v)
+}

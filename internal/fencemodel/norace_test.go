@@ -1,0 +1,5 @@
+//go:build !race
+
+package fencemodel
+
+const raceEnabled = false
