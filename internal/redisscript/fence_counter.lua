@@ -1,9 +1,8 @@
 if redis.replicate_commands then redis.replicate_commands() end
 local function fence_read(k)
-  local typ = redis.call("TYPE", k)["ok"]
-  if typ == "none" then return nil end
-  if typ ~= "string" then return -3 end
-  local cur = redis.call("GET", k)
+  local cur = redis.pcall("GET", k)
+  if not cur then return nil end
+  if type(cur) == "table" then return -3 end
   if not string.match(cur, "^%d+$") then return -1 end
   local n = tonumber(cur)
   if not n or n >= 9007199254740991 then return -2 end
