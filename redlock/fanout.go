@@ -358,6 +358,8 @@ var (
 	argFSASrc     any = fencedSafeAcquire.Source()
 	argFWBSHA     any = fenceWriteBack.SHA()
 	argFWBSrc     any = fenceWriteBack.Source()
+	argFHOSHA     any = fencedHandOver.SHA()
+	argFHOSrc     any = fencedHandOver.Source()
 )
 
 // isScript reports whether c's request is a script (EVALSHA).
@@ -395,6 +397,9 @@ func (c *call) send(sc redisclient.SplitConn, i int, eval bool) error {
 		script, src = argExtendSHA, argExtendSrc
 	case opHandOver:
 		script, src = argHandSHA, argHandSrc
+		if c.lk.opts.Fence {
+			script, src = argFHOSHA, argFHOSrc
+		}
 	case opFence:
 		script, src = argFWBSHA, argFWBSrc
 	case opType:
@@ -410,6 +415,9 @@ func (c *call) send(sc redisclient.SplitConn, i int, eval bool) error {
 		a = append(a, script, 3, c.key, argEpochKey, c.fkey, c.args[0], c.args[1], c.knownEpoch(i))
 	case c.op == opAcquire && o.Fence:
 		a = append(a, script, 2, c.key, c.fkey, c.args[0], c.args[1])
+	case c.op == opHandOver && o.Fence:
+		a = append(a, script, 2, c.key, c.fkey)
+		a = append(a, c.args...)
 	case c.op == opAcquire: // restart-safe acquire
 		a = append(a, script, 2, c.key, argEpochKey, c.args[0], c.args[1], c.knownEpoch(i))
 	default:
@@ -476,6 +484,9 @@ func (c *call) do(i int) {
 			s = extendScript
 		case opHandOver:
 			s = handOverScript
+			if c.lk.opts.Fence {
+				s = fencedHandOver
+			}
 		case opFence:
 			s = fenceWriteBack
 		}
@@ -522,6 +533,8 @@ func (c *call) record(i int, v any, err error) {
 		default:
 			r.err = &notLockError{msg: fmt.Sprintf("the key holds a %s, not a lock", typ), reason: notLockReason}
 		}
+	case c.op == opHandOver && c.lk.opts.Fence:
+		c.fencedHandOverReply(i, v)
 	case c.op == opHandOver:
 		a, _ := v.([]any)
 		if len(a) != 2 {

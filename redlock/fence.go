@@ -177,3 +177,29 @@ func (c *call) fencedSafeReply(i int, v any) {
 	}
 	c.safeReply(i, v)
 }
+
+// fencedHandOverReply records instance i's reply to the fenced hand-over:
+// {released, 1, counter}, {released, 0} (held) or {released, code}.
+func (c *call) fencedHandOverReply(i int, v any) {
+	r := &c.res[i]
+	a, _ := v.([]any)
+	if len(a) != 2 && len(a) != 3 {
+		r.err = fmt.Errorf("unexpected hand-over reply %v", v)
+		return
+	}
+	rel, _ := a[0].(int64)
+	r.released = rel == 1
+	n, _ := a[1].(int64)
+	switch {
+	case n == 1 && len(a) == 3:
+		r.n = 1
+		var ok bool
+		if r.fence, ok = parseCounter(a[2]); !ok {
+			r.err = fmt.Errorf("unexpected hand-over reply %v", v)
+		}
+	case n < 0:
+		r.err = counterError(c.keys[len(c.keys)-1], n)
+	case n != 0 || len(a) != 2:
+		r.err = fmt.Errorf("unexpected hand-over reply %v", v)
+	}
+}

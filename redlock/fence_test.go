@@ -15,7 +15,9 @@ import (
 
 	"github.com/lockswap/lockswap"
 	"github.com/lockswap/lockswap/backend"
+	"github.com/lockswap/lockswap/internal/queuetest"
 	"github.com/lockswap/lockswap/internal/redistest"
+	"github.com/lockswap/lockswap/redisclient"
 	"github.com/lockswap/lockswap/redlock"
 )
 
@@ -310,5 +312,79 @@ func TestFenceViolation(t *testing.T) {
 		if err := fenceViolation(c.acqs); (err != nil) != c.bad {
 			t.Errorf("%s: fenceViolation(%v) = %v, want a violation: %v", name, c.acqs, err, c.bad)
 		}
+	}
+}
+
+// TestFencedHandOver: with Fence, a release with a local waiter hands the
+// key over in one request per instance, and the waiter's write-back is one
+// more (2 per instance in all), on both fan-out paths; the waiter's fence
+// is above the holder's and is on a majority of the counters.
+func TestFencedHandOver(t *testing.T) {
+	addrs, _ := realN(t, 3)
+	raws := rawClients(t, addrs)
+	pipelined := func(t *testing.T) (*redlock.Locker, func() int64) {
+		lk, ccs := countingLocker(t, addrs, redlock.Options{Fence: true})
+		return lk, func() (n int64) {
+			for _, c := range ccs {
+				n += c.splits.Load() + c.direct.Load()
+			}
+			return n
+		}
+	}
+	direct := func(t *testing.T) (*redlock.Locker, func() int64) {
+		cs := make([]redisclient.Client, len(addrs))
+		dcs := make([]*redistest.Counting, len(addrs))
+		for i, a := range addrs {
+			dcs[i] = &redistest.Counting{Client: redistest.GoRedis(t, a)}
+			cs[i] = dcs[i]
+		}
+		lk, err := redlock.New(cs, redlock.Options{InstanceTimeout: testTimeout, Fence: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { lk.Close() })
+		return lk, func() (n int64) {
+			for _, c := range dcs {
+				n += c.Requests()
+			}
+			return n
+		}
+	}
+	for name, mk := range map[string]func(*testing.T) (*redlock.Locker, func() int64){"redigo-pipelined": pipelined, "goredis-workers": direct} {
+		t.Run(name, func(t *testing.T) {
+			ctx, key := ctxT(t), "fencedhandover:"+name
+			lk, requests := mk(t)
+			held, err := lk.Acquire(ctx, key, lockswap.WithTTL(10*time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := queuetest.QueueBehind(t, ctx, lk, key, 7*time.Second)
+			before := requests()
+			if err := held.Release(ctx); err != nil {
+				t.Fatalf("release with a waiter: %v", err)
+			}
+			got := <-out
+			if got.Err != nil {
+				t.Fatalf("waiter: %v", got.Err)
+			}
+			if n := requests() - before; n != 2*int64(len(addrs)) {
+				t.Errorf("%d requests for the release and the waiter's acquisition, want %d (the hand-over and the write-back on each instance)", n, 2*len(addrs))
+			}
+			f, g := fenceOf(t, held), fenceOf(t, got.Lock)
+			if g <= f {
+				t.Fatalf("the waiter's fence %d is not above the holder's %d", g, f)
+			}
+			if n := countEqual(counters(t, raws, key), strconv.FormatUint(g, 10)); n < lk.Quorum() {
+				t.Fatalf("the waiter's fence %d is on %d counters, want a majority", g, n)
+			}
+			for i, c := range raws {
+				if v, _ := c.Get(ctx, key).Result(); v != got.Lock.Token() {
+					t.Errorf("instance %d holds %q, want the waiter's token", i, v)
+				}
+			}
+			if err := got.Lock.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }

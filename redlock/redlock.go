@@ -122,8 +122,9 @@ type Options struct {
 	// acquisition: see the package doc and docs/redlock-fencing.md. A
 	// counter that a restart without persistence lost is seeded again from
 	// the server's clock in microseconds (see Guarantees for the clock
-	// assumption). A Locker with Fence releases a lock and then acquires
-	// it for a local waiter in two steps, not in one request.
+	// assumption). A hand-over to a local waiter (release and the
+	// waiter's acquire in one request) takes the waiter's write-back as a
+	// second round.
 	Fence bool
 	// MaxTTL is the longest TTL any client uses on these instances,
 	// required with RestartSafety. Acquire rejects longer TTLs.
@@ -170,6 +171,13 @@ var (
 	// answers 1 if it did, 0 if not, or a Fence* code with nothing
 	// written. It does not look at the lock key.
 	fenceWriteBack = redisclient.NewScript(redisscript.FenceCounterLua + fenceWriteBackLua)
+	// fencedHandOver is the hand-over of a fenced Locker: exactly the
+	// release script, then fencedAcquire for the waiter (ARGV[2], ARGV[3]),
+	// run atomically, KEYS = key, counter. It answers {released, 1,
+	// counter} when it set the key for the waiter, {released, 0} when the
+	// key is held, or {released, code} for a counter that cannot give a
+	// fence (nothing written but the release).
+	fencedHandOver = redisclient.NewScript(redisscript.FenceCounterLua + fencedHandOverLua)
 
 	//go:embed safe_acquire.lua
 	safeAcquireLua string
@@ -179,6 +187,8 @@ var (
 	fencedSafeAcquireLua string
 	//go:embed fence_write_back.lua
 	fenceWriteBackLua string
+	//go:embed fenced_hand_over.lua
+	fencedHandOverLua string
 )
 
 // FenceSuffix is appended to a lock's key for its fence counter on each
@@ -339,9 +349,8 @@ func New(clients []redisclient.Client, opts Options) (*Locker, error) {
 	}
 	p.fan = newFanout(p, 2*len(clients))
 	var d driver.Driver[*rlock] = p
-	if opts.RestartSafety || opts.Fence {
-		// The restart-safe and the fenced acquire have no hand-over form.
-		d = safeProto{p}
+	if opts.RestartSafety {
+		d = safeProto{p} // the restart-safe acquire has no hand-over form
 	}
 	kit, err := driver.New(d, driver.Config{
 		Name:       "redlock",
@@ -366,14 +375,13 @@ func New(clients []redisclient.Client, opts Options) (*Locker, error) {
 	return &Locker{Locker: kit, p: p}, nil
 }
 
-// safeProto is proto without the hand-over (RestartSafety, Fence): a
-// release cannot make the restart-safe or the fenced acquire for a
-// waiter (a fenced one takes a second round, the write-back).
+// safeProto is proto without the hand-over (RestartSafety): a release
+// cannot make the restart-safe acquire for a waiter.
 type safeProto struct{ p *proto }
 
 func (s safeProto) Acquire(ctx context.Context, c *driver.Claim[*rlock]) (driver.Grant, error) {
 	g, err := s.p.Acquire(ctx, c)
-	if s.p.log != nil && s.p.opts.RestartSafety {
+	if s.p.log != nil {
 		s.p.logQuarantine()
 	}
 	return g, err
@@ -684,6 +692,11 @@ func (t *tally) add(c *call, retried bool) {
 		r := &c.res[i]
 		t.pending &^= b
 		switch {
+		case c.op == opHandOver && r.released:
+			// Our key was deleted, whatever became of the waiter's
+			// attempt (a fenced one may have failed on its counter).
+			t.yes |= b
+			t.del |= b
 		case r.err != nil:
 			if isPermanent(r.err) {
 				t.perm |= b
@@ -694,7 +707,7 @@ func (t *tally) add(c *call, retried bool) {
 				t.errs = make([]error, len(c.res))
 			}
 			t.errs[i] = r.err
-		case c.op == opHandOver && r.released, c.op != opHandOver && r.n == 1:
+		case c.op != opHandOver && r.n == 1:
 			t.yes |= b
 			t.del |= b
 		case c.op == opRelease && retried:
@@ -1166,10 +1179,12 @@ func (p *proto) Release(ctx context.Context, cl *driver.Claim[*rlock]) error {
 
 // HandOver releases held and, in the same request on each instance, makes
 // next's attempt (driver.HandOver: redisscript.HandOver, the
-// compare-and-delete, then next's SET NX PX). The round is also next's
-// acquisition, bounded by its per-instance timeout so that its validity
-// is protected, and decided like any other (settle); what it leaves
-// unknown of held's release is asked again as Release does.
+// compare-and-delete, then next's SET NX PX; with Fence, fencedHandOver,
+// whose acquire part answers as fencedAcquire does). The round is also
+// next's acquisition, bounded by its per-instance timeout so that its
+// validity is protected, and decided like any other (settle, which with
+// Fence does next's write-back round before next gets its lock); what it
+// leaves unknown of held's release is asked again as Release does.
 func (p *proto) HandOver(ctx context.Context, hc, nc *driver.Claim[*rlock]) (driver.Grant, error, func() error) {
 	l := hc.Data
 	next := p.newRlock(nc)
@@ -1177,6 +1192,9 @@ func (p *proto) HandOver(ctx context.Context, hc, nc *driver.Claim[*rlock]) (dri
 	until := p.until(ctx, start)
 	c := p.fan.get()
 	c.op, c.keys, c.key, c.args = opHandOver, l.keys[:], l.key, []any{l.args[0], next.args[0], next.args[1]}
+	if p.opts.Fence {
+		c.keys, c.fkey = next.akeys[:next.nakeys], next.fkey
+	}
 	p.fan.run(ctx, c, earliest(start.Add(p.instanceTimeout(nc.TTL)), until))
 	g, acqErr := p.settle(ctx, next, c, start, nc.TTL, false)
 	var t tally
