@@ -239,7 +239,9 @@ func TestFenceURL(t *testing.T) {
 		if strings.Contains(q, "restart") {
 			seedOldEpoch(t, rawClients(t, addrs))
 		}
-		l, err := lk.TryAcquire(ctx, "url")
+		// Acquire, not TryAcquire: the URL's instance timeout is the
+		// default 50 ms, which a first dial on a loaded machine can miss.
+		l, err := lk.Acquire(ctx, "url")
 		if err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}
