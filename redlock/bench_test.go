@@ -351,3 +351,73 @@ func BenchmarkCyclePaired(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkFencePaired measures the cost of Options.Fence on the serial
+// cycle (TryAcquire + Release) against the same Locker without it, in
+// alternating blocks (benchloop.Paired, median of the blocks):
+// "lockswap-ns/cycle" is the fenced Locker's, and "ratio" is fenced ÷
+// unfenced ns per cycle. The fenced acquisition is one more round
+// trip (the write-back) and a script instead of a plain SET. Run:
+//
+//	go test -run '^$' -bench FencePaired -benchtime=4000x -count=3 ./redlock/
+func BenchmarkFencePaired(b *testing.B) {
+	for _, n := range []int{3, 5} {
+		addrs := benchServers(b, n)
+		for _, c := range []struct {
+			name string
+			new  redistest.NewClient
+		}{{"redigo", redistest.Redigo}, {"goredis", redistest.GoRedis}} {
+			plain := benchLocker(b, addrs, c.new, redlock.Options{})
+			fenced := benchLocker(b, addrs, c.new, redlock.Options{Fence: true})
+			b.Run(fmt.Sprintf("%s/N=%d", c.name, n), func(b *testing.B) {
+				benchloop.Paired(b, b.N, benchloop.Pair{Base: benchloop.TryCycle(plain, benchTTL), Ours: benchloop.TryCycle(fenced, benchTTL),
+					BaseName: "unfenced", Median: true})
+			})
+		}
+	}
+}
+
+// BenchmarkFenceContended measures the throughput of 8 goroutines on one
+// key (Acquire + Release, the retry of BenchmarkContended) with and without
+// Options.Fence, in alternating runs of 500 ms, 6 of each per iteration
+// (so that both meet the same load on a shared machine), and reports each
+// one's acquisitions per second and "ratio", fenced ÷ unfenced. Run:
+//
+//	go test -run '^$' -bench FenceContended -benchtime=1x -count=3 ./redlock/
+func BenchmarkFenceContended(b *testing.B) {
+	retry := lockswap.JitterRetry(500*time.Microsecond, 2*time.Millisecond)
+	for _, n := range []int{3, 5} {
+		addrs := benchServers(b, n)
+		for _, c := range []struct {
+			name string
+			new  redistest.NewClient
+		}{{"redigo", redistest.Redigo}, {"goredis", redistest.GoRedis}} {
+			lks := [2]*redlock.Locker{
+				benchLocker(b, addrs, c.new, redlock.Options{Retry: retry}),
+				benchLocker(b, addrs, c.new, redlock.Options{Retry: retry, Fence: true}),
+			}
+			b.Run(fmt.Sprintf("%s/N=%d", c.name, n), func(b *testing.B) {
+				var ops [2]int
+				var spent [2]time.Duration
+				for range b.N {
+					for range 6 {
+						for w, lk := range lks {
+							r, err := benchloop.Loop{Shape: benchloop.Contended(8), Warm: 2,
+								NewCycle: func() benchloop.Cycle { return benchloop.AcquireCycle(lk, benchTTL) }}.
+								For(context.Background(), 500*time.Millisecond, time.Second)
+							if err != nil {
+								b.Fatal(err)
+							}
+							ops[w] += r.Ops
+							spent[w] += r.Elapsed
+						}
+					}
+				}
+				plain, fenced := float64(ops[0])/spent[0].Seconds(), float64(ops[1])/spent[1].Seconds()
+				b.ReportMetric(plain, "unfenced-acq/s")
+				b.ReportMetric(fenced, "fenced-acq/s")
+				b.ReportMetric(fenced/plain, "ratio")
+			})
+		}
+	}
+}

@@ -38,14 +38,14 @@ func newLocker(t testing.TB, addrs []string, newClient redistest.NewClient, opts
 }
 
 // newLockerTTL is the conformance harness's NewLockerTTL: a Locker over
-// addrs with the default TTL ttl.
-func newLockerTTL(addrs []string, newClient redistest.NewClient, timeout time.Duration) func(*testing.T, time.Duration) (lockswap.Locker, error) {
+// addrs with the default TTL ttl, fenced or not.
+func newLockerTTL(addrs []string, newClient redistest.NewClient, timeout time.Duration, fence bool) func(*testing.T, time.Duration) (lockswap.Locker, error) {
 	return func(t *testing.T, ttl time.Duration) (lockswap.Locker, error) {
 		cs := make([]redisclient.Client, len(addrs))
 		for i, a := range addrs {
 			cs[i] = newClient(t, a)
 		}
-		lk, err := redlock.New(cs, redlock.Options{Prefix: "test:", InstanceTimeout: timeout, TTL: ttl})
+		lk, err := redlock.New(cs, redlock.Options{Prefix: "test:", InstanceTimeout: timeout, TTL: ttl, Fence: fence})
 		if err != nil {
 			return nil, err
 		}
@@ -98,7 +98,7 @@ func TestConformance(t *testing.T) {
 					},
 					TTL:          ttl,
 					AdvanceTime:  advance,
-					NewLockerTTL: newLockerTTL(addrs, c.New, timeout),
+					NewLockerTTL: newLockerTTL(addrs, c.New, timeout, false),
 				})
 			})
 			t.Run("redis-server", func(t *testing.T) {
@@ -108,9 +108,38 @@ func TestConformance(t *testing.T) {
 						return newLocker(t, addrs, c.New, redlock.Options{Prefix: "test:", InstanceTimeout: timeout})
 					},
 					TTL:          ttl,
-					NewLockerTTL: newLockerTTL(addrs, c.New, timeout),
+					NewLockerTTL: newLockerTTL(addrs, c.New, timeout, false),
 				})
 			})
 		})
 	}
+}
+
+// TestConformanceFenced runs the suite for a fenced redlock (Options.Fence)
+// over 5 redis-servers with go-redis and redigo, and over 3 with
+// RestartSafety as well.
+func TestConformanceFenced(t *testing.T) {
+	for _, c := range redistest.Clients[:2] {
+		t.Run(c.Name, func(t *testing.T) {
+			addrs, _ := realN(t, 5)
+			conformance.Run(t, conformance.Harness{
+				NewLocker: func(t *testing.T) lockswap.Locker {
+					return newLocker(t, addrs, c.New, redlock.Options{Prefix: "test:", InstanceTimeout: testTimeout, Fence: true})
+				},
+				TTL:          300 * time.Millisecond,
+				NewLockerTTL: newLockerTTL(addrs, c.New, testTimeout, true),
+			})
+		})
+	}
+	t.Run("restart_safety", func(t *testing.T) {
+		addrs, _ := realN(t, 3)
+		seedOldEpoch(t, rawClients(t, addrs))
+		conformance.Run(t, conformance.Harness{
+			NewLocker: func(t *testing.T) lockswap.Locker {
+				return newLocker(t, addrs, redistest.Redigo, redlock.Options{Prefix: "test:", InstanceTimeout: testTimeout,
+					Fence: true, RestartSafety: true, MaxTTL: time.Minute})
+			},
+			TTL: 300 * time.Millisecond,
+		})
+	})
 }

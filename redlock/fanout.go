@@ -21,11 +21,13 @@ const (
 	opExtend                 // compare-and-pexpire
 	opHandOver               // compare-and-delete, then SET NX PX for a local waiter
 	opType                   // TYPE: is what holds the key a lock? (after a plain SET NX PX or the restart-safe script)
+	opFence                  // Fence: the write-back of the new fence to the counter (compare-and-set)
 )
 
 // result is one instance's answer to a call.
 type result struct {
-	n           int64         // 1: set / deleted / extended; 0: not
+	n           int64         // 1: set / deleted / extended / fence written; 0: not
+	fence       int64         // Fence, opAcquire with n == 1: the counter the instance returned
 	released    bool          // opHandOver: our key was deleted
 	err         error         // transport error or error reply: outcome unknown
 	quarantined bool          // restarted recently: the answer is no vote
@@ -40,6 +42,7 @@ type call struct {
 	op     opKind
 	keys   []string
 	key    any // keys[0], boxed once per lock (pipelined path)
+	fkey   any // Fence, opAcquire: the counter's key, boxed once per lock (pipelined path)
 	args   []any
 	ttl    time.Duration
 	mask   uint64 // instances to address; 0 means all
@@ -177,7 +180,7 @@ func (f *fanout) get() *call {
 }
 
 func (f *fanout) put(c *call) {
-	c.keys, c.key, c.args, c.ctx, c.cctx = nil, nil, nil, nil, nil
+	c.keys, c.key, c.fkey, c.args, c.ctx, c.cctx = nil, nil, nil, nil, nil, nil
 	clear(c.sargs[:cap(c.sargs)])
 	clear(c.epochs)
 	f.pool.Put(c)
@@ -349,11 +352,22 @@ var (
 	argHandSHA    any = handOverScript.SHA()
 	argHandSrc    any = handOverScript.Source()
 	argEpochKey   any = EpochKey
+	argFASHA      any = fencedAcquire.SHA()
+	argFASrc      any = fencedAcquire.Source()
+	argFSASHA     any = fencedSafeAcquire.SHA()
+	argFSASrc     any = fencedSafeAcquire.Source()
+	argFWBSHA     any = fenceWriteBack.SHA()
+	argFWBSrc     any = fenceWriteBack.Source()
+	argFHOSHA     any = fencedHandOver.SHA()
+	argFHOSrc     any = fencedHandOver.Source()
 )
 
 // isScript reports whether c's request is a script (EVALSHA).
 func (c *call) isScript() bool {
-	return (c.op != opAcquire && c.op != opType) || c.lk.opts.RestartSafety
+	if c.op == opAcquire {
+		return c.lk.opts.RestartSafety || c.lk.opts.Fence
+	}
+	return c.op != opType
 }
 
 // send buffers c's request on sc: the script by its source when eval, else
@@ -363,20 +377,31 @@ func (c *call) send(sc redisclient.SplitConn, i int, eval bool) error {
 	var script, src any
 	switch c.op {
 	case opAcquire:
-		if !c.lk.opts.RestartSafety {
+		switch o := &c.lk.opts; {
+		case o.Fence && o.RestartSafety:
+			script, src = argFSASHA, argFSASrc
+		case o.Fence:
+			script, src = argFASHA, argFASrc
+		case o.RestartSafety:
+			script, src = argSafeSHA, argSafeSrc
+		default:
 			a = append(a, c.key, c.args[0], "NX", "PX", c.args[1])
 			if c.res[i].plain = c.lk.inst[i].plainSet.Load(); !c.res[i].plain {
 				a = append(a, "GET")
 			}
 			return sc.Send("SET", a...)
 		}
-		script, src = argSafeSHA, argSafeSrc
 	case opRelease:
 		script, src = argReleaseSHA, argReleaseSrc
 	case opExtend:
 		script, src = argExtendSHA, argExtendSrc
 	case opHandOver:
 		script, src = argHandSHA, argHandSrc
+		if c.lk.opts.Fence {
+			script, src = argFHOSHA, argFHOSrc
+		}
+	case opFence:
+		script, src = argFWBSHA, argFWBSrc
 	case opType:
 		a = append(a, c.key)
 		return sc.Send("TYPE", a...)
@@ -385,9 +410,17 @@ func (c *call) send(sc redisclient.SplitConn, i int, eval bool) error {
 	if eval {
 		cmd, script = "EVAL", src
 	}
-	if c.op == opAcquire { // restart-safe acquire
+	switch o := &c.lk.opts; {
+	case c.op == opAcquire && o.Fence && o.RestartSafety:
+		a = append(a, script, 3, c.key, argEpochKey, c.fkey, c.args[0], c.args[1], c.knownEpoch(i))
+	case c.op == opAcquire && o.Fence:
+		a = append(a, script, 2, c.key, c.fkey, c.args[0], c.args[1])
+	case c.op == opHandOver && o.Fence:
+		a = append(a, script, 2, c.key, c.fkey)
+		a = append(a, c.args...)
+	case c.op == opAcquire: // restart-safe acquire
 		a = append(a, script, 2, c.key, argEpochKey, c.args[0], c.args[1], c.knownEpoch(i))
-	} else {
+	default:
 		a = append(a, script, 1, c.key)
 		a = append(a, c.args...)
 	}
@@ -398,7 +431,7 @@ func (c *call) send(sc redisclient.SplitConn, i int, eval bool) error {
 // acquire's SET NX PX GET (a Redis before 7.0, which ran nothing), and then
 // switches the instance to SET NX PX for good.
 func (c *call) plainSetRefused(i int, err error) bool {
-	if c.op != opAcquire || c.lk.opts.RestartSafety || c.res[i].plain || !redisclient.IsSyntaxError(err) {
+	if c.op != opAcquire || c.isScript() || c.res[i].plain || !redisclient.IsSyntaxError(err) {
 		return false
 	}
 	c.lk.inst[i].plainSet.Store(true)
@@ -418,6 +451,14 @@ func (c *call) do(i int) {
 	var err error
 	switch c.op {
 	case opAcquire:
+		if c.lk.opts.Fence && c.lk.opts.RestartSafety {
+			v, err = in.c.Run(c.ctx, fencedSafeAcquire, c.keys, c.args[0], c.args[1], c.knownEpoch(i))
+			break
+		}
+		if c.lk.opts.Fence {
+			v, err = in.c.Run(c.ctx, fencedAcquire, c.keys, c.args...)
+			break
+		}
 		if c.lk.opts.RestartSafety {
 			v, err = in.c.Run(c.ctx, safeAcquire, []string{c.keys[0], EpochKey}, c.args[0], c.args[1], c.knownEpoch(i))
 			break
@@ -436,13 +477,18 @@ func (c *call) do(i int) {
 		}
 	case opType:
 		v, err = in.c.Do(c.ctx, "TYPE", c.keys[0])
-	case opRelease, opExtend, opHandOver:
+	case opRelease, opExtend, opHandOver, opFence:
 		s := releaseScript
 		switch c.op {
 		case opExtend:
 			s = extendScript
 		case opHandOver:
 			s = handOverScript
+			if c.lk.opts.Fence {
+				s = fencedHandOver
+			}
+		case opFence:
+			s = fenceWriteBack
 		}
 		v, err = in.c.Run(c.ctx, s, c.keys, c.args...)
 	}
@@ -460,13 +506,17 @@ func (c *call) do(i int) {
 func (c *call) record(i int, v any, err error) {
 	r := &c.res[i]
 	if err != nil {
-		if c.op == opAcquire && !c.lk.opts.RestartSafety && redisclient.IsWrongType(err) {
+		if c.op == opAcquire && !c.isScript() && redisclient.IsWrongType(err) {
 			err = errKeyNotLock
 		}
 		r.err = err
 		return
 	}
 	switch {
+	case c.op == opAcquire && c.lk.opts.Fence && c.lk.opts.RestartSafety:
+		c.fencedSafeReply(i, v)
+	case c.op == opAcquire && c.lk.opts.Fence:
+		c.fencedReply(i, v)
 	case c.op == opAcquire && c.lk.opts.RestartSafety:
 		c.safeReply(i, v)
 	case c.op == opAcquire && r.plain:
@@ -483,6 +533,8 @@ func (c *call) record(i int, v any, err error) {
 		default:
 			r.err = &notLockError{msg: fmt.Sprintf("the key holds a %s, not a lock", typ), reason: notLockReason}
 		}
+	case c.op == opHandOver && c.lk.opts.Fence:
+		c.fencedHandOverReply(i, v)
 	case c.op == opHandOver:
 		a, _ := v.([]any)
 		if len(a) != 2 {
@@ -492,6 +544,10 @@ func (c *call) record(i int, v any, err error) {
 		rel, _ := a[0].(int64)
 		r.released = rel == 1
 		r.n, _ = a[1].(int64)
+	case c.op == opFence:
+		if r.n, _ = v.(int64); r.n < 0 {
+			r.n, r.err = 0, counterError(c.keys[0], r.n)
+		}
 	default:
 		r.n, _ = v.(int64)
 	}

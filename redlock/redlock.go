@@ -20,6 +20,17 @@
 // votes are not counted until Options.MaxTTL has passed since then: the
 // "delayed restart" of the Redlock design, done by the client. See
 // docs/redlock.md for the algorithm, its parameters and its limits.
+//
+// With Options.Fence, every lock carries a fencing number (Lock.Fence):
+// the acquire script on each instance also returns the key's fence
+// counter (K + FenceSuffix, seeded from the server's clock when missing),
+// and once a majority granted the lock the client writes
+// v = max(counters received) + 1 back to the instances that granted it
+// with a compare-and-set (applied only where the counter is below v);
+// Acquire returns v only when a majority of all the instances applied it
+// and validity remains. No two grants get the same fence, and an Acquire
+// that starts after another returned gets a larger one. It costs one more
+// round trip per acquisition. See docs/redlock-fencing.md for the proof.
 package redlock
 
 import (
@@ -104,6 +115,17 @@ type Options struct {
 	// script instead of a plain SET per acquire, and a wait of MaxTTL after
 	// a fresh instance is first used. See docs/redlock.md.
 	RestartSafety bool
+	// Fence gives every lock a fencing number (Lock.Fence), unique and
+	// increasing across the holders of a key, from a counter per key on
+	// each instance (the key plus FenceSuffix, without expiry, in the lock
+	// key's hash slot), at the cost of one more round trip per
+	// acquisition: see the package doc and docs/redlock-fencing.md. A
+	// counter that a restart without persistence lost is seeded again from
+	// the server's clock in microseconds (see Guarantees for the clock
+	// assumption). A hand-over to a local waiter (release and the
+	// waiter's acquire in one request) takes the waiter's write-back as a
+	// second round.
+	Fence bool
 	// MaxTTL is the longest TTL any client uses on these instances,
 	// required with RestartSafety. Acquire rejects longer TTLs.
 	MaxTTL time.Duration
@@ -129,10 +151,59 @@ var (
 	// write: the script answers {-1, the epoch's first bytes} and changes
 	// nothing.
 	safeAcquire = redisclient.NewScript(safeAcquireLua)
+	// fencedAcquire (Options.Fence) is the acquire of a fenced lock: when
+	// the lock key (KEYS[1]) does not exist, it reads the fence counter
+	// (KEYS[2]), seeding it from the server's clock in microseconds when
+	// missing, sets the key and answers {1, counter}; when the key exists
+	// it reads nothing and answers 0 (or fenceKeyNotLock for another Redis
+	// type). A counter that cannot give a fence is refused before any
+	// write, with its redisscript.Fence* code.
+	fencedAcquire = redisclient.NewScript(redisscript.FenceCounterLua + fencedAcquireLua)
+	// fencedSafeAcquire is fencedAcquire and safeAcquire in one script
+	// (Fence with RestartSafety), KEYS = key, EpochKey, counter: it
+	// answers as safeAcquire does, with the counter added when it set the
+	// key ({1, counter} or {1, epoch, sec, usec, counter}), or a Fence*
+	// code with nothing written.
+	fencedSafeAcquire = redisclient.NewScript(redisscript.FenceCounterLua + fencedSafeAcquireLua)
+	// fenceWriteBack is the second round of a fenced acquisition: on the
+	// counter KEYS[1] (seeded from the server's clock when missing), it
+	// writes ARGV[1], the new fence, only if the counter is below it, and
+	// answers 1 if it did, 0 if not, or a Fence* code with nothing
+	// written. It does not look at the lock key.
+	fenceWriteBack = redisclient.NewScript(redisscript.FenceCounterLua + fenceWriteBackLua)
+	// fencedHandOver is the hand-over of a fenced Locker: exactly the
+	// release script, then fencedAcquire for the waiter (ARGV[2], ARGV[3]),
+	// run atomically, KEYS = key, counter. It answers {released, 1,
+	// counter} when it set the key for the waiter, {released, 0} when the
+	// key is held, or {released, code} for a counter that cannot give a
+	// fence (nothing written but the release).
+	fencedHandOver = redisclient.NewScript(redisscript.FenceCounterLua + fencedHandOverLua)
 
 	//go:embed safe_acquire.lua
 	safeAcquireLua string
+	//go:embed fenced_acquire.lua
+	fencedAcquireLua string
+	//go:embed fenced_safe_acquire.lua
+	fencedSafeAcquireLua string
+	//go:embed fence_write_back.lua
+	fenceWriteBackLua string
+	//go:embed fenced_hand_over.lua
+	fencedHandOverLua string
 )
+
+// FenceSuffix is appended to a lock's key for its fence counter on each
+// instance (Options.Fence), as singleredis does: see FenceKey.
+const FenceSuffix = ":fence"
+
+// FenceKey returns the key of the fence counter for the Redis key k, in
+// the same Redis Cluster hash slot as k: "{k}:fence", or "k:fence" when k
+// has a hash tag of its own (see redisclient.SlotKey). It is the key
+// singleredis uses.
+func FenceKey(k string) string { return redisclient.SlotKey(k, FenceSuffix) }
+
+// fenceKeyNotLock is fencedAcquire's answer when the lock key holds another
+// Redis type (nothing was written).
+const fenceKeyNotLock = -4
 
 // instance is one master and what the Locker knows of it.
 type instance struct {
@@ -283,7 +354,8 @@ func New(clients []redisclient.Client, opts Options) (*Locker, error) {
 	}
 	kit, err := driver.New(d, driver.Config{
 		Name:       "redlock",
-		Guarantees: Guarantees(len(clients), opts.RestartSafety),
+		Guarantees: GuaranteesOf(len(clients), opts),
+		Fence:      opts.Fence,
 		TTL:        opts.TTL,
 		MinTTL:     p.minTTL,
 		MaxTTL:     p.maxTTL,
@@ -334,11 +406,18 @@ func sameClient(a, b redisclient.Client) bool { return redisclient.SameServer(a,
 func (lk *Locker) Quorum() int { return lk.p.quorum }
 
 // Guarantees returns the Redlock backend's guarantees over n masters, with
-// or without RestartSafety.
+// or without RestartSafety, without fencing: GuaranteesOf for the others.
 func Guarantees(n int, restartSafety bool) lockswap.Guarantees {
+	return GuaranteesOf(n, Options{RestartSafety: restartSafety})
+}
+
+// GuaranteesOf returns the guarantees of a Locker over n masters with
+// opts (RestartSafety and Fence change them).
+func GuaranteesOf(n int, opts Options) lockswap.Guarantees {
+	restartSafety := opts.RestartSafety
 	g := lockswap.Guarantees{
 		Backend:          "redlock",
-		Fencing:          false,
+		Fencing:          opts.Fence,
 		SurvivesFailover: true,
 		SurvivesRestart:  restartSafety,
 		Clock:            lockswap.ClockBoundedDrift,
@@ -348,9 +427,17 @@ func Guarantees(n int, restartSafety bool) lockswap.Guarantees {
 		Wait:             lockswap.WaitPoll,
 		DeadlineOverrun:  lockswap.DeadlineGrace,
 		Notes: []string{
-			"no fencing token: a holder paused past its validity acts without exclusion",
 			"failover means the loss of a minority of independent masters; do not give the instances replicas that take over",
 		},
+	}
+	if opts.Fence {
+		g.Notes = append(g.Notes,
+			"a fence is max(the counters a majority returned with its grant) + 1, written back with a compare-and-set to a majority before Acquire returns: no two grants of a key get the same fence, and an Acquire that starts after another returned gets a larger one (docs/redlock-fencing.md)",
+			"a counter lost in a restart without persistence is seeded again from the server's clock in microseconds: fences keep both properties as long as that clock is then past every fence issued for the key, which holds when the instances' clocks agree within the restart's downtime and fewer than one fence per microsecond per key is issued",
+			"a holder paused past its validity still acts without exclusion, but a resource that checks fences (package fenced) rejects its writes once a later holder has written",
+		)
+	} else {
+		g.Notes = append(g.Notes, "no fencing token: a holder paused past its validity acts without exclusion (enable Fence)")
 	}
 	if restartSafety {
 		g.Notes = append(g.Notes, "a restarted instance's votes are ignored for MaxTTL after its restart is noticed")
@@ -605,6 +692,11 @@ func (t *tally) add(c *call, retried bool) {
 		r := &c.res[i]
 		t.pending &^= b
 		switch {
+		case c.op == opHandOver && r.released:
+			// Our key was deleted, whatever became of the waiter's
+			// attempt (a fenced one may have failed on its counter).
+			t.yes |= b
+			t.del |= b
 		case r.err != nil:
 			if isPermanent(r.err) {
 				t.perm |= b
@@ -615,7 +707,7 @@ func (t *tally) add(c *call, retried bool) {
 				t.errs = make([]error, len(c.res))
 			}
 			t.errs[i] = r.err
-		case c.op == opHandOver && r.released, c.op != opHandOver && r.n == 1:
+		case c.op != opHandOver && r.n == 1:
 			t.yes |= b
 			t.del |= b
 		case c.op == opRelease && retried:
@@ -642,8 +734,12 @@ func ones(m uint64) int { return bits.OnesCount64(m) }
 // so its fields need no lock of their own.
 type rlock struct {
 	keys       [1]string
-	key        any    // keys[0], boxed once
-	args       [2]any // token, ttl in ms (the scripts' ARGV)
+	key        any       // keys[0], boxed once
+	akeys      [3]string // Fence: the acquire script's KEYS (key, [EpochKey,] counter)
+	nakeys     int       // Fence: how many of akeys
+	fkeys      [1]string // Fence: the fence counter's key
+	fkey       any       // Fence: fkeys[0], boxed once
+	args       [2]any    // token, ttl in ms (the scripts' ARGV)
 	acquired   time.Time
 	deadline   time.Time // the validity's end, as last granted
 	unknown    uint64    // instances whose SET of the acquisition had an unknown outcome
@@ -658,6 +754,16 @@ func (p *proto) newRlock(c *driver.Claim[*rlock]) *rlock {
 	l := &rlock{}
 	l.keys[0] = p.opts.Prefix + c.Key
 	l.key = l.keys[0]
+	if p.opts.Fence {
+		l.fkeys[0] = FenceKey(l.keys[0])
+		l.fkey = l.fkeys[0]
+		l.akeys[0] = l.keys[0]
+		if p.opts.RestartSafety {
+			l.akeys[1], l.akeys[2], l.nakeys = EpochKey, l.fkeys[0], 3
+		} else {
+			l.akeys[1], l.nakeys = l.fkeys[0], 2
+		}
+	}
 	l.args[0], l.args[1] = c.Token, c.TTL.Milliseconds()
 	c.Data = l
 	return l
@@ -679,6 +785,9 @@ func (p *proto) Acquire(ctx context.Context, cl *driver.Claim[*rlock]) (driver.G
 	c := p.fan.get()
 	defer p.fan.put(c)
 	c.op, c.keys, c.key, c.args, c.ttl = opAcquire, l.keys[:], l.key, l.args[:], ttl
+	if p.opts.Fence {
+		c.keys, c.fkey = l.akeys[:l.nakeys], l.fkey
+	}
 	start := time.Now()
 	p.fan.run(ctx, c, start.Add(p.instanceTimeout(ttl)))
 	return p.settle(ctx, l, c, start, ttl, cl.First)
@@ -728,6 +837,9 @@ func (p *proto) settle(ctx context.Context, l *rlock, c *call, start time.Time, 
 		}
 	}
 	validity := ttl - elapsed - p.drift(ttl)
+	if votes >= p.quorum && validity > 0 && p.opts.Fence {
+		return p.writeBack(ctx, l, c, ok, unknown, start, ttl)
+	}
 	if votes >= p.quorum && validity > 0 {
 		l.acquired, l.unknown, l.deadline = start, unknown, start.Add(validity)
 		return driver.Grant{Deadline: l.deadline}, nil
@@ -1067,10 +1179,12 @@ func (p *proto) Release(ctx context.Context, cl *driver.Claim[*rlock]) error {
 
 // HandOver releases held and, in the same request on each instance, makes
 // next's attempt (driver.HandOver: redisscript.HandOver, the
-// compare-and-delete, then next's SET NX PX). The round is also next's
-// acquisition, bounded by its per-instance timeout so that its validity
-// is protected, and decided like any other (settle); what it leaves
-// unknown of held's release is asked again as Release does.
+// compare-and-delete, then next's SET NX PX; with Fence, fencedHandOver,
+// whose acquire part answers as fencedAcquire does). The round is also
+// next's acquisition, bounded by its per-instance timeout so that its
+// validity is protected, and decided like any other (settle, which with
+// Fence does next's write-back round before next gets its lock); what it
+// leaves unknown of held's release is asked again as Release does.
 func (p *proto) HandOver(ctx context.Context, hc, nc *driver.Claim[*rlock]) (driver.Grant, error, func() error) {
 	l := hc.Data
 	next := p.newRlock(nc)
@@ -1078,6 +1192,9 @@ func (p *proto) HandOver(ctx context.Context, hc, nc *driver.Claim[*rlock]) (dri
 	until := p.until(ctx, start)
 	c := p.fan.get()
 	c.op, c.keys, c.key, c.args = opHandOver, l.keys[:], l.key, []any{l.args[0], next.args[0], next.args[1]}
+	if p.opts.Fence {
+		c.keys, c.fkey = next.akeys[:next.nakeys], next.fkey
+	}
 	p.fan.run(ctx, c, earliest(start.Add(p.instanceTimeout(nc.TTL)), until))
 	g, acqErr := p.settle(ctx, next, c, start, nc.TTL, false)
 	var t tally

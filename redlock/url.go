@@ -11,12 +11,12 @@ import (
 
 // The URL of this backend, registered with package registry:
 //
-//	redlock://[user:password@]host1:port,host2:port,host3:port[/db]?ttl=10s&prefix=app:&drift=0.01&restart_safety=true&max_ttl=30s&client=redigo&dial_timeout=5s
+//	redlock://[user:password@]host1:port,host2:port,host3:port[/db]?ttl=10s&prefix=app:&drift=0.01&fence=true&restart_safety=true&max_ttl=30s&client=redigo&dial_timeout=5s
 //
 // redlocks:// is the same over TLS. The hosts are N independent masters, N
-// odd and at least 3.
+// odd and at least 3. fence=true is Options.Fence.
 func init() {
-	registry.Register(registry.RedisScheme("redlock", parseURL, "drift", "restart_safety", "max_ttl"))
+	registry.Register(registry.RedisScheme("redlock", parseURL, "drift", "fence", "restart_safety", "max_ttl"))
 }
 
 // parseURL checks this backend's parameters; registry checked the others.
@@ -31,6 +31,9 @@ func parseURL(u *registry.URL, r registry.Redis) (registry.RedisOpener, error) {
 	}
 	if !(o.DriftFactor >= 0 && o.DriftFactor < 0.5) { // also NaN, which fails every comparison
 		return nil, fmt.Errorf("drift=%v: want a factor in [0, 0.5) such as 0.01: %w", o.DriftFactor, lockswap.ErrInvalid)
+	}
+	if o.Fence, err = u.Bool("fence"); err != nil {
+		return nil, err
 	}
 	if o.RestartSafety, err = u.Bool("restart_safety"); err != nil {
 		return nil, err

@@ -76,7 +76,7 @@ var (
 	// written (Redis does not roll back a script that fails halfway): the
 	// reply is the new fence (> 0), 0 when the key is held, or one of the
 	// negative fence* codes, with nothing written.
-	fencedAcquire = redisclient.NewScript(nextFenceLua + fencedAcquireLua)
+	fencedAcquire = redisclient.NewScript(redisscript.FenceCounterLua + nextFenceLua + fencedAcquireLua)
 	// The hand-over scripts release our lock and make the first local
 	// waiter's attempt in one request: exactly the release script followed
 	// by the acquire (SET NX PX, or the fenced acquire script) with the
@@ -85,7 +85,7 @@ var (
 	// negative fence* code when the counter is unusable: then nothing but
 	// our release, already done and still reported, was written).
 	handOver       = redisscript.HandOver
-	fencedHandOver = redisclient.NewScript(nextFenceLua + fencedHandOverLua)
+	fencedHandOver = redisclient.NewScript(redisscript.FenceCounterLua + nextFenceLua + fencedHandOverLua)
 
 	//go:embed fenced_acquire.lua
 	fencedAcquireLua string
@@ -95,21 +95,20 @@ var (
 
 // fenceLimit bounds the fences: every fence is below 2^53, so that Lua's
 // numbers, float64 and JSON carry it exactly.
-const fenceLimit = 1 << 53
+const fenceLimit = redisscript.FenceLimit
 
 // The replies of the fenced scripts below 1 (a fence is at least 1).
 const (
-	fenceHeld       = 0  // the lock key is held: nothing was written
-	fenceNotInteger = -1 // the counter holds a string that is not a non-negative integer
-	fenceTooLarge   = -2 // the counter is so high that the next fence would reach 2^53
-	fenceWrongType  = -3 // the counter holds another Redis type
-	fenceKeyNotLock = -4 // the lock key holds another Redis type (fenced acquire only)
+	fenceHeld       = 0                           // the lock key is held: nothing was written
+	fenceNotInteger = redisscript.FenceNotInteger // the counter holds a string that is not a non-negative integer
+	fenceTooLarge   = redisscript.FenceTooLarge   // the counter is so high that the next fence would reach 2^53
+	fenceWrongType  = redisscript.FenceWrongType  // the counter holds another Redis type
+	fenceKeyNotLock = -4                          // the lock key holds another Redis type (fenced acquire only)
 )
 
-// nextFenceLua starts both fenced scripts. It switches a Redis older than 5
-// to effects replication, which every Redis since 5 uses by default (the
-// only mode since 7), so that writes may follow TIME: replicas and the AOF
-// receive the counter's new value, not the script to run again.
+// nextFenceLua follows redisscript.FenceCounterLua (the counter's checks,
+// shared with redlock, and the switch to effects replication, so that
+// writes may follow TIME) at the start of both fenced scripts.
 //
 // next_fence(k) returns the next fence for the counter k, writing
 // nothing: max(counter + 1, the server clock in microseconds since the
@@ -144,17 +143,7 @@ func parseFence(v any, counterKey string) (ok bool, fence uint64, err error) {
 // (< 0): the counter cannot give a fence, and the script wrote nothing.
 // It matches lockswap.ErrInvalid: no retry will change the counter.
 func fenceError(counterKey string, code int64) error {
-	var what string
-	switch code {
-	case fenceNotInteger:
-		what = "does not hold a non-negative integer"
-	case fenceTooLarge:
-		what = "is too high: the next fence would not be below 2^53 (9007199254740992)"
-	case fenceWrongType:
-		what = "holds another Redis type, not a counter"
-	default:
-		what = fmt.Sprintf("gave the unexpected reply %d", code)
-	}
+	what := redisscript.FenceCounterProblem(code)
 	return fmt.Errorf("the fence counter %s %s; the lock key and the counter were left untouched: %w",
 		lockstate.QuoteKey(counterKey), what, lockswap.ErrInvalid)
 }

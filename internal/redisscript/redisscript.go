@@ -2,8 +2,9 @@
 // backend runs, each once, as a .lua file next to this one: the standard
 // single-instance lock's release (compare-and-delete), extend
 // (compare-and-pexpire) and hand-over. singleredis and redlock use all
-// three, legacysetnx the release. A script that only one backend runs
-// lives in that backend's folder.
+// three, legacysetnx the release; both fenced backends start their fenced
+// scripts with FenceCounterLua, the checks of a fence counter. A script
+// that only one backend runs lives in that backend's folder.
 //
 // Every script takes its keys and values through KEYS and ARGV. The files
 // hold the exact bytes of the scripts (the single-line ones end without a
@@ -13,6 +14,7 @@ package redisscript
 
 import (
 	_ "embed"
+	"fmt"
 
 	"github.com/lockswap/lockswap/redisclient"
 )
@@ -25,6 +27,56 @@ var (
 	//go:embed hand_over.lua
 	handOverLua string
 )
+
+// FenceCounterLua is the start of every script that reads a fence counter
+// (singleredis's fenced scripts, redlock's fenced acquire and write-back):
+// it switches a Redis older than 5 to effects replication, which every
+// Redis since 5 uses by default (the only mode since 7), so that writes
+// may follow TIME (replicas and the AOF receive the counter's new value,
+// not the script to run again), and defines two Lua functions:
+//
+//   - fence_read(k) returns the counter under k as a number, nil when k
+//     does not exist, or, writing nothing, a negative code when it cannot
+//     give a fence: FenceNotInteger (a string that is not a non-negative
+//     integer), FenceTooLarge (so high that one more would reach 2^53:
+//     FenceLimit) or FenceWrongType (another Redis type, checked with TYPE
+//     so that no error is raised halfway through a script).
+//   - fence_clock() returns the server's clock (TIME) in microseconds since
+//     the Unix epoch: the seed of a counter that is missing.
+//
+// A script is FenceCounterLua followed by its own body; each keeps its keys
+// and values in KEYS and ARGV.
+//
+//go:embed fence_counter.lua
+var FenceCounterLua string
+
+// FenceLimit bounds the fences: every fence is below 2^53, so that Lua's
+// numbers, float64 and JSON carry it exactly.
+const FenceLimit = 1 << 53
+
+// The codes fence_read (FenceCounterLua) returns for a counter that cannot
+// give a fence; the scripts that use it answer them as they are.
+const (
+	FenceNotInteger = -1 // the counter holds a string that is not a non-negative integer
+	FenceTooLarge   = -2 // the counter is so high that the next fence would reach 2^53
+	FenceWrongType  = -3 // the counter holds another Redis type
+)
+
+// FenceCounterProblem says what is wrong with a counter for which a fenced
+// script answered code (FenceNotInteger, FenceTooLarge or FenceWrongType),
+// as a phrase that follows the counter's name ("does not hold a
+// non-negative integer").
+func FenceCounterProblem(code int64) string {
+	switch code {
+	case FenceNotInteger:
+		return "does not hold a non-negative integer"
+	case FenceTooLarge:
+		return "is too high: the next fence would not be below 2^53 (9007199254740992)"
+	case FenceWrongType:
+		return "holds another Redis type, not a counter"
+	}
+	return fmt.Sprintf("gave the unexpected reply %d", code)
+}
 
 // CompareAndDelete is the release script of the Redis locks: it deletes
 // KEYS[1] only if it still holds ARGV[1] (the holder's token or timestamp),

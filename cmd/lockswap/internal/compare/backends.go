@@ -43,7 +43,7 @@ var DefaultColumns = []string{
 	"singleredis",
 	"singleredis?fence=true",
 	"redlock",
-	"redlock?restart_safety=true",
+	"redlock?fence=true&restart_safety=true",
 	"legacysetnx?unit=ms",
 	"etcdlease",
 }
@@ -91,7 +91,7 @@ var backendInfos = []backendInfo{
 		column: func(q url.Values) (kit, string, error) {
 			return redisColumn("singleredis", 1, q, 500*time.Millisecond, false, nil)
 		}},
-	{name: "redlock", short: "redlock", shorthand: "redlock", params: []string{"restart_safety", "max_ttl", "drift"},
+	{name: "redlock", short: "redlock", shorthand: "redlock", params: []string{"fence", "restart_safety", "max_ttl", "drift"},
 		column: func(q url.Values) (kit, string, error) {
 			var seed func(context.Context, redisclient.Client) error
 			if q.Get("restart_safety") == "true" {

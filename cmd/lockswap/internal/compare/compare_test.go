@@ -28,7 +28,10 @@ func TestVerdicts(t *testing.T) {
 		{ScRestart, "legacy+ms", Violated, false},
 		// Plain redlock is not restart-safe; restart_safety=true is.
 		{ScRestart, "redlock", Violated, false},
-		{ScRestart, "redlock+rs", Held, false},
+		{ScRestart, "redlock+f+rs", Held, false},
+		// Fenced redlock: the paused holder's write is rejected.
+		{ScPause, "redlock+f+rs", Violated, true},
+		{ScPause, "redlock", Violated, false},
 		{ScFailover, "redlock", Held, false},
 		{ScClockAhead, "legacy+ms", Violated, false},
 		{ScClockAhead, "single+f", Held, false},
@@ -39,7 +42,7 @@ func TestVerdicts(t *testing.T) {
 		{ScMinorityDown, "redlock", Available, false},
 	}
 	res, err := Run(context.Background(), Options{
-		Columns:    []string{"singleredis?fence=true", "redlock", "redlock?restart_safety=true", "legacysetnx?unit=ms", "etcdlease"},
+		Columns:    []string{"singleredis?fence=true", "redlock", "redlock?fence=true&restart_safety=true", "legacysetnx?unit=ms", "etcdlease"},
 		Scenarios:  []string{ScPause, ScClockAhead, ScRestart, ScFailover, ScMinorityDown, ScMajorityDown, ScLeaderStop},
 		Iterations: 3,
 	})

@@ -1,0 +1,205 @@
+package redlock
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/driver"
+	"github.com/lockswap/lockswap/internal/lockstate"
+	"github.com/lockswap/lockswap/internal/redisscript"
+)
+
+// writeBack is the second round of a fenced acquisition (Options.Fence),
+// after a majority granted l in c's round (started at start): the fence is
+// v = max(the counters of the grant replies received) + 1, written with
+// fenceWriteBack (a compare-and-set: applied only where the counter is
+// below v) to the instances that granted l. The lock is l with fence v when
+// a majority of all the instances applied it and validity remains, counted
+// from start with the write-back's time in it. Otherwise the acquisition
+// is undone as a partial quorum is (ok and unknown: see settle), and the
+// attempt fails: ErrHeld when instances refused v (a later acquirer's
+// fence got there first: contention), ErrInvalid when counters that cannot
+// give a fence leave no possible majority, ErrUnavailable when the answers
+// missing or the time taken decide it.
+func (p *proto) writeBack(ctx context.Context, l *rlock, c *call, ok, unknown uint64, start time.Time, ttl time.Duration) (driver.Grant, error) {
+	var granted uint64
+	var top int64 = -1
+	for i := range c.res {
+		if r := &c.res[i]; r.err == nil && r.n == 1 {
+			granted |= 1 << i
+			top = max(top, r.fence)
+		}
+	}
+	v := top + 1
+	w := p.fan.get()
+	args := [1]any{v}
+	w.op, w.keys, w.key, w.args, w.mask = opFence, l.fkeys[:], l.fkey, args[:], granted
+	end := start.Add(ttl - p.drift(ttl)) // no use writing past the validity
+	p.fan.run(ctx, w, earliest(time.Now().Add(p.instanceTimeout(ttl)), end))
+	var applied, refused, perm, failed int
+	var errs []string
+	for i := range w.res {
+		if granted&(1<<i) == 0 {
+			continue
+		}
+		r := &w.res[i]
+		switch {
+		case r.err != nil:
+			if isPermanent(r.err) {
+				perm++
+			} else {
+				failed++
+			}
+			errs = append(errs, fmt.Sprintf("%s: %v", p.inst[i].c, r.err))
+		case r.n == 1:
+			applied++
+		default:
+			refused++
+		}
+	}
+	var permErrs []error
+	if perm > 0 {
+		permErrs = make([]error, len(w.res))
+		for i := range w.res {
+			if err := w.res[i].err; err != nil && isPermanent(err) {
+				permErrs[i] = err
+			}
+		}
+	}
+	p.fan.put(w)
+	elapsed := time.Since(start)
+	validity := ttl - elapsed - p.drift(ttl)
+	if applied >= p.quorum && validity > 0 {
+		l.acquired, l.unknown, l.deadline = start, unknown, start.Add(validity)
+		return driver.Grant{Deadline: l.deadline, Fence: uint64(v)}, nil
+	}
+	p.undo(ctx, l, ok, unknown, ttl)
+	n := len(p.inst)
+	detail := ""
+	if len(errs) > 0 {
+		detail = ": " + strings.Join(errs, "; ")
+	}
+	switch {
+	case applied >= p.quorum:
+		return driver.Grant{}, fmt.Errorf("a majority said OK and took fence %d but it took %v, leaving no validity of the %v TTL (drift %v): %w",
+			v, elapsed.Round(time.Microsecond), ttl, p.drift(ttl), lockswap.ErrUnavailable)
+	case perm > n-p.quorum:
+		return driver.Grant{}, p.invalid(perm, func(i int) error { return permErrs[i] })
+	case refused > 0 && applied+failed < p.quorum:
+		return driver.Grant{}, fmt.Errorf("fence %d applied on %d of %d instances, refused by %d whose counter a later acquirer had already raised (need %d)%s: %w",
+			v, applied, n, refused, p.quorum, detail, lockswap.ErrHeld)
+	default:
+		return driver.Grant{}, &outageError{msg: fmt.Sprintf("fence %d applied on %d of %d instances, refused by %d, %d did not answer (need %d)%s",
+			v, applied, n, refused, failed, p.quorum, detail)}
+	}
+}
+
+// parseCounter reads the counter value c of a fenced acquire's grant reply.
+func parseCounter(x any) (int64, bool) {
+	c, isInt := x.(int64)
+	return c, isInt && c >= 0 && c < redisscript.FenceLimit-1
+}
+
+// counterError is the error of an instance whose fenced script answered
+// code (a redisscript.Fence* code) for the counter key: it cannot give a
+// fence, and the script wrote nothing. Retrying cannot fix it.
+func counterError(key string, code int64) error {
+	return &notLockError{
+		msg: fmt.Sprintf("the fence counter %s %s; nothing was written",
+			lockstate.QuoteKey(key), redisscript.FenceCounterProblem(code)),
+		reason: "a fence counter holds what is not a fence: fix or delete it on that instance (a missing counter is seeded again from the server's clock, which must then be past every fence issued for the key)",
+	}
+}
+
+// fencedReply records instance i's reply to the fenced acquire: {1,
+// counter} (set), 0 (held), fenceKeyNotLock or a Fence* code (nothing
+// written).
+func (c *call) fencedReply(i int, v any) {
+	r := &c.res[i]
+	switch x := v.(type) {
+	case int64:
+		switch {
+		case x == 0:
+		case x == fenceKeyNotLock:
+			r.err = errKeyNotLock
+		default:
+			r.err = counterError(c.keys[len(c.keys)-1], x)
+		}
+	case []any:
+		if len(x) == 2 {
+			if set, _ := x[0].(int64); set == 1 {
+				r.n = 1
+				var ok bool
+				if r.fence, ok = parseCounter(x[1]); ok {
+					return
+				}
+			}
+		}
+		r.err = fmt.Errorf("unexpected fenced acquire reply %v", v)
+	default:
+		r.err = fmt.Errorf("unexpected fenced acquire reply %T", v)
+	}
+}
+
+// fencedSafeReply records instance i's reply to the fenced restart-safe
+// acquire: safeAcquire's replies with the counter added where it set the
+// key, or a Fence* code (nothing written).
+func (c *call) fencedSafeReply(i int, v any) {
+	r := &c.res[i]
+	switch x := v.(type) {
+	case int64:
+		if x < 0 {
+			r.err = counterError(c.keys[len(c.keys)-1], x)
+			return
+		}
+	case []any:
+		var set int64
+		if len(x) > 0 {
+			set, _ = x[0].(int64)
+		}
+		switch {
+		case set == 1 && len(x) == 2, set == 1 && len(x) == 5:
+			fence, ok := parseCounter(x[len(x)-1])
+			if len(x) == 2 {
+				v = int64(1)
+			} else {
+				v = x[:4]
+			}
+			c.safeReply(i, v)
+			if r.fence = fence; !ok && r.err == nil {
+				r.err = fmt.Errorf("unexpected fenced acquire reply %v", x)
+			}
+			return
+		}
+	}
+	c.safeReply(i, v)
+}
+
+// fencedHandOverReply records instance i's reply to the fenced hand-over:
+// {released, 1, counter}, {released, 0} (held) or {released, code}.
+func (c *call) fencedHandOverReply(i int, v any) {
+	r := &c.res[i]
+	a, _ := v.([]any)
+	if len(a) != 2 && len(a) != 3 {
+		r.err = fmt.Errorf("unexpected hand-over reply %v", v)
+		return
+	}
+	rel, _ := a[0].(int64)
+	r.released = rel == 1
+	n, _ := a[1].(int64)
+	switch {
+	case n == 1 && len(a) == 3:
+		r.n = 1
+		var ok bool
+		if r.fence, ok = parseCounter(a[2]); !ok {
+			r.err = fmt.Errorf("unexpected hand-over reply %v", v)
+		}
+	case n < 0:
+		r.err = counterError(c.keys[len(c.keys)-1], n)
+	case n != 0 || len(a) != 2:
+		r.err = fmt.Errorf("unexpected hand-over reply %v", v)
+	}
+}

@@ -1,0 +1,485 @@
+package redlock_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/fenced"
+	"github.com/lockswap/lockswap/internal/redistest"
+	"github.com/lockswap/lockswap/internal/servers"
+	"github.com/lockswap/lockswap/redisclient"
+	"github.com/lockswap/lockswap/redlock"
+)
+
+// The environment of the helper process (TestFenceHelperProcess): the test
+// binary run again as a second client process.
+const (
+	envChild = "LOCKSWAP_REDLOCK_FENCE_CHILD" // the helper's job: "hold" or "churn"
+	envAddrs = "LOCKSWAP_REDLOCK_FENCE_ADDRS" // the masters, comma-separated
+	envKey   = "LOCKSWAP_REDLOCK_FENCE_KEY"
+	envN     = "LOCKSWAP_REDLOCK_FENCE_N" // churn: acquisitions per goroutine
+)
+
+// TestFenceHelperProcess is not a test: it is the second process of the
+// fence tests, and returns at once unless envChild is set. Its output lines
+// that start with "fence " are its reports.
+//
+//   - hold: acquires the key (TTL 500 ms, not extended), reports
+//     "fence F", and when a line comes on stdin, reports "write F", the
+//     write it makes as the holder it believes it still is.
+//   - churn: 3 goroutines acquire the key (TTL 40 and 120 ms) N times each,
+//     releasing most locks and letting the others expire, and report every
+//     acquisition as "fence acq START END F" (wall clock, ns).
+func TestFenceHelperProcess(t *testing.T) {
+	job := os.Getenv(envChild)
+	if job == "" {
+		return
+	}
+	addrs := strings.Split(os.Getenv(envAddrs), ",")
+	key := os.Getenv(envKey)
+	lk := newLocker(t, addrs, redistest.GoRedis, redlock.Options{Fence: true, InstanceTimeout: 20 * time.Millisecond,
+		Retry: lockswap.JitterRetry(time.Millisecond, 5*time.Millisecond)})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out := bufio.NewWriter(os.Stdout)
+	var mu sync.Mutex
+	report := func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprintf(out, "fence "+format+"\n", args...)
+		out.Flush()
+	}
+	switch job {
+	case "hold":
+		l, err := lk.Acquire(ctx, key, lockswap.WithTTL(500*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := fenceOf(t, l)
+		report("%d", f)
+		if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
+			t.Fatal(err)
+		}
+		report("write %d", f)
+	case "churn":
+		n, _ := strconv.Atoi(os.Getenv(envN))
+		var wg sync.WaitGroup
+		for g := range 3 {
+			wg.Go(func() {
+				for _, a := range churn(ctx, lk, key, n, fmt.Sprintf("child-%d", g)) {
+					report("acq %d %d %d", a.start, a.end, a.fence)
+				}
+			})
+		}
+		wg.Wait()
+	}
+}
+
+// helper starts the test binary as the helper process for job, with its
+// stdin and stdout piped; it is killed at the end of the test.
+func helper(t *testing.T, job string, addrs []string, key string, n int) (*exec.Cmd, io.WriteCloser, *bufio.Scanner) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestFenceHelperProcess$", "-test.count=1")
+	cmd.Env = append(os.Environ(), envChild+"="+job, envAddrs+"="+strings.Join(addrs, ","), envKey+"="+key, envN+"="+strconv.Itoa(n))
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGCONT)
+		cmd.Process.Kill()
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("helper process stderr:\n%s", stderr.String())
+		}
+	})
+	return cmd, stdin, bufio.NewScanner(stdout)
+}
+
+// nextReport returns the helper's next report line (without "fence "),
+// failing the test when it ends without one.
+func nextReport(t *testing.T, sc *bufio.Scanner) (string, bool) {
+	t.Helper()
+	for sc.Scan() {
+		if r, ok := strings.CutPrefix(sc.Text(), "fence "); ok {
+			return r, true
+		}
+	}
+	return "", false
+}
+
+// TestFenceHolderPaused: on 3 and 5 masters, a holder in another process
+// is SIGSTOPped past its validity; this process acquires the key (with a
+// larger fence) and writes to a fenced resource; the holder is resumed and
+// writes as the holder it believes it still is: the resource rejects its
+// stale fence.
+func TestFenceHolderPaused(t *testing.T) {
+	for _, n := range []int{3, 5} {
+		t.Run(strconv.Itoa(n), func(t *testing.T) {
+			addrs, _ := realN(t, n)
+			cmd, stdin, sc := helper(t, "hold", addrs, "paused", 0)
+			r, ok := nextReport(t, sc)
+			if !ok {
+				t.Fatal("the holder reported no fence")
+			}
+			stale, err := strconv.ParseUint(r, 10, 64)
+			if err != nil {
+				t.Fatalf("holder report %q: %v", r, err)
+			}
+			if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+				t.Fatal(err)
+			}
+			if !servers.WaitStopped(cmd.Process.Pid) {
+				t.Fatal("the holder was not seen stopped")
+			}
+			var res fenced.Resource
+			if err := res.Write("holder", stale); err != nil { // its write before the pause
+				t.Fatal(err)
+			}
+			lk := newLocker(t, addrs, redistest.Redigo, redlock.Options{Fence: true})
+			// Granted once the paused holder's lock has expired.
+			l, err := lk.Acquire(ctxT(t), "paused", lockswap.WithTTL(5*time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Release(context.Background())
+			f := fenceOf(t, l)
+			if f <= stale {
+				t.Fatalf("the new holder's fence %d is not above the paused holder's %d", f, stale)
+			}
+			if err := res.Write("new holder", f); err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintln(stdin, "go")
+			r, ok = nextReport(t, sc)
+			if !ok || r != "write "+strconv.FormatUint(stale, 10) {
+				t.Fatalf("resumed holder reported %q, %v; want its write with fence %d", r, ok, stale)
+			}
+			if err := res.Write("resumed holder", stale); !errors.Is(err, fenced.ErrStale) {
+				t.Fatalf("the resumed holder's write with fence %d: %v; want it rejected as stale (newest %d)", stale, err, f)
+			}
+			if st := res.Stats(); st.Rejected != 1 || st.HighestFence != f || st.LastWriter != "new holder" {
+				t.Fatalf("resource stats %+v: want the stale write rejected and the new holder's kept", st)
+			}
+		})
+	}
+}
+
+// churn acquires key n times, with a TTL of 40 ms (which a loaded machine
+// running -race can spend in one acquisition) and 120 ms in turn,
+// releasing four locks in five and letting the fifth expire, and returns
+// the acquisitions.
+func churn(ctx context.Context, lk lockswap.Locker, key string, n int, who string) []acquisition {
+	var out []acquisition
+	for i := 0; i < n && ctx.Err() == nil; i++ {
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		start := time.Now().UnixNano()
+		ttl := 40 * time.Millisecond
+		if i%2 == 1 {
+			ttl = 120 * time.Millisecond
+		}
+		l, err := lk.Acquire(actx, key, lockswap.WithTTL(ttl))
+		end := time.Now().UnixNano()
+		cancel()
+		if err != nil {
+			continue // a deadline under faults: no grant, nothing to check
+		}
+		f, _ := l.Fence()
+		out = append(out, acquisition{start, end, f, who})
+		if i%5 != 4 {
+			l.Release(ctx)
+		}
+	}
+	return out
+}
+
+// TestFenceChurnTwoProcesses: this process and a second one (3 goroutines
+// each) acquire one key on 3 masters with a TTL of 40 ms, so that locks
+// expire in the middle of acquisitions: no fence repeats, and an
+// acquisition that started after another returned has a larger fence.
+func TestFenceChurnTwoProcesses(t *testing.T) {
+	addrs, _ := realN(t, 3)
+	const perGoroutine = 60
+	_, _, sc := helper(t, "churn", addrs, "churn2", perGoroutine)
+	lk := newLocker(t, addrs, redistest.Rueidis, redlock.Options{Fence: true, InstanceTimeout: 20 * time.Millisecond,
+		Retry: lockswap.JitterRetry(time.Millisecond, 5*time.Millisecond)})
+	ctx := ctxT(t)
+	var mu sync.Mutex
+	var acqs []acquisition
+	var wg sync.WaitGroup
+	for g := range 3 {
+		wg.Go(func() {
+			a := churn(ctx, lk, "churn2", perGoroutine, fmt.Sprintf("parent-%d", g))
+			mu.Lock()
+			acqs = append(acqs, a...)
+			mu.Unlock()
+		})
+	}
+	var child int
+	for {
+		r, ok := nextReport(t, sc)
+		if !ok {
+			break
+		}
+		var a acquisition
+		if _, err := fmt.Sscanf(r, "acq %d %d %d", &a.start, &a.end, &a.fence); err != nil {
+			t.Fatalf("helper report %q: %v", r, err)
+		}
+		a.who = "child"
+		child++
+		mu.Lock()
+		acqs = append(acqs, a)
+		mu.Unlock()
+	}
+	wg.Wait()
+	t.Logf("%d acquisitions, %d by the second process", len(acqs), child)
+	if child == 0 || len(acqs) == child {
+		t.Fatalf("%d acquisitions, %d by the second process: want both processes to acquire", len(acqs), child)
+	}
+	if err := fenceViolation(acqs); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestFenceChurnFaults: over 5 masters with RestartSafety, 8 keys, 3
+// Lockers per key (go-redis, redigo, rueidis) acquire with a TTL of 40 ms
+// while instances are killed and restarted empty (their counters lost) and
+// paused: over at least 1000 acquisitions, no fence repeats for a key and an
+// acquisition that started after another returned has a larger fence.
+func TestFenceChurnFaults(t *testing.T) {
+	addrs, srvs := realN(t, 5)
+	seedOldEpoch(t, rawClients(t, addrs))
+	const keys, want = 8, 1000
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	var total atomic.Int64
+	stop := make(chan struct{})
+	var faults []string
+	var fw sync.WaitGroup
+	// A fault every 25 acquisitions (the count, not the clock, paces them,
+	// so that a slow machine sees as many).
+	fw.Go(func() {
+		rng := rand.New(rand.NewPCG(1, 2))
+		for next := int64(25); ; next += 25 {
+			for total.Load() < next {
+				select {
+				case <-stop:
+					return
+				case <-time.After(5 * time.Millisecond):
+				}
+			}
+			s := srvs[rng.IntN(len(srvs))]
+			switch rng.IntN(3) {
+			case 0, 1:
+				if err := s.Restart(); err != nil { // without persistence: empty
+					t.Error(err)
+					return
+				}
+				faults = append(faults, "restart "+s.Addr())
+			case 2:
+				s.Pause()
+				time.Sleep(60 * time.Millisecond) // the pause's length, not a wait for a condition
+				s.Resume()
+				faults = append(faults, "pause "+s.Addr())
+			}
+		}
+	})
+	var mu sync.Mutex
+	acqs := make([][]acquisition, keys)
+	var wg sync.WaitGroup
+	for k := range keys {
+		for _, c := range redistest.Clients {
+			lk := newLocker(t, addrs, c.New, redlock.Options{Fence: true, RestartSafety: true, MaxTTL: 200 * time.Millisecond,
+				InstanceTimeout: 20 * time.Millisecond, Retry: lockswap.JitterRetry(time.Millisecond, 5*time.Millisecond)})
+			key := fmt.Sprintf("churn-%d", k)
+			wg.Go(func() {
+				for total.Load() < want && ctx.Err() == nil {
+					a := churn(ctx, lk, key, 10, c.Name)
+					total.Add(int64(len(a)))
+					mu.Lock()
+					acqs[k] = append(acqs[k], a...)
+					mu.Unlock()
+				}
+			})
+		}
+	}
+	wg.Wait()
+	close(stop)
+	fw.Wait()
+	restarts := 0
+	for _, f := range faults {
+		if strings.HasPrefix(f, "restart") {
+			restarts++
+		}
+	}
+	t.Logf("%d acquisitions over %d keys, %d faults (%d restarts)", total.Load(), keys, len(faults), restarts)
+	if total.Load() < want || restarts == 0 {
+		t.Fatalf("%d acquisitions and %d restarts before the test's deadline: want %d acquisitions across restarts", total.Load(), restarts, want)
+	}
+	for k, a := range acqs {
+		if err := fenceViolation(a); err != nil {
+			t.Fatalf("key %d: %v", k, err)
+		}
+	}
+}
+
+// TestFenceRestartEmpty: with RestartSafety, instances killed and
+// restarted without persistence (one at a time, then all at once) lose
+// their counters between acquisitions; fences keep growing, since a lost
+// counter is seeded again from the server's clock.
+func TestFenceRestartEmpty(t *testing.T) {
+	addrs, srvs := realN(t, 3)
+	raws := rawClients(t, addrs)
+	seedOldEpoch(t, raws)
+	lk := newLocker(t, addrs, redistest.Redigo, redlock.Options{Fence: true, RestartSafety: true, MaxTTL: 500 * time.Millisecond})
+	ctx := ctxT(t)
+	var last uint64
+	for round := range 8 {
+		l, err := lk.Acquire(ctx, "restart", lockswap.WithTTL(500*time.Millisecond))
+		if err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		f := fenceOf(t, l)
+		if f <= last {
+			t.Fatalf("round %d: fence %d after %d: a counter lost in a restart gave a smaller fence", round, f, last)
+		}
+		last = f
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		restart := srvs[round%3 : round%3+1]
+		if round%4 == 3 {
+			restart = srvs
+		}
+		for _, s := range restart {
+			if err := s.Restart(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, s := range restart {
+			if n, err := redistest.GoRedisClient(t, s.Addr()).DBSize(ctx).Result(); err != nil || n != 0 {
+				t.Fatalf("restarted instance has %d keys, %v: want it empty", n, err)
+			}
+		}
+	}
+}
+
+// writeBackStall wraps a client and leaves the fence write-back unanswered
+// while stall is set, as an instance that stops answering between the two
+// rounds of a fenced acquisition does. It hides the wrapped client's
+// Splitter: requests go through Run.
+type writeBackStall struct {
+	redisclient.Client
+	stall atomic.Bool
+}
+
+func (c *writeBackStall) Run(ctx context.Context, s *redisclient.Script, keys []string, args ...any) (any, error) {
+	if c.stall.Load() && len(keys) == 1 && strings.HasSuffix(keys[0], redlock.FenceSuffix) {
+		<-ctx.Done() // every request context of the Locker ends by itself
+		return nil, ctx.Err()
+	}
+	return c.Client.Run(ctx, s, keys, args...)
+}
+
+// TestFenceWriteBackDeadline: a fenced TryAcquire whose write-back finds
+// the instances hung returns within lockswap.DeadlineGrace of its caller's
+// deadline, fails, and its keys are removed (the attempt is undone).
+func TestFenceWriteBackDeadline(t *testing.T) {
+	const slack = 250 * time.Millisecond // scheduling on a loaded machine running -race
+	for _, cl := range redistest.Clients {
+		t.Run(cl.Name, func(t *testing.T) {
+			addrs, _ := realN(t, 3)
+			raws := rawClients(t, addrs)
+			cs := make([]redisclient.Client, len(addrs))
+			ws := make([]*writeBackStall, len(addrs))
+			for i, a := range addrs {
+				ws[i] = &writeBackStall{Client: cl.New(t, a)}
+				cs[i] = ws[i]
+			}
+			// A 1 s instance timeout: only the caller's deadline can bound
+			// the write-back below that.
+			lk, err := redlock.New(cs, redlock.Options{Fence: true, InstanceTimeout: time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { lk.Close() })
+			warm, err := lk.TryAcquire(ctxT(t), "warm-up", lockswap.WithTTL(10*time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			warm.Release(ctxT(t))
+			for _, w := range ws {
+				w.stall.Store(true)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			defer cancel()
+			deadline, _ := ctx.Deadline()
+			_, err = lk.TryAcquire(ctx, "k", lockswap.WithTTL(10*time.Second))
+			returned := time.Now()
+			if err == nil {
+				t.Fatal("TryAcquire succeeded with no write-back answered")
+			}
+			if over := returned.Sub(deadline); over > lockswap.DeadlineGrace+slack {
+				t.Errorf("TryAcquire returned %v after its deadline, want at most DeadlineGrace (%v)", over.Round(time.Millisecond), lockswap.DeadlineGrace)
+			}
+			// The attempt is undone: the key goes from every instance
+			// (bounded wait: part of the undo may run in the background).
+			until := time.Now().Add(10 * time.Second)
+			for {
+				n := 0
+				for _, rc := range raws {
+					n += int(rc.Exists(context.Background(), "k").Val())
+				}
+				if n == 0 {
+					break
+				}
+				if time.Now().After(until) {
+					t.Fatalf("the failed attempt's key is still on %d instances", n)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		})
+	}
+}
+
+// TestFaultsFenced: every call of a fenced Locker keeps its deadline when
+// every master stops answering, is paused or answers late. The instance
+// timeout is 250 ms, not testTimeout: the harness's first TryAcquire, on
+// fresh servers, dials and then sends each round's script twice (EVALSHA,
+// NOSCRIPT, EVAL), which a loaded machine running -race does not always
+// do in 100 ms; the deadlines under test do not depend on it.
+func TestFaultsFenced(t *testing.T) {
+	redistest.RunFaults(t, 3, time.Second, func(t *testing.T, clients []redisclient.Client) lockswap.Locker {
+		lk, err := redlock.New(clients, redlock.Options{Fence: true, InstanceTimeout: 250 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return lk
+	})
+}
