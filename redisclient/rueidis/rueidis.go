@@ -124,8 +124,29 @@ func normalize(v any) any {
 	return v
 }
 
+// do runs cmd, bounded by ctx. A context with a deadline reaches rueidis
+// without it (its Done channel still closes at the deadline): given a
+// deadline, rueidis writes and reads a lone request on the shared
+// connection itself with that deadline on the socket, and when it passes
+// closes the connection under every other caller's requests (a pipelined
+// connection is shared by all goroutines). Without one, it queues the
+// request to the connection's writer and, when ctx ends first, gives up on
+// the reply alone (TestOneCallersDeadlineSparesTheOthers shows both).
+func (a *adapter) do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+	if _, ok := ctx.Deadline(); ok {
+		ctx = doneOnly{ctx}
+	}
+	return a.c.Do(ctx, cmd)
+}
+
+// doneOnly is a context that ends when its parent does but has no
+// deadline.
+type doneOnly struct{ context.Context }
+
+func (doneOnly) Deadline() (time.Time, bool) { return time.Time{}, false }
+
 func (a *adapter) SetNXPX(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
-	r := a.c.Do(ctx, a.c.B().Set().Key(key).Value(value).Nx().PxMilliseconds(adapt.Millis(ttl)).Build())
+	r := a.do(ctx, a.c.B().Set().Key(key).Value(value).Nx().PxMilliseconds(adapt.Millis(ttl)).Build())
 	err := r.Error()
 	if rueidis.IsRedisNil(err) {
 		return false, nil
@@ -134,7 +155,7 @@ func (a *adapter) SetNXPX(ctx context.Context, key, value string, ttl time.Durat
 }
 
 func (a *adapter) SetNX(ctx context.Context, key, value string) (bool, error) {
-	n, err := a.c.Do(ctx, a.c.B().Setnx().Key(key).Value(value).Build()).AsInt64()
+	n, err := a.do(ctx, a.c.B().Setnx().Key(key).Value(value).Build()).AsInt64()
 	return n == 1, replyErr(err)
 }
 
@@ -148,20 +169,20 @@ func str(r rueidis.RedisResult) (string, bool, error) {
 }
 
 func (a *adapter) Get(ctx context.Context, key string) (string, bool, error) {
-	return str(a.c.Do(ctx, a.c.B().Get().Key(key).Build()))
+	return str(a.do(ctx, a.c.B().Get().Key(key).Build()))
 }
 
 func (a *adapter) GetSet(ctx context.Context, key, value string) (string, bool, error) {
-	return str(a.c.Do(ctx, a.c.B().Getset().Key(key).Value(value).Build()))
+	return str(a.do(ctx, a.c.B().Getset().Key(key).Value(value).Build()))
 }
 
 func (a *adapter) Del(ctx context.Context, keys ...string) (int64, error) {
-	n, err := a.c.Do(ctx, a.c.B().Del().Key(keys...).Build()).AsInt64()
+	n, err := a.do(ctx, a.c.B().Del().Key(keys...).Build()).AsInt64()
 	return n, replyErr(err)
 }
 
 func (a *adapter) Time(ctx context.Context) (time.Time, error) {
-	v, err := result(a.c.Do(ctx, a.c.B().Time().Build()))
+	v, err := result(a.do(ctx, a.c.B().Time().Build()))
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -171,9 +192,9 @@ func (a *adapter) Time(ctx context.Context) (time.Time, error) {
 func (a *adapter) Run(ctx context.Context, s *redisclient.Script, keys []string, args ...any) (any, error) {
 	argv := strs(args)
 	n := int64(len(keys))
-	v, err := result(a.c.Do(ctx, a.c.B().Evalsha().Sha1(s.SHA()).Numkeys(n).Key(keys...).Arg(argv...).Build()))
+	v, err := result(a.do(ctx, a.c.B().Evalsha().Sha1(s.SHA()).Numkeys(n).Key(keys...).Arg(argv...).Build()))
 	if err != nil && adapt.IsNoScript(err) {
-		v, err = result(a.c.Do(ctx, a.c.B().Eval().Script(s.Source()).Numkeys(n).Key(keys...).Arg(argv...).Build()))
+		v, err = result(a.do(ctx, a.c.B().Eval().Script(s.Source()).Numkeys(n).Key(keys...).Arg(argv...).Build()))
 	}
 	return v, err
 }
@@ -199,7 +220,7 @@ func (a *adapter) Do(ctx context.Context, args ...any) (any, error) {
 	} else {
 		cmd = cmd.Args(argv[1:]...)
 	}
-	return result(a.c.Do(ctx, cmd.Build()))
+	return result(a.do(ctx, cmd.Build()))
 }
 
 // strs turns command arguments into the strings rueidis sends.

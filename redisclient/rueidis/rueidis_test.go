@@ -107,3 +107,46 @@ func TestRESP3RepliesAsRESP2(t *testing.T) {
 		t.Errorf("HGETALL = %#v, %v; want [a 1 b 2]", v, err)
 	}
 }
+
+// TestOneCallersDeadlineSparesTheOthers: rueidis pipelines the commands of
+// every caller on one connection, so a caller whose deadline passes must
+// give up alone: another caller's request in flight on the same
+// connection, with time to spare, gets its reply. (rueidis closes a
+// connection whose read passes a deadline it was given as a socket
+// deadline.)
+func TestOneCallersDeadlineSparesTheOthers(t *testing.T) {
+	srv := testserver.RedisT(t, testserver.RedisOptions{})
+	p := testserver.ProxyT(t, srv.Addr())
+	c := redistest.Rueidis(t, p.Addr())
+	ctx := context.Background()
+	// One key: rueidis routes a key's commands to one connection.
+	if _, err := c.SetNXPX(ctx, "k", "v", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	const delay = 150 * time.Millisecond // each way
+	p.SetDelay(delay)
+
+	short := make(chan error, 1)
+	go func() {
+		sctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+		defer cancel()
+		_, _, err := c.Get(sctx, "k")
+		short <- err
+	}()
+	// Wait (bounded) until the short caller's request is held in the
+	// proxy, then send the patient one on the same connection.
+	for deadline := time.Now().Add(5 * time.Second); p.Pending() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the first request never reached the proxy")
+		}
+	}
+	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	v, ok, err := c.Get(lctx, "k")
+	if err != nil || !ok || v != "v" {
+		t.Errorf("Get with 10 s to spare, beside a caller whose 20 ms deadline passed: %q, %v, %v; want \"v\"", v, ok, err)
+	}
+	if err := <-short; !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Get with a 20 ms deadline through a %v proxy: %v, want context.DeadlineExceeded", 2*delay, err)
+	}
+}
