@@ -15,10 +15,11 @@ import (
 )
 
 // rueidisOption is the client the rueidis floor and lockswap's rueidis
-// adapter use: one server, no client-side caching, no retries (as
-// client=rueidis URLs open it); rueidis pipelines automatically.
+// adapter use, as client=rueidis URLs open it: one server, no client-side
+// caching, no retries, every request through the connection's pipeline
+// writer (AlwaysPipelining).
 func rueidisOption(addr string) rueidis.ClientOption {
-	return rueidis.ClientOption{InitAddress: []string{addr}, ForceSingleClient: true, DisableRetry: true, DisableCache: true}
+	return rueidis.ClientOption{InitAddress: []string{addr}, ForceSingleClient: true, DisableRetry: true, DisableCache: true, AlwaysPipelining: true}
 }
 
 func newRueidis(tb testing.TB, addr string) rueidis.Client {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/lockswap/lockswap/internal/testserver"
 	"github.com/lockswap/lockswap/redisclient"
 	"github.com/lockswap/lockswap/redisclient/rueidis"
+	"github.com/lockswap/lockswap/registry"
 )
 
 func TestNilClient(t *testing.T) {
@@ -111,17 +113,27 @@ func TestRESP3RepliesAsRESP2(t *testing.T) {
 // TestOneCallersDeadlineSparesTheOthers: rueidis pipelines the commands of
 // every caller on one connection, so a caller whose deadline passes must
 // give up alone: another caller's request in flight on the same
-// connection, with time to spare, gets its reply. (rueidis closes a
-// connection whose read passes a deadline it was given as a socket
-// deadline.)
+// connection, with time to spare, gets its reply. The client is the one
+// client=rueidis URLs open. (Without AlwaysPipelining, rueidis closes a
+// connection whose lone request's deadline passes.)
 func TestOneCallersDeadlineSparesTheOthers(t *testing.T) {
 	srv := testserver.RedisT(t, testserver.RedisOptions{})
 	p := testserver.ProxyT(t, srv.Addr())
-	c := redistest.Rueidis(t, p.Addr())
+	c, closer, err := rueidis.Dial(registry.RedisServer{Addr: p.Addr(), DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { closer.Close() })
 	ctx := context.Background()
-	// One key: rueidis routes a key's commands to one connection.
 	if _, err := c.SetNXPX(ctx, "k", "v", time.Minute); err != nil {
 		t.Fatal(err)
+	}
+	// rueidis spreads requests over a few connections (2 on 2 cores) at
+	// random: open them all before the proxy slows down.
+	for range 32 {
+		if _, _, err := c.Get(ctx, "k"); err != nil {
+			t.Fatal(err)
+		}
 	}
 	const delay = 150 * time.Millisecond // each way
 	p.SetDelay(delay)
@@ -140,12 +152,20 @@ func TestOneCallersDeadlineSparesTheOthers(t *testing.T) {
 			t.Fatal("the first request never reached the proxy")
 		}
 	}
+	// 8 patient callers: at random, some share the short one's
+	// connection.
 	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	v, ok, err := c.Get(lctx, "k")
-	if err != nil || !ok || v != "v" {
-		t.Errorf("Get with 10 s to spare, beside a caller whose 20 ms deadline passed: %q, %v, %v; want \"v\"", v, ok, err)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			v, ok, err := c.Get(lctx, "k")
+			if err != nil || !ok || v != "v" {
+				t.Errorf("Get with 10 s to spare, beside a caller whose 20 ms deadline passed: %q, %v, %v; want \"v\"", v, ok, err)
+			}
+		})
 	}
+	wg.Wait()
 	if err := <-short; !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Get with a 20 ms deadline through a %v proxy: %v, want context.DeadlineExceeded", 2*delay, err)
 	}
