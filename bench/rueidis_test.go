@@ -2,7 +2,9 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/redis/rueidis"
 	"github.com/redis/rueidis/rueidislock"
@@ -72,11 +74,18 @@ func newRueidisLock(tb testing.TB, addr string) rueidislock.Locker {
 	return lk
 }
 
+// rueidisLockWait bounds one rueidislock acquisition: a waiter whose
+// wake-up is lost would otherwise wait for ever (seen with separate
+// Lockers: a run hung for minutes), and the benchmark fails instead.
+const rueidisLockWait = 10 * time.Second
+
 func rueidisLockCycle(lk rueidislock.Locker) cycleFunc {
 	return func(ctx context.Context, key string, hold func() error) error {
-		_, cancel, err := lk.WithContext(ctx, key)
+		wctx, wcancel := context.WithTimeout(ctx, rueidisLockWait)
+		defer wcancel()
+		_, cancel, err := lk.WithContext(wctx, key)
 		if err != nil {
-			return err
+			return fmt.Errorf("rueidislock: not acquired within %v: %w", rueidisLockWait, err)
 		}
 		herr := callHold(hold)
 		cancel()

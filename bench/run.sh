@@ -87,7 +87,10 @@ if [ -n "${PROFILE:-}" ]; then
 fi
 
 start=$(date +%s)
-go test -run '^$' -bench "$BENCH" -benchmem -count "$COUNT" -benchtime "$BENCHTIME" -timeout 30m . | tee "$results/raw.txt"
+# A failed benchmark (a library that errs) leaves the others' figures: the
+# report is written all the same, and run.sh exits with the failure.
+status=0
+go test -run '^$' -bench "$BENCH" -benchmem -count "$COUNT" -benchtime "$BENCHTIME" -timeout 30m . | tee "$results/raw.txt" || status=$?
 # The contended scenario across 8 OS processes (the test binary
 # re-executed), PROCS long, once per round.
 if [ "$PROCS" != 0 ]; then
@@ -117,3 +120,4 @@ if [ -f "$doc" ] && grep -q '<!-- BEGIN GENERATED -->' "$doc"; then
 	echo "updated $doc" >&2
 fi
 echo "wrote $results/latest.md" >&2
+exit "$status"
