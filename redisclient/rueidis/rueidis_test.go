@@ -170,3 +170,35 @@ func TestOneCallersDeadlineSparesTheOthers(t *testing.T) {
 		t.Errorf("Get with a 20 ms deadline through a %v proxy: %v, want context.DeadlineExceeded", 2*delay, err)
 	}
 }
+
+// TestSetNXPXGet: a lock's acquire, which the adapter builds with rueidis's
+// typed builder, sets an absent key with its TTL, leaves a held key as it
+// is, and refuses a key of another type with WRONGTYPE, untouched.
+func TestSetNXPXGet(t *testing.T) {
+	srv := testserver.RedisT(t, testserver.RedisOptions{})
+	c := redistest.Rueidis(t, srv.Addr())
+	ctx := context.Background()
+	ok, err := redisclient.SetNXPXGet(ctx, c, "k", "a", time.Minute)
+	if err != nil || !ok {
+		t.Fatalf("SetNXPXGet on an absent key: %v, %v; want set", ok, err)
+	}
+	if ttl, err := c.Do(ctx, "PTTL", "k"); err != nil || ttl.(int64) <= 0 || ttl.(int64) > 60000 {
+		t.Errorf("PTTL after SetNXPXGet with a minute: %v, %v", ttl, err)
+	}
+	ok, err = redisclient.SetNXPXGet(ctx, c, "k", "b", time.Minute)
+	if err != nil || ok {
+		t.Errorf("SetNXPXGet on a held key: %v, %v; want not set", ok, err)
+	}
+	if v, _, _ := c.Get(ctx, "k"); v != "a" {
+		t.Errorf("held key's value after a second SetNXPXGet: %q, want \"a\"", v)
+	}
+	if _, err := c.Do(ctx, "HSET", "h", "f", "1"); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := redisclient.SetNXPXGet(ctx, c, "h", "b", time.Minute); ok || !redisclient.IsWrongType(err) {
+		t.Errorf("SetNXPXGet on a hash: %v, %v; want WRONGTYPE", ok, err)
+	}
+	if v, err := c.Do(ctx, "HGET", "h", "f"); err != nil || v != "1" {
+		t.Errorf("hash after SetNXPXGet: %v, %v; want untouched", v, err)
+	}
+}
