@@ -3,7 +3,7 @@
 # (which starts its own embedded etcd) interleaved -count times, stop the
 # servers, and write the markdown report.
 #
-#   bench/run.sh                      # full run: -count 5, -benchtime 300ms
+#   bench/run.sh                      # full run: -count 4, -benchtime 200ms
 #   COUNT=1 BENCHTIME=100ms bench/run.sh             # quick look
 #   BENCH='Locks/serial/redis1' PROCS=0 bench/run.sh  # a subset, no cross-process run
 #   PROCS=2s bench/run.sh             # each cross-process run 2 s long (default 1s)
@@ -20,8 +20,8 @@ root=$(cd "$here/.." && pwd)
 results="$here/results"
 mkdir -p "$results"
 
-COUNT=${COUNT:-5}
-BENCHTIME=${BENCHTIME:-300ms}
+COUNT=${COUNT:-4}
+BENCHTIME=${BENCHTIME:-200ms}
 BENCH=${BENCH:-Locks}
 PROCS=${PROCS:-1s}
 NSERVERS=5
