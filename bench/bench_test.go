@@ -3,7 +3,7 @@
 //
 // It is a separate module so that the other libraries never enter
 // lockswap's go.mod. Run it through bench/run.sh, which starts five
-// redis-servers, runs BenchmarkLocks with -count 5 and writes the markdown
+// redis-servers, runs BenchmarkLocks with -count 4 (and the cross-process TestProcesses) and writes the markdown
 // table; the embedded etcd is started here.
 //
 // BenchmarkLocks/<scenario>/<group>/<impl>:
@@ -33,6 +33,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/lockswap/lockswap/internal/benchloop"
 	"github.com/lockswap/lockswap/internal/redisscript"
@@ -68,14 +70,17 @@ var scenarios = []benchloop.Shape{benchloop.Serial, benchloop.Parallel(32), benc
 type group struct {
 	name  string
 	impls []impl
+	// redis are the servers whose INFO commandstats count the commands a
+	// run sends (none for etcd).
+	redis []*goredis.Client
 }
 
 func groups(b *testing.B, s *servers) []group {
 	return []group{
-		{"redis1", redis1Impls(b, s)},
-		{"redlock3", redlockImpls(b, s, 3)},
-		{"redlock5", redlockImpls(b, s, 5)},
-		{"etcd", etcdImpls(b, s)},
+		{"redis1", redis1Impls(b, s), s.goredis[:1]},
+		{"redlock3", redlockImpls(b, s, 3), s.goredis[:3]},
+		{"redlock5", redlockImpls(b, s, 5), s.goredis[:5]},
+		{"etcd", etcdImpls(b, s), nil},
 	}
 }
 
@@ -93,19 +98,29 @@ func BenchmarkLocks(b *testing.B) {
 						if contendedOnly[im.name] && !sc.OneKey {
 							continue
 						}
-						b.Run(im.name, func(b *testing.B) { runScenario(b, sc, im) })
+						b.Run(im.name, func(b *testing.B) { runScenario(b, sc, im, g.redis) })
 					}
 				})
 			}
 		})
 	}
+	b.Run(separate.Name, func(b *testing.B) {
+		b.Run("redis1", func(b *testing.B) {
+			for _, im := range separateImpls(s.redisAddrs[0]) {
+				b.Run(im.name, func(b *testing.B) { runScenario(b, separate, im, s.goredis[:1]) })
+			}
+		})
+	})
 }
 
 // runScenario runs b.N acquire+release cycles of im in the scenario's
 // shape and reports the latency percentiles, and for the contended
 // scenario the acquisition rate and fairness. In the contended scenario
 // the holder checks that it is alone (failing the benchmark on overlap).
-func runScenario(b *testing.B, sc benchloop.Shape, im impl) {
+// With redis servers it reports the commands they ran per op (cmds/op,
+// connection set-up included) and, contended, per goroutine and second
+// (cmds/goroutine-s: a waiter's polling shows here).
+func runScenario(b *testing.B, sc benchloop.Shape, im impl, redis []*goredis.Client) {
 	var hold func() error
 	if sc.OneKey {
 		var holders atomic.Int32
@@ -121,5 +136,16 @@ func runScenario(b *testing.B, sc benchloop.Shape, im impl) {
 		cycle := im.newCycle(b)
 		return func(ctx context.Context, key string) error { return cycle(ctx, key, hold) }
 	}
-	benchloop.Loop{Shape: sc, NewCycle: newCycle, Latency: true}.Bench(b, b.N)
+	var before int64
+	if redis != nil {
+		before = commandsOn(b, redis)
+	}
+	r := benchloop.Loop{Shape: sc, NewCycle: newCycle, Latency: true}.Bench(b, b.N)
+	if redis != nil {
+		n := float64(commandsOn(b, redis) - before)
+		b.ReportMetric(n/float64(b.N), "cmds/op")
+		if sc.OneKey {
+			b.ReportMetric(n/r.Elapsed.Seconds()/float64(sc.Goroutines), "cmds/goroutine-s")
+		}
+	}
 }

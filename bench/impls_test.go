@@ -117,7 +117,7 @@ func redis1Impls(b *testing.B, s *servers) []impl {
 	bsm := redislock.New(gr)
 	rsGR := redsync.New(rsgoredis.NewPool(gr))
 	rsRG := redsync.New(rsredigo.NewPool(pool))
-	return []impl{
+	impls := []impl{
 		{"floor-goredis", func(*testing.B) cycleFunc {
 			token := workerToken()
 			return func(ctx context.Context, key string, hold func() error) error {
@@ -191,6 +191,7 @@ func redis1Impls(b *testing.B, s *servers) []impl {
 		{"lockswap-redigo", func(*testing.B) cycleFunc { return lockswapCycle(rgLocker) }},
 		{"redsync-redigo", func(*testing.B) cycleFunc { return redsyncCycle(rsRG, retry) }},
 	}
+	return append(impls, redis1RueidisImpls(b, s)...)
 }
 
 // redlockImpls: the first n redis-servers as independent masters.
@@ -224,6 +225,7 @@ func redlockImpls(b *testing.B, s *servers, n int) []impl {
 		{"lockswap-redigo", func(*testing.B) cycleFunc { return lockswapCycle(rgLocker) }},
 		{"redsync-redigo", func(*testing.B) cycleFunc { return redsyncCycle(rsRG, retry) }},
 		{"redsync-redigo-defaultretry", func(*testing.B) cycleFunc { return redsyncCycle(rsRG, nil) }},
+		redlockRueidisImpl(b, s, n),
 	}
 }
 

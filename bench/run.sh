@@ -3,9 +3,10 @@
 # (which starts its own embedded etcd) interleaved -count times, stop the
 # servers, and write the markdown report.
 #
-#   bench/run.sh                      # full run: -count 5, -benchtime 300ms
+#   bench/run.sh                      # full run: -count 4, -benchtime 200ms
 #   COUNT=1 BENCHTIME=100ms bench/run.sh             # quick look
-#   BENCH='Locks/serial/redis1' bench/run.sh          # a subset
+#   BENCH='Locks/serial/redis1' PROCS=0 bench/run.sh  # a subset, no cross-process run
+#   PROCS=2s bench/run.sh             # each cross-process run 2 s long (default 1s)
 #   PROFILE='Locks/parallel/redis1/lockswap-goredis' bench/run.sh
 #                                     # CPU and memory profiles of one benchmark
 #
@@ -19,9 +20,10 @@ root=$(cd "$here/.." && pwd)
 results="$here/results"
 mkdir -p "$results"
 
-COUNT=${COUNT:-5}
-BENCHTIME=${BENCHTIME:-300ms}
+COUNT=${COUNT:-4}
+BENCHTIME=${BENCHTIME:-200ms}
 BENCH=${BENCH:-Locks}
+PROCS=${PROCS:-1s}
 NSERVERS=5
 
 command -v redis-server >/dev/null || { echo "redis-server not found on PATH" >&2; exit 1; }
@@ -85,11 +87,24 @@ if [ -n "${PROFILE:-}" ]; then
 fi
 
 start=$(date +%s)
-go test -run '^$' -bench "$BENCH" -benchmem -count "$COUNT" -benchtime "$BENCHTIME" -timeout 30m . | tee "$results/raw.txt"
+# A failed benchmark (a library that errs) leaves the others' figures: the
+# report is written all the same, and run.sh exits with the failure.
+status=0
+go test -run '^$' -bench "$BENCH" -benchmem -count "$COUNT" -benchtime "$BENCHTIME" -timeout 30m . | tee "$results/raw.txt" || status=$?
+# The contended scenario across 8 OS processes (the test binary
+# re-executed), PROCS long, once per round.
+if [ "$PROCS" != 0 ]; then
+	go test -c -o "$workdir/bench.test" .
+	for _ in $(seq 1 "$COUNT"); do
+		LOCKSWAP_BENCH_PROCS=$PROCS "$workdir/bench.test" -test.run '^TestProcesses$' -test.count 1 -test.timeout 10m | grep '^BenchmarkLocks/' | tee -a "$results/raw.txt"
+	done
+fi
 took=$(( $(date +%s) - start ))
 
 {
-	echo "Command: \`bench/run.sh\` (COUNT=$COUNT BENCHTIME=$BENCHTIME BENCH=$BENCH): \`go test -run '^\$' -bench $BENCH -benchmem -count $COUNT -benchtime $BENCHTIME\` in bench/, took ${took}s."
+	echo "Command: \`bench/run.sh\` (COUNT=$COUNT BENCHTIME=$BENCHTIME BENCH=$BENCH PROCS=$PROCS): \`go test -run '^\$' -bench $BENCH -benchmem -count $COUNT -benchtime $BENCHTIME\` in bench/, then $COUNT × \`LOCKSWAP_BENCH_PROCS=$PROCS bench.test -test.run '^TestProcesses\$'\` (8 OS processes per library), took ${took}s."
+	echo
+	echo "Load: $(cat /proc/loadavg | cut -d' ' -f1-3) (1, 5, 15 min load average at the end of the run, on $(nproc) CPUs shared with other work)."
 	echo
 	echo "Machine: $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')), $(go version | cut -d' ' -f3-), redis-server $(redis-server --version | sed -n 's/.*v=\([^ ]*\).*/\1/p'), embedded etcd $(cd "$here" && go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3) ($( [ "${LOCKSWAP_BENCH_ETCD_NOFSYNC:-}" = 1 ] && echo "no fsync" || echo "fsync on")), run on $(date -u +%Y-%m-%d)."
 	echo
@@ -105,3 +120,4 @@ if [ -f "$doc" ] && grep -q '<!-- BEGIN GENERATED -->' "$doc"; then
 	echo "updated $doc" >&2
 fi
 echo "wrote $results/latest.md" >&2
+exit "$status"

@@ -13,6 +13,7 @@ import (
 
 	redigo "github.com/gomodule/redigo/redis"
 	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
@@ -35,6 +36,7 @@ type servers struct {
 	redisAddrs []string
 	goredis    []*goredis.Client
 	redigo     []*redigo.Pool
+	rueidis    []rueidis.Client
 	etcd       *embed.Etcd
 	etcdDir    string
 	etcdClient *clientv3.Client
@@ -86,6 +88,14 @@ func start() (*servers, error) {
 				return redigo.DialContext(ctx, "tcp", a, redigo.DialConnectTimeout(time.Second))
 			},
 		})
+	}
+	for _, a := range s.redisAddrs {
+		c, err := rueidis.NewClient(rueidisOption(a))
+		if err != nil {
+			s.close()
+			return nil, fmt.Errorf("rueidis %s: %w", a, err)
+		}
+		s.rueidis = append(s.rueidis, c)
 	}
 	if len(s.redisAddrs) < 5 {
 		s.close()
@@ -167,6 +177,9 @@ func (s *servers) close() {
 	}
 	for _, p := range s.redigo {
 		p.Close()
+	}
+	for _, c := range s.rueidis {
+		c.Close()
 	}
 	if s.etcdClient != nil {
 		s.etcdClient.Close()

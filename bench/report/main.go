@@ -1,8 +1,8 @@
 // Command report reads the output of BenchmarkLocks (go test -bench, any
 // -count) on stdin and writes markdown: one table per scenario and group
 // with medians over the rounds, the spread of ns/op, ratios to the floor
-// (or reference library) paired round by round, and the targets of issue 8
-// with met / missed.
+// (or reference library) paired round by round, and the targets of issues 8
+// and 15 with met / missed (issue 15's with the range over rounds).
 package main
 
 import (
@@ -89,9 +89,42 @@ func (r results) ratio(a, b, unit string) float64 {
 	return median(q)
 }
 
+// ratioRange is the lowest and highest per-round ratio of a's unit ÷ b's.
+func (r results) ratioRange(a, b, unit string) (lo, hi float64) {
+	va, vb := r.values(a, unit), r.values(b, unit)
+	lo, hi = math.NaN(), math.NaN()
+	for i := range min(len(va), len(vb)) {
+		if vb[i] == 0 {
+			continue
+		}
+		q := va[i] / vb[i]
+		if math.IsNaN(lo) || q < lo {
+			lo = q
+		}
+		if math.IsNaN(hi) || q > hi {
+			hi = q
+		}
+	}
+	return lo, hi
+}
+
+// valueRange is the lowest and highest of name's unit over the rounds.
+func (r results) valueRange(name, unit string) (lo, hi float64) {
+	v := r.values(name, unit)
+	if len(v) == 0 {
+		return math.NaN(), math.NaN()
+	}
+	return slices.Min(v), slices.Max(v)
+}
+
 // floorOf names the baseline of an impl in its group.
-func floorOf(group, impl string) string {
+func floorOf(scen, group, impl string) string {
 	switch {
+	case scen == "separate" || scen == "processes":
+		if impl == "floor-poll1ms" {
+			return ""
+		}
+		return "floor-poll1ms"
 	case group == "etcd":
 		if impl == "mutex" {
 			return ""
@@ -101,6 +134,8 @@ func floorOf(group, impl string) string {
 		return ""
 	case group == "redis1" && strings.HasSuffix(impl, "-redigo"):
 		return "floor-redigo"
+	case group == "redis1" && strings.Contains(impl, "rueidis"):
+		return "floor-rueidis"
 	case group == "redis1":
 		return "floor-goredis"
 	default:
@@ -148,7 +183,7 @@ func main() {
 			continue
 		}
 		scen, group, impl := parts[0], parts[1], parts[2]
-		contended := scen == "contended"
+		contended := scen == "contended" || scen == "separate" || scen == "processes"
 		if scen != curScenario {
 			if curScenario != "" {
 				fmt.Fprintln(w)
@@ -157,7 +192,9 @@ func main() {
 			fmt.Fprintf(w, "### %s\n\n", map[string]string{
 				"serial":    "serial: 1 goroutine, distinct keys (latency)",
 				"parallel":  "parallel: 32 goroutines, distinct keys (throughput)",
-				"contended": "contended: 8 goroutines, one key",
+				"contended": "contended: 8 goroutines, one key, one shared Locker (and client) per library",
+				"separate":  "separate: 8 goroutines, one key, each with its own Locker and client (what 8 processes see)",
+				"processes": "processes: 8 OS processes, one key, each with its own Locker and client",
 			}[scen])
 			curTable = ""
 		}
@@ -167,9 +204,9 @@ func main() {
 			}
 			curTable = scen + "/" + group
 			if contended {
-				fmt.Fprintf(w, "| %s | ns/op | spread | × base | acq/s | fairness | allocs/op | p50 | p99 |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n", group)
+				fmt.Fprintf(w, "| %s | ns/op | spread | × base | acq/s | fairness | cmds/op | cmds/goroutine-s | allocs/op | p50 | p99 |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n", group)
 			} else {
-				fmt.Fprintf(w, "| %s | ns/op | spread | × base | allocs/op | p50 | p99 |\n|---|---:|---:|---:|---:|---:|---:|\n", group)
+				fmt.Fprintf(w, "| %s | ns/op | spread | × base | cmds/op | allocs/op | p50 | p99 |\n|---|---:|---:|---:|---:|---:|---:|---:|\n", group)
 			}
 		}
 		ns := res.values(name, "ns/op")
@@ -178,20 +215,23 @@ func main() {
 			spread = (slices.Max(ns) - slices.Min(ns)) / median(ns) * 100
 		}
 		ratio := "base"
-		if f := floorOf(group, impl); f != "" {
+		if f := floorOf(scen, group, impl); f != "" {
 			ratio = num(res.ratio(name, scen+"/"+group+"/"+f, "ns/op"), "%.2f×")
 		}
 		if contended {
-			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", impl, dur(median(ns)), num(spread, "%.0f%%"), ratio,
+			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", impl, dur(median(ns)), num(spread, "%.0f%%"), ratio,
 				num(res.med(name, "acq/s"), "%.0f"), num(res.med(name, "fairness"), "%.3f"),
+				num(res.med(name, "cmds/op"), "%.2f"), num(res.med(name, "cmds/goroutine-s"), "%.0f"),
 				num(res.med(name, "allocs/op"), "%.0f"), dur(res.med(name, "p50-ns")), dur(res.med(name, "p99-ns")))
 		} else {
-			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s |\n", impl, dur(median(ns)), num(spread, "%.0f%%"), ratio,
-				num(res.med(name, "allocs/op"), "%.0f"), dur(res.med(name, "p50-ns")), dur(res.med(name, "p99-ns")))
+			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", impl, dur(median(ns)), num(spread, "%.0f%%"), ratio,
+				num(res.med(name, "cmds/op"), "%.2f"), num(res.med(name, "allocs/op"), "%.0f"), dur(res.med(name, "p50-ns")), dur(res.med(name, "p99-ns")))
 		}
 	}
 	fmt.Fprintln(w)
 	targets(w, res)
+	fmt.Fprintln(w)
+	targets15(w, res)
 }
 
 // target is one line of the targets table.
@@ -260,5 +300,81 @@ func targets(w io.Writer, r results) {
 			op = "≤"
 		}
 		fmt.Fprintf(w, "| %s | %s | %s %.2f | %s |\n", t.what, num(t.value, "%.3f"), op, t.limit, verdict)
+	}
+}
+
+// target15 is one line of issue 15's targets: the median and the range
+// over rounds.
+type target15 struct {
+	what          string
+	value, lo, hi float64
+	limit         float64
+	atMost        bool
+}
+
+func targets15(w io.Writer, r results) {
+	n := func(scen, group, impl string) string { return scen + "/" + group + "/" + impl }
+	var ts []target15
+	// ratio of a's unit to b's, both in scen/group.
+	add := func(what, scen, group, a, b, unit string, limit float64, atMost bool) {
+		lo, hi := r.ratioRange(n(scen, group, a), n(scen, group, b), unit)
+		ts = append(ts, target15{what, r.ratio(n(scen, group, a), n(scen, group, b), unit), lo, hi, limit, atMost})
+	}
+	add("singleredis rueidis parallel: ns/op ÷ go-redis floor (cost)", "parallel", "redis1", "lockswap-rueidis", "floor-goredis", "ns/op", 0.55, true)
+	add("singleredis rueidis parallel: throughput ÷ rueidislock", "parallel", "redis1", "rueidislock", "lockswap-rueidis", "ns/op", 1.2, false)
+	add("(raw rueidis floor parallel: ns/op ÷ go-redis floor)", "parallel", "redis1", "floor-rueidis", "floor-goredis", "ns/op", 0.55, true)
+	add("singleredis rueidis serial: ns/op ÷ rueidis floor", "serial", "redis1", "lockswap-rueidis", "floor-rueidis", "ns/op", 1.05, true)
+	for _, g := range []string{"redlock3", "redlock5"} {
+		for _, rs := range []string{"redsync-redigo", "redsync-goredis"} {
+			add(g+" rueidis parallel: throughput ÷ "+rs, "parallel", g, rs, "lockswap-rueidis", "ns/op", 2, false)
+		}
+		add(g+" rueidis serial: latency ÷ redsync-redigo", "serial", g, "lockswap-rueidis", "redsync-redigo", "ns/op", 0.8, true)
+		add(g+" redigo serial: latency ÷ redsync-redigo", "serial", g, "lockswap-redigo", "redsync-redigo", "ns/op", 0.8, true)
+	}
+	for _, scen := range []string{"separate", "processes"} {
+		for _, c := range []string{"goredis", "rueidis"} {
+			im := "lockswap-" + c
+			lo, hi := r.valueRange(n(scen, "redis1", im), "fairness")
+			ts = append(ts, target15{fmt.Sprintf("%s singleredis %s: fairness", scen, c), r.med(n(scen, "redis1", im), "fairness"), lo, hi, 0.95, false})
+			add(fmt.Sprintf("%s singleredis %s: acq/s ÷ floor polling every 1 ms", scen, c), scen, "redis1", im, "floor-poll1ms", "acq/s", 1.3, false)
+			add(fmt.Sprintf("%s singleredis %s: acq/s ÷ rueidislock", scen, c), scen, "redis1", im, "rueidislock", "acq/s", 2, false)
+		}
+	}
+	for _, scen := range []string{"serial", "parallel"} {
+		for _, c := range []string{"goredis", "rueidis"} {
+			a, f := r.values(n(scen, "redis1", "lockswap-"+c), "allocs/op"), r.values(n(scen, "redis1", "floor-"+c), "allocs/op")
+			var d []float64
+			for i := range min(len(a), len(f)) {
+				d = append(d, a[i]-f[i])
+			}
+			lo, hi := math.NaN(), math.NaN()
+			if len(d) > 0 {
+				lo, hi = slices.Min(d), slices.Max(d)
+			}
+			ts = append(ts, target15{fmt.Sprintf("singleredis %s %s: allocs/op − floor's", c, scen), median(d), lo, hi, 6, true})
+		}
+	}
+	fmt.Fprintf(w, "### Targets of issue 15 (ratios paired within each round: median, and range over the rounds)\n\n| target | median | range over rounds | limit | |\n|---|---:|---:|---:|---|\n")
+	for _, t := range ts {
+		verdict := "–"
+		if !math.IsNaN(t.value) {
+			ok := t.value >= t.limit
+			if t.atMost {
+				ok = t.value <= t.limit
+			}
+			verdict = "met"
+			if !ok {
+				verdict = "**missed**"
+			}
+		}
+		op := "≥"
+		if t.atMost {
+			op = "≤"
+		}
+		rng := "–"
+		if !math.IsNaN(t.lo) {
+			rng = fmt.Sprintf("%.2f … %.2f", t.lo, t.hi)
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s %.2f | %s |\n", t.what, num(t.value, "%.3f"), rng, op, t.limit, verdict)
 	}
 }

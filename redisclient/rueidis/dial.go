@@ -29,6 +29,10 @@ func dial(s registry.RedisServer) (redisclient.Client, io.Closer, error) {
 		DisableRetry: true,
 		// Locks do not use client-side caching.
 		DisableCache: true,
+		// Every request through the connection's writer: a request whose
+		// deadline passes gives up alone, where rueidis would otherwise
+		// close the connection under the others (see the package doc).
+		AlwaysPipelining: true,
 	})
 	if c == nil {
 		return nil, nil, fmt.Errorf("rueidis %s/%d: %w", s.Addr, s.DB, err)

@@ -9,7 +9,16 @@
 //
 // Every command is bounded by its context: rueidis returns when the
 // context ends or its deadline passes, and the command's outcome is then
-// unknown (a transport error, see [redisclient.IsTransport]). Scripts go
+// unknown (a transport error, see [redisclient.IsTransport]).
+//
+// Give [New] a client made with ClientOption.AlwaysPipelining set, as
+// client=rueidis URLs make it. Otherwise rueidis runs a request that is
+// alone on its connection by itself, with the context's deadline on the
+// socket, and when that deadline passes closes the connection under the
+// requests other goroutines have sent on it meanwhile: one caller's
+// timeout fails the others. With AlwaysPipelining every request goes
+// through the connection's writer, and a request whose context ends gives
+// up on its reply alone. Scripts go
 // by EVALSHA, falling back to EVAL once when the server answers NOSCRIPT.
 package rueidis
 
@@ -124,8 +133,13 @@ func normalize(v any) any {
 	return v
 }
 
+// do runs cmd, bounded by ctx.
+func (a *adapter) do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+	return a.c.Do(ctx, cmd)
+}
+
 func (a *adapter) SetNXPX(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
-	r := a.c.Do(ctx, a.c.B().Set().Key(key).Value(value).Nx().PxMilliseconds(adapt.Millis(ttl)).Build())
+	r := a.do(ctx, a.c.B().Set().Key(key).Value(value).Nx().PxMilliseconds(adapt.Millis(ttl)).Build())
 	err := r.Error()
 	if rueidis.IsRedisNil(err) {
 		return false, nil
@@ -134,7 +148,7 @@ func (a *adapter) SetNXPX(ctx context.Context, key, value string, ttl time.Durat
 }
 
 func (a *adapter) SetNX(ctx context.Context, key, value string) (bool, error) {
-	n, err := a.c.Do(ctx, a.c.B().Setnx().Key(key).Value(value).Build()).AsInt64()
+	n, err := a.do(ctx, a.c.B().Setnx().Key(key).Value(value).Build()).AsInt64()
 	return n == 1, replyErr(err)
 }
 
@@ -148,20 +162,20 @@ func str(r rueidis.RedisResult) (string, bool, error) {
 }
 
 func (a *adapter) Get(ctx context.Context, key string) (string, bool, error) {
-	return str(a.c.Do(ctx, a.c.B().Get().Key(key).Build()))
+	return str(a.do(ctx, a.c.B().Get().Key(key).Build()))
 }
 
 func (a *adapter) GetSet(ctx context.Context, key, value string) (string, bool, error) {
-	return str(a.c.Do(ctx, a.c.B().Getset().Key(key).Value(value).Build()))
+	return str(a.do(ctx, a.c.B().Getset().Key(key).Value(value).Build()))
 }
 
 func (a *adapter) Del(ctx context.Context, keys ...string) (int64, error) {
-	n, err := a.c.Do(ctx, a.c.B().Del().Key(keys...).Build()).AsInt64()
+	n, err := a.do(ctx, a.c.B().Del().Key(keys...).Build()).AsInt64()
 	return n, replyErr(err)
 }
 
 func (a *adapter) Time(ctx context.Context) (time.Time, error) {
-	v, err := result(a.c.Do(ctx, a.c.B().Time().Build()))
+	v, err := result(a.do(ctx, a.c.B().Time().Build()))
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -169,11 +183,13 @@ func (a *adapter) Time(ctx context.Context) (time.Time, error) {
 }
 
 func (a *adapter) Run(ctx context.Context, s *redisclient.Script, keys []string, args ...any) (any, error) {
-	argv := strs(args)
+	// A lock's scripts take a few arguments: build them on the stack.
+	var buf [4]string
+	argv := appendStrs(buf[:0], args)
 	n := int64(len(keys))
-	v, err := result(a.c.Do(ctx, a.c.B().Evalsha().Sha1(s.SHA()).Numkeys(n).Key(keys...).Arg(argv...).Build()))
+	v, err := result(a.do(ctx, a.c.B().Evalsha().Sha1(s.SHA()).Numkeys(n).Key(keys...).Arg(argv...).Build()))
 	if err != nil && adapt.IsNoScript(err) {
-		v, err = result(a.c.Do(ctx, a.c.B().Eval().Script(s.Source()).Numkeys(n).Key(keys...).Arg(argv...).Build()))
+		v, err = result(a.do(ctx, a.c.B().Eval().Script(s.Source()).Numkeys(n).Key(keys...).Arg(argv...).Build()))
 	}
 	return v, err
 }
@@ -192,6 +208,15 @@ func (a *adapter) Do(ctx context.Context, args ...any) (any, error) {
 	if len(args) == 0 {
 		return nil, fmt.Errorf("redisclient/rueidis: Do without a command")
 	}
+	if key, value, ms, ok := setNXPXGet(args); ok {
+		// A lock's acquire (redisclient.SetNXPXGet), built without the
+		// generic path's conversions.
+		v, ok, err := str(a.do(ctx, a.c.B().Set().Key(key).Value(value).Nx().Get().PxMilliseconds(ms).Build()))
+		if err != nil || !ok {
+			return nil, err
+		}
+		return v, nil
+	}
 	argv := strs(args)
 	cmd := a.c.B().Arbitrary(argv[0])
 	if len(argv) > 1 && !keyless[strings.ToUpper(argv[0])] {
@@ -199,27 +224,51 @@ func (a *adapter) Do(ctx context.Context, args ...any) (any, error) {
 	} else {
 		cmd = cmd.Args(argv[1:]...)
 	}
-	return result(a.c.Do(ctx, cmd.Build()))
+	return result(a.do(ctx, cmd.Build()))
+}
+
+// setNXPXGet reports whether args are SET key value NX PX ms GET, with
+// string key and value and an int64 ms, and returns those.
+func setNXPXGet(args []any) (key, value string, ms int64, ok bool) {
+	if len(args) != 7 {
+		return "", "", 0, false
+	}
+	for _, w := range [...]struct {
+		i    int
+		word string
+	}{{0, "SET"}, {3, "NX"}, {4, "PX"}, {6, "GET"}} {
+		if s, isStr := args[w.i].(string); !isStr || !strings.EqualFold(s, w.word) {
+			return "", "", 0, false
+		}
+	}
+	key, ok1 := args[1].(string)
+	value, ok2 := args[2].(string)
+	ms, ok3 := args[5].(int64)
+	return key, value, ms, ok1 && ok2 && ok3
 }
 
 // strs turns command arguments into the strings rueidis sends.
-func strs(args []any) []string {
-	out := make([]string, len(args))
-	for i, v := range args {
+func strs(args []any) []string { return appendStrs(make([]string, 0, len(args)), args) }
+
+// appendStrs appends args, as the strings rueidis sends, to out.
+func appendStrs(out []string, args []any) []string {
+	for _, v := range args {
+		var s string
 		switch x := v.(type) {
 		case string:
-			out[i] = x
+			s = x
 		case []byte:
-			out[i] = string(x)
+			s = string(x)
 		case int64:
-			out[i] = strconv.FormatInt(x, 10)
+			s = strconv.FormatInt(x, 10)
 		case int:
-			out[i] = strconv.Itoa(x)
+			s = strconv.Itoa(x)
 		case float64:
-			out[i] = strconv.FormatFloat(x, 'f', -1, 64)
+			s = strconv.FormatFloat(x, 'f', -1, 64)
 		default:
-			out[i] = fmt.Sprint(x)
+			s = fmt.Sprint(x)
 		}
+		out = append(out, s)
 	}
 	return out
 }

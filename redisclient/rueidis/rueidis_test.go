@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/lockswap/lockswap/internal/testserver"
 	"github.com/lockswap/lockswap/redisclient"
 	"github.com/lockswap/lockswap/redisclient/rueidis"
+	"github.com/lockswap/lockswap/registry"
 )
 
 func TestNilClient(t *testing.T) {
@@ -105,5 +107,98 @@ func TestRESP3RepliesAsRESP2(t *testing.T) {
 	v, err := c.Do(ctx, "HGETALL", "h")
 	if arr, ok := v.([]any); err != nil || !ok || len(arr) != 4 || arr[0] != "a" || arr[1] != "1" || arr[2] != "b" || arr[3] != "2" {
 		t.Errorf("HGETALL = %#v, %v; want [a 1 b 2]", v, err)
+	}
+}
+
+// TestOneCallersDeadlineSparesTheOthers: rueidis pipelines the commands of
+// every caller on one connection, so a caller whose deadline passes must
+// give up alone: another caller's request in flight on the same
+// connection, with time to spare, gets its reply. The client is the one
+// client=rueidis URLs open. (Without AlwaysPipelining, rueidis closes a
+// connection whose lone request's deadline passes.)
+func TestOneCallersDeadlineSparesTheOthers(t *testing.T) {
+	srv := testserver.RedisT(t, testserver.RedisOptions{})
+	p := testserver.ProxyT(t, srv.Addr())
+	c, closer, err := rueidis.Dial(registry.RedisServer{Addr: p.Addr(), DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { closer.Close() })
+	ctx := context.Background()
+	if _, err := c.SetNXPX(ctx, "k", "v", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	// rueidis spreads requests over a few connections (2 on 2 cores) at
+	// random: open them all before the proxy slows down.
+	for range 32 {
+		if _, _, err := c.Get(ctx, "k"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const delay = 150 * time.Millisecond // each way
+	p.SetDelay(delay)
+
+	short := make(chan error, 1)
+	go func() {
+		sctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+		defer cancel()
+		_, _, err := c.Get(sctx, "k")
+		short <- err
+	}()
+	// Wait (bounded) until the short caller's request is held in the
+	// proxy, then send the patient one on the same connection.
+	for deadline := time.Now().Add(5 * time.Second); p.Pending() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the first request never reached the proxy")
+		}
+	}
+	// 8 patient callers: at random, some share the short one's
+	// connection.
+	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			v, ok, err := c.Get(lctx, "k")
+			if err != nil || !ok || v != "v" {
+				t.Errorf("Get with 10 s to spare, beside a caller whose 20 ms deadline passed: %q, %v, %v; want \"v\"", v, ok, err)
+			}
+		})
+	}
+	wg.Wait()
+	if err := <-short; !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Get with a 20 ms deadline through a %v proxy: %v, want context.DeadlineExceeded", 2*delay, err)
+	}
+}
+
+// TestSetNXPXGet: a lock's acquire, which the adapter builds with rueidis's
+// typed builder, sets an absent key with its TTL, leaves a held key as it
+// is, and refuses a key of another type with WRONGTYPE, untouched.
+func TestSetNXPXGet(t *testing.T) {
+	srv := testserver.RedisT(t, testserver.RedisOptions{})
+	c := redistest.Rueidis(t, srv.Addr())
+	ctx := context.Background()
+	ok, err := redisclient.SetNXPXGet(ctx, c, "k", "a", time.Minute)
+	if err != nil || !ok {
+		t.Fatalf("SetNXPXGet on an absent key: %v, %v; want set", ok, err)
+	}
+	if ttl, err := c.Do(ctx, "PTTL", "k"); err != nil || ttl.(int64) <= 0 || ttl.(int64) > 60000 {
+		t.Errorf("PTTL after SetNXPXGet with a minute: %v, %v", ttl, err)
+	}
+	ok, err = redisclient.SetNXPXGet(ctx, c, "k", "b", time.Minute)
+	if err != nil || ok {
+		t.Errorf("SetNXPXGet on a held key: %v, %v; want not set", ok, err)
+	}
+	if v, _, _ := c.Get(ctx, "k"); v != "a" {
+		t.Errorf("held key's value after a second SetNXPXGet: %q, want \"a\"", v)
+	}
+	if _, err := c.Do(ctx, "HSET", "h", "f", "1"); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := redisclient.SetNXPXGet(ctx, c, "h", "b", time.Minute); ok || !redisclient.IsWrongType(err) {
+		t.Errorf("SetNXPXGet on a hash: %v, %v; want WRONGTYPE", ok, err)
+	}
+	if v, err := c.Do(ctx, "HGET", "h", "f"); err != nil || v != "1" {
+		t.Errorf("hash after SetNXPXGet: %v, %v; want untouched", v, err)
 	}
 }

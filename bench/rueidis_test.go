@@ -1,0 +1,125 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/redis/rueidis/rueidislock"
+
+	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/redisclient"
+	lsrueidis "github.com/lockswap/lockswap/redisclient/rueidis"
+	"github.com/lockswap/lockswap/redlock"
+	"github.com/lockswap/lockswap/singleredis"
+)
+
+// rueidisOption is the client the rueidis floor and lockswap's rueidis
+// adapter use, as client=rueidis URLs open it: one server, no client-side
+// caching, no retries, every request through the connection's pipeline
+// writer (AlwaysPipelining).
+func rueidisOption(addr string) rueidis.ClientOption {
+	return rueidis.ClientOption{InitAddress: []string{addr}, ForceSingleClient: true, DisableRetry: true, DisableCache: true, AlwaysPipelining: true}
+}
+
+func newRueidis(tb testing.TB, addr string) rueidis.Client {
+	c, err := rueidis.NewClient(rueidisOption(addr))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(c.Close)
+	return c
+}
+
+// rueidisFloorCycle is the raw rueidis floor: SET NX PX + EVALSHA
+// compare-and-delete, a fixed token, polling a held key with retry.
+func rueidisFloorCycle(c rueidis.Client, retry lockswap.RetryStrategy) cycleFunc {
+	token := workerToken()
+	ms := ttl.Milliseconds()
+	return func(ctx context.Context, key string, hold func() error) error {
+		for {
+			err := c.Do(ctx, c.B().Set().Key(key).Value(token).Nx().PxMilliseconds(ms).Build()).Error()
+			if err == nil {
+				break
+			}
+			if !rueidis.IsRedisNil(err) {
+				return err
+			}
+			if err := sleepRetry(ctx, retry); err != nil {
+				return err
+			}
+		}
+		herr := callHold(hold)
+		if err := c.Do(ctx, c.B().Evalsha().Sha1(releaseSHA).Numkeys(1).Key(key).Arg(token).Build()).Error(); err != nil && !rueidis.IsRedisNil(err) {
+			return err
+		}
+		return herr
+	}
+}
+
+// newRueidisLock makes a rueidislock Locker on one server (KeyMajority 1:
+// one key per lock), with its own client (it needs client-side caching).
+func newRueidisLock(tb testing.TB, addr string) rueidislock.Locker {
+	lk, err := rueidislock.NewLocker(rueidislock.LockerOption{
+		ClientOption: rueidis.ClientOption{InitAddress: []string{addr}, ForceSingleClient: true},
+		KeyMajority:  1,
+		KeyValidity:  ttl,
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(lk.Close)
+	return lk
+}
+
+// rueidisLockWait bounds one rueidislock acquisition: a waiter whose
+// wake-up is lost would otherwise wait for ever (seen with separate
+// Lockers: a run hung for minutes), and the benchmark fails instead.
+const rueidisLockWait = 10 * time.Second
+
+func rueidisLockCycle(lk rueidislock.Locker) cycleFunc {
+	return func(ctx context.Context, key string, hold func() error) error {
+		wctx, wcancel := context.WithTimeout(ctx, rueidisLockWait)
+		defer wcancel()
+		_, cancel, err := lk.WithContext(wctx, key)
+		if err != nil {
+			return fmt.Errorf("rueidislock: not acquired within %v: %w", rueidisLockWait, err)
+		}
+		herr := callHold(hold)
+		cancel()
+		return herr
+	}
+}
+
+// redis1RueidisImpls: the rueidis floor, singleredis on the rueidis
+// adapter (the floor's client) and rueidislock.
+func redis1RueidisImpls(b *testing.B, s *servers) []impl {
+	c := s.rueidis[0]
+	lk, err := singleredis.New(lsrueidis.NewNamed(c, s.redisAddrs[0]), singleredis.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	rl := newRueidisLock(b, s.redisAddrs[0])
+	return []impl{
+		{"floor-rueidis", func(*testing.B) cycleFunc { return rueidisFloorCycle(c, singleredis.DefaultRetry) }},
+		{"lockswap-rueidis", func(*testing.B) cycleFunc { return lockswapCycle(lk) }},
+		{"rueidislock", func(*testing.B) cycleFunc { return rueidisLockCycle(rl) }},
+	}
+}
+
+// redlockRueidisImpl: redlock on the first n servers through the rueidis
+// adapter.
+func redlockRueidisImpl(b *testing.B, s *servers, n int) impl {
+	cs := make([]redisclient.Client, n)
+	for i := range n {
+		cs[i] = lsrueidis.NewNamed(s.rueidis[i], s.redisAddrs[i])
+	}
+	lk, err := redlock.New(cs, redlock.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { lk.Close() })
+	return impl{"lockswap-rueidis", func(*testing.B) cycleFunc { return lockswapCycle(lk) }}
+}
