@@ -93,7 +93,8 @@ type Config struct {
 	TTL Duration `json:"ttl,omitempty"`
 	// Prefix is prepended to every lock key.
 	Prefix string `json:"prefix,omitempty"`
-	// Fence enables singleredis's fencing counter.
+	// Fence enables the fencing counter of singleredis and redlock
+	// (Lock.Fence; see docs/redlock-fencing.md for redlock's protocol).
 	Fence bool `json:"fence,omitempty"`
 	// Drift is Redlock's clock drift factor (default 0.01).
 	Drift float64 `json:"drift,omitempty"`

@@ -170,7 +170,11 @@ func (a *adapter) GetSet(ctx context.Context, key, value string) (string, bool, 
 }
 
 func (a *adapter) Del(ctx context.Context, keys ...string) (int64, error) {
-	n, err := a.do(ctx, a.c.B().Del().Key(keys...).Build()).AsInt64()
+	cmd, err := a.del(keys)
+	if err != nil {
+		return 0, err
+	}
+	n, err := a.do(ctx, cmd).AsInt64()
 	return n, replyErr(err)
 }
 
@@ -186,12 +190,56 @@ func (a *adapter) Run(ctx context.Context, s *redisclient.Script, keys []string,
 	// A lock's scripts take a few arguments: build them on the stack.
 	var buf [4]string
 	argv := appendStrs(buf[:0], args)
-	n := int64(len(keys))
-	v, err := result(a.do(ctx, a.c.B().Evalsha().Sha1(s.SHA()).Numkeys(n).Key(keys...).Arg(argv...).Build()))
+	cmd, err := a.script(s.SHA(), "", keys, argv)
+	if err != nil {
+		return nil, err
+	}
+	v, err := result(a.do(ctx, cmd))
 	if err != nil && adapt.IsNoScript(err) {
-		v, err = result(a.do(ctx, a.c.B().Eval().Script(s.Source()).Numkeys(n).Key(keys...).Arg(argv...).Build()))
+		if cmd, err = a.script("", s.Source(), keys, argv); err != nil {
+			return nil, err
+		}
+		v, err = result(a.do(ctx, cmd))
 	}
 	return v, err
+}
+
+// script builds EVALSHA sha (or, with sha empty, EVAL source) over keys
+// and argv. In cluster mode rueidis's builder panics on keys of two hash
+// slots before anything is sent; that is returned as the CROSSSLOT reply
+// Redis Cluster gives (a permanent error: no wait puts the keys in one
+// slot), not as a panic in the caller's goroutine.
+func (a *adapter) script(sha, source string, keys, argv []string) (cmd rueidis.Completed, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = crossSlot(r)
+		}
+	}()
+	n := int64(len(keys))
+	if sha != "" {
+		return a.c.B().Evalsha().Sha1(sha).Numkeys(n).Key(keys...).Arg(argv...).Build(), nil
+	}
+	return a.c.B().Eval().Script(source).Numkeys(n).Key(keys...).Arg(argv...).Build(), nil
+}
+
+// crossSlot turns the panic of rueidis's cluster builder over keys of two
+// hash slots into the CROSSSLOT reply error; any other panic goes on.
+func crossSlot(r any) error {
+	if msg := fmt.Sprint(r); strings.Contains(msg, "slot") {
+		return &redisclient.ReplyError{Msg: "CROSSSLOT Keys in request don't hash to the same slot (rueidis: " + msg + ")"}
+	}
+	panic(r)
+}
+
+// del builds DEL keys; keys of two hash slots in cluster mode are the
+// CROSSSLOT reply error (see script).
+func (a *adapter) del(keys []string) (cmd rueidis.Completed, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = crossSlot(r)
+		}
+	}()
+	return a.c.B().Del().Key(keys...).Build(), nil
 }
 
 // keyless are the commands Do runs whose first argument is not a key.
