@@ -136,3 +136,40 @@ func EtcdClusterT(t testing.TB, n int) *EtcdCluster {
 	t.Cleanup(c.Close)
 	return c
 }
+
+// The TLS helpers of internal/servers.
+type (
+	// CA is a test certificate authority ([servers.CA]).
+	CA = servers.CA
+	// KeyPair is a certificate and key as PEM files ([servers.KeyPair]).
+	KeyPair = servers.KeyPair
+	// RedisTLS is a redis-server with a TLS listener ([servers.RedisTLS]).
+	RedisTLS = servers.RedisTLS
+	// RedisTLSOptions configures it ([servers.RedisTLSOptions]).
+	RedisTLSOptions = servers.RedisTLSOptions
+)
+
+// CAT makes a CA named name whose files live in the test's temporary
+// directory.
+func CAT(t testing.TB, name string) *CA {
+	t.Helper()
+	ca, err := servers.NewCA(t.TempDir(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ca
+}
+
+// RedisTLST starts a redis-server with a TLS listener for the test and
+// stops it when the test ends (see [servers.StartRedisTLS]). It skips or
+// fails like RedisT when redis-server is missing.
+func RedisTLST(t testing.TB, opts RedisTLSOptions) *RedisTLS {
+	t.Helper()
+	NeedRedisServer(t)
+	r, err := servers.StartRedisTLS(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Stop)
+	return r
+}
