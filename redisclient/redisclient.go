@@ -85,8 +85,10 @@ func IsWrongType(err error) bool {
 // of a request that failed with it is unknown, as the request may have run.
 func IsTransport(err error) bool { return err != nil && !errors.Is(err, ErrReply) }
 
-// IsPermanent reports whether err is a Redis error reply that retrying
-// cannot fix: authentication or permission (NOAUTH, WRONGPASS, NOPERM), a
+// IsPermanent reports whether err is an error that retrying cannot fix: a
+// TLS certificate that did not verify on either side (see
+// [CertificateReason]), or a Redis error reply for authentication or
+// permission (NOAUTH, WRONGPASS, NOPERM), a
 // wrong type under a key (WRONGTYPE), an unknown or disabled command, or a
 // script that failed on its own (a Lua runtime error). A backend fails such
 // an attempt at once with lockswap.ErrInvalid instead of waiting for the
@@ -99,6 +101,9 @@ func IsPermanent(err error) bool { return PermanentReason(err) != "" }
 // PermanentReason returns, for an error that [IsPermanent] accepts, a short
 // hint that tells the user what to fix; "" otherwise.
 func PermanentReason(err error) string {
+	if reason := CertificateReason(err); reason != "" {
+		return reason
+	}
 	var re *ReplyError
 	if !errors.As(err, &re) {
 		return ""
