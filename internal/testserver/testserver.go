@@ -173,3 +173,21 @@ func RedisTLST(t testing.TB, opts RedisTLSOptions) *RedisTLS {
 	t.Cleanup(r.Stop)
 	return r
 }
+
+// EtcdTLSOptions configures an etcd with TLS ([servers.EtcdTLSOptions]).
+type EtcdTLSOptions = servers.EtcdTLSOptions
+
+// EtcdUser is a user of such an etcd ([servers.EtcdUser]).
+type EtcdUser = servers.EtcdUser
+
+// EtcdTLST starts a single-member etcd serving clients over TLS for the
+// test and closes it when the test ends (see [servers.StartEtcdTLS]).
+func EtcdTLST(t testing.TB, opts EtcdTLSOptions) *Etcd {
+	t.Helper()
+	e, err := servers.StartEtcdTLS(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	return e
+}
