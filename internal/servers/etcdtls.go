@@ -76,9 +76,12 @@ func startEtcdTLS(opts EtcdTLSOptions, kp KeyPair) (*Etcd, error) {
 	}
 	spec.initialCluster = spec.name + "=" + spec.peerURL.String()
 	cfg := newMemberConfig(spec)
-	cfg.ClientTLSInfo = transport.TLSInfo{
-		CertFile: kp.CertFile, KeyFile: kp.KeyFile, TrustedCAFile: opts.CA.CertFile,
-		ClientCertAuth: opts.ClientCertAuth,
+	cfg.ClientTLSInfo = transport.TLSInfo{CertFile: kp.CertFile, KeyFile: kp.KeyFile}
+	if opts.ClientCertAuth {
+		// etcd asks for a client certificate whenever it has a trusted
+		// CA, so the CA is given only when client certificates are wanted.
+		cfg.ClientTLSInfo.TrustedCAFile = opts.CA.CertFile
+		cfg.ClientTLSInfo.ClientCertAuth = true
 	}
 	m, err := embed.StartEtcd(cfg)
 	if err != nil {
