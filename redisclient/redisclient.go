@@ -148,7 +148,10 @@ func permanentReason(msg string) string {
 		}
 	}
 	switch {
-	case strings.Contains(msg, "No permissions"):
+	case strings.Contains(msg, "No permissions"),
+		// Redis 7 inside a script: "ERR The user executing the script
+		// can't run this command or subcommand" (or access a key).
+		strings.Contains(msg, "user executing the script can't"):
 		return "the Redis user lacks a permission the lock needs (ACL): grant the commands and keys listed in the docs"
 	case codes[0] == "ERR" && strings.Contains(msg, "unknown command"):
 		return "the server does not know a command the lock needs (renamed or disabled, or not Redis)"
