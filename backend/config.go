@@ -297,6 +297,11 @@ func (c Config) query(redact bool) url.Values {
 	return q
 }
 
+// GoString renders the Config for %#v as String does, so that a debug
+// print of a Config (or of a struct holding one) does not show the
+// password.
+func (c Config) GoString() string { return "backend.Config(" + strconv.Quote(c.String()) + ")" }
+
 // String renders the Config as a URL with the password replaced by "xxxxx".
 func (c Config) String() string {
 	u := c.url()
