@@ -41,17 +41,17 @@ type aclCase struct {
 }
 
 var aclCases = []aclCase{
-	{"singleredis", "singleredis", 1, "", 300 * time.Millisecond,
+	{"singleredis", "singleredis", 1, "", time.Second,
 		"locker on >PASSWORD resetkeys resetchannels ~app:* -@all +set +get +del +pexpire +type +eval +evalsha"},
-	{"singleredis-fence", "singleredis", 1, "fence=true", 300 * time.Millisecond,
+	{"singleredis-fence", "singleredis", 1, "fence=true", time.Second,
 		"locker on >PASSWORD resetkeys resetchannels ~app:* ~{app:*}:fence -@all +set +get +del +pexpire +type +exists +time +eval +evalsha"},
-	{"redlock", "redlock", 3, "", 300 * time.Millisecond,
+	{"redlock", "redlock", 3, "", time.Second,
 		"locker on >PASSWORD resetkeys resetchannels ~app:* -@all +set +get +del +pexpire +type +eval +evalsha"},
-	{"redlock-restart-safety", "redlock", 3, "restart_safety=true&max_ttl=30s", 300 * time.Millisecond,
+	{"redlock-restart-safety", "redlock", 3, "restart_safety=true&max_ttl=30s", time.Second,
 		"locker on >PASSWORD resetkeys resetchannels ~app:* ~lockswap:redlock:epoch -@all +set +get +del +pexpire +type +time +eval +evalsha"},
-	{"legacysetnx", "legacysetnx", 1, "unit=ms", 300 * time.Millisecond,
+	{"legacysetnx", "legacysetnx", 1, "unit=ms", time.Second,
 		"locker on >PASSWORD resetkeys resetchannels ~app:* -@all +get +set +del +eval +evalsha"},
-	{"legacysetnx-server-time", "legacysetnx", 1, "unit=ms&server_time=true&redis_expiry=true", 300 * time.Millisecond,
+	{"legacysetnx-server-time", "legacysetnx", 1, "unit=ms&server_time=true&redis_expiry=true", time.Second,
 		"locker on >PASSWORD resetkeys resetchannels ~app:* -@all +get +set +del +time +eval +evalsha"},
 }
 
@@ -103,10 +103,10 @@ func TestACLConformance(t *testing.T) {
 			as := addrs(srvs, tls)
 			extra, ttl := "", c.ttl
 			if tls {
-				// A renewal that needs a new connection carries a TLS
-				// handshake; under -race on a loaded machine that can
-				// take a good part of 300 ms.
-				ttl = time.Second
+				// A request that needs a new connection carries a TLS
+				// handshake; under -race on a loaded machine that took
+				// over a second.
+				ttl = 2 * time.Second
 				c.scheme += "s"
 				extra = "&tls_ca=" + url.QueryEscape(ca.CertFile)
 			}
@@ -182,7 +182,7 @@ func seedEpochs(t *testing.T, srvs []*testserver.RedisTLS) {
 
 // aclRedlock is a Redlock as the user locker with go-redis clients, built
 // with redlock.New rather than a URL: URLs have no parameter for the
-// per-instance timeout, and its default for the suite's 300 ms TTL (5 ms)
+// per-instance timeout, and its default for the suite's 1 s TTL (10 ms)
 // is too short for a loaded test machine, as in redlock's own suite.
 func aclRedlock(t *testing.T, addrs []string, restartSafety bool) lockswap.Locker {
 	cs := make([]redisclient.Client, len(addrs))
@@ -192,7 +192,7 @@ func aclRedlock(t *testing.T, addrs []string, restartSafety bool) lockswap.Locke
 		t.Cleanup(func() { rdb.Close() })
 		cs[i] = goredis.New(rdb)
 	}
-	o := redlock.Options{Prefix: aclPrefix, InstanceTimeout: 100 * time.Millisecond}
+	o := redlock.Options{Prefix: aclPrefix, InstanceTimeout: 250 * time.Millisecond}
 	if restartSafety {
 		o.RestartSafety, o.MaxTTL = true, 30*time.Second
 	}
