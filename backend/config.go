@@ -3,7 +3,7 @@
 // switches backends by changing configuration and nothing else.
 //
 //	singleredis://[user:password@]host:port[/db]?ttl=10s&prefix=app:&fence=true
-//	singlerediss://...                       (TLS; also redlocks://, legacysetnxs://)
+//	singlerediss://...?tls_ca=/etc/ca.pem    (TLS; also redlocks://, legacysetnxs://)
 //	redlock://host1:6379,host2:6379,host3:6379?ttl=10s&drift=0.01
 //	legacysetnx://host:6379?prefix=lock.&unit=s
 //	etcd://host1:2379,host2:2379?prefix=/locks/&ttl=10s   (etcdlease:// too; etcds:// for TLS)
@@ -84,8 +84,19 @@ type Config struct {
 	Password string `json:"password,omitempty"`
 	// DB is the Redis database number.
 	DB int `json:"db,omitempty"`
-	// TLS connects with TLS (the "s" schemes).
+	// TLS connects with TLS (the "s" schemes). The server's certificate
+	// is always verified.
 	TLS bool `json:"tls,omitempty"`
+	// TLSCA is a PEM file of the CA certificates that verify the server,
+	// instead of the system roots (tls_ca=). TLS only.
+	TLSCA string `json:"tls_ca,omitempty"`
+	// TLSCert and TLSKey are PEM files of a client certificate and its key
+	// (tls_cert=, tls_key=), both or neither. TLS only.
+	TLSCert string `json:"tls_cert,omitempty"`
+	TLSKey  string `json:"tls_key,omitempty"`
+	// TLSServerName is the name the server's certificate must carry when
+	// it is not the host in Addrs (tls_server_name=). TLS only.
+	TLSServerName string `json:"tls_server_name,omitempty"`
 	// Client is the Redis client library: goredis (default), redigo or
 	// rueidis.
 	Client string `json:"client,omitempty"`
@@ -169,7 +180,8 @@ func (c *Config) fields() map[string]any {
 		"prefix": &c.Prefix, "client": &c.Client, "unit": &c.Unit, "phase": &c.Phase,
 		"fence": &c.Fence, "restart_safety": &c.RestartSafety, "server_time": &c.ServerTime,
 		"redis_expiry": &c.RedisExpiry, "legacy_net": &c.LegacyNet,
-		"drift": &c.Drift,
+		"drift":  &c.Drift,
+		"tls_ca": &c.TLSCA, "tls_cert": &c.TLSCert, "tls_key": &c.TLSKey, "tls_server_name": &c.TLSServerName,
 	}
 }
 
@@ -285,6 +297,11 @@ func (c Config) query(redact bool) url.Values {
 	}
 	return q
 }
+
+// GoString renders the Config for %#v as String does, so that a debug
+// print of a Config (or of a struct holding one) does not show the
+// password.
+func (c Config) GoString() string { return "backend.Config(" + strconv.Quote(c.String()) + ")" }
 
 // String renders the Config as a URL with the password replaced by "xxxxx".
 func (c Config) String() string {

@@ -44,7 +44,8 @@ func TestFieldsCoverConfig(t *testing.T) {
 
 	in := Config{TTL: Duration(3 * time.Second), MaxTTL: Duration(time.Minute), DialTimeout: Duration(time.Second),
 		Prefix: "p:", Client: "redigo", Unit: "ms", Phase: "dual", Fence: true, RestartSafety: true,
-		ServerTime: true, RedisExpiry: true, LegacyNet: true, Drift: 0.02, Require: []string{"fencing", "fair"}}
+		ServerTime: true, RedisExpiry: true, LegacyNet: true, Drift: 0.02, Require: []string{"fencing", "fair"},
+		TLSCA: "/ca.pem", TLSCert: "/c.pem", TLSKey: "/k.pem", TLSServerName: "redis.internal"}
 	var out Config
 	for k, vs := range in.query(false) {
 		if err := out.set(k, vs[0]); err != nil {

@@ -14,13 +14,15 @@ import (
 //
 //	etcdlease://[user:password@]host1:2379[,host2:2379...]?prefix=/locks/&ttl=10s&dial_timeout=5s
 //
-// etcdleases:// is the same over TLS; etcd:// and etcds:// are aliases. A
+// etcdleases:// is the same over TLS, and takes registry.TLSParams
+// (tls_ca=, tls_cert=, tls_key=, tls_server_name=); etcd:// and etcds://
+// are aliases. A
 // *clientv3.Client given as registry.Clients.Client is used instead of the
 // hosts (and not closed).
 func init() {
 	registry.Register(registry.Scheme{
 		Name: Backend, Aliases: []string{"etcd"}, TLS: true,
-		Params: []string{"ttl", "prefix", "dial_timeout"},
+		Params: append([]string{"ttl", "prefix", "dial_timeout"}, registry.TLSParams...),
 		Parse:  parseURL,
 	})
 }
@@ -49,6 +51,10 @@ func parseURL(u *registry.URL, c registry.Clients) (registry.OpenFunc, error) {
 	if err != nil {
 		return nil, err
 	}
+	tlsConfig, err := u.TLSConfig(c)
+	if err != nil {
+		return nil, err
+	}
 	prefix := u.Query.Get("prefix")
 	return func(context.Context) (lockswap.Locker, error) {
 		if given != nil {
@@ -57,7 +63,7 @@ func parseURL(u *registry.URL, c registry.Clients) (registry.OpenFunc, error) {
 		scheme := "http://"
 		cfg := Config{Username: u.Username, Password: u.Password, DialTimeout: dial, Prefix: prefix, TTL: ttl, Logger: c.Logger}
 		if u.TLS {
-			scheme, cfg.TLS = "https://", c.TLSConfig()
+			scheme, cfg.TLS = "https://", tlsConfig
 		}
 		for _, h := range u.Hosts {
 			cfg.Endpoints = append(cfg.Endpoints, scheme+h)

@@ -1,9 +1,11 @@
 package redisclient
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 
 	"github.com/lockswap/lockswap"
 )
@@ -52,3 +54,23 @@ func ClassifyHeld(c Client, err error) error {
 }
 
 var errNowOtherType = fmt.Errorf("the key now holds another Redis type: %w", lockswap.ErrLost)
+
+// CertificateReason returns, for an error of a TLS handshake that failed
+// over a certificate, what to fix; "" for any other error. That is the
+// server's certificate failing verification (signed by a CA the client
+// does not trust, for another name, expired), or the server refusing the
+// client's certificate or its lack of one (a TLS alert that names a
+// certificate). No wait or retry fixes either: it is a configuration
+// error (tls_ca=, tls_server_name=, tls_cert=/tls_key=), so [Classify]
+// makes it match lockswap.ErrInvalid, not lockswap.ErrUnavailable.
+func CertificateReason(err error) string {
+	var cv *tls.CertificateVerificationError
+	if errors.As(err, &cv) {
+		return "the server's TLS certificate did not verify: give the CA that signed it (tls_ca=) and a name it carries (tls_server_name=)"
+	}
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "remote error" && op.Err != nil && strings.Contains(op.Err.Error(), "certificate") {
+		return "the server refused our TLS client certificate or its absence: give one its CA accepts (tls_cert=, tls_key=)"
+	}
+	return ""
+}

@@ -2,8 +2,12 @@ package redisclient_test
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
+	"fmt"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -93,6 +97,46 @@ func TestClassifyHeld(t *testing.T) {
 		}
 		if got := redisclient.ClassifyHeld(cl, nil); got != nil {
 			t.Errorf("%s: ClassifyHeld(nil) = %v", c.Name, got)
+		}
+	}
+}
+
+// TestPermissionReasons: a missing ACL right is reported as such, also
+// when a script's own command was refused (Redis 7 wraps it as "ERR The
+// user executing the script can't ..."): the user must learn to grant a
+// right, not that a script is broken.
+func TestPermissionReasons(t *testing.T) {
+	for _, msg := range []string{
+		"NOPERM this user has no permissions to run the 'set' command",
+		"NOPERM this user has no permissions to access one of the keys used as arguments",
+		"ERR The user executing the script can't run this command or subcommand script: 72b3804e, on @user_script:12.",
+	} {
+		r := redisclient.PermanentReason(&redisclient.ReplyError{Msg: msg})
+		if !strings.Contains(r, "permission") {
+			t.Errorf("PermanentReason(%q) = %q, want it to name a missing permission", msg, r)
+		}
+	}
+}
+
+// TestCertificateReason: a TLS certificate that did not verify is a
+// permanent error with a reason that says so; other network errors are
+// not.
+func TestCertificateReason(t *testing.T) {
+	verr := &tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}
+	if r := redisclient.CertificateReason(fmt.Errorf("dial: %w", verr)); !strings.Contains(r, "certificate") {
+		t.Errorf("CertificateReason(unknown authority) = %q, want a certificate reason", r)
+	}
+	alert := &net.OpError{Op: "remote error", Err: errors.New("tls: certificate required")}
+	if !redisclient.IsPermanent(alert) {
+		t.Error("a server refusing our client certificate is not permanent")
+	}
+	for _, err := range []error{
+		errors.New("dial tcp: connection refused"),
+		&net.OpError{Op: "dial", Err: errors.New("connection refused")},
+		&net.OpError{Op: "remote error", Err: errors.New("tls: internal error")},
+	} {
+		if redisclient.IsPermanent(err) {
+			t.Errorf("IsPermanent(%v) = true, want false", err)
 		}
 	}
 }

@@ -85,10 +85,12 @@ func IsWrongType(err error) bool {
 // of a request that failed with it is unknown, as the request may have run.
 func IsTransport(err error) bool { return err != nil && !errors.Is(err, ErrReply) }
 
-// IsPermanent reports whether err is a Redis error reply that retrying
-// cannot fix: authentication or permission (NOAUTH, WRONGPASS, NOPERM), a
-// wrong type under a key (WRONGTYPE), keys in several cluster slots
-// (CROSSSLOT), an unknown or disabled command, or a
+// IsPermanent reports whether err is an error that retrying cannot fix: a
+// TLS certificate that did not verify on either side (see
+// [CertificateReason]), or a Redis error reply for authentication or
+// permission (NOAUTH, WRONGPASS, NOPERM), a wrong type under a key
+// (WRONGTYPE), keys in several cluster slots (CROSSSLOT), an unknown or
+// disabled command, or a
 // script that failed on its own (a Lua runtime error). A backend fails such
 // an attempt at once with lockswap.ErrInvalid instead of waiting for the
 // server to "come back". Transport errors are not replies; and replies
@@ -100,6 +102,9 @@ func IsPermanent(err error) bool { return PermanentReason(err) != "" }
 // PermanentReason returns, for an error that [IsPermanent] accepts, a short
 // hint that tells the user what to fix; "" otherwise.
 func PermanentReason(err error) string {
+	if reason := CertificateReason(err); reason != "" {
+		return reason
+	}
 	var re *ReplyError
 	if !errors.As(err, &re) {
 		return ""
@@ -146,7 +151,10 @@ func permanentReason(msg string) string {
 		}
 	}
 	switch {
-	case strings.Contains(msg, "No permissions"):
+	case strings.Contains(msg, "No permissions"),
+		// Redis 7 inside a script: "ERR The user executing the script
+		// can't run this command or subcommand" (or access a key).
+		strings.Contains(msg, "user executing the script can't"):
 		return "the Redis user lacks a permission the lock needs (ACL): grant the commands and keys listed in the docs"
 	case codes[0] == "ERR" && strings.Contains(msg, "unknown command"):
 		return "the server does not know a command the lock needs (renamed or disabled, or not Redis)"

@@ -70,10 +70,11 @@ func redisDialer(name string) (RedisDialer, error) {
 }
 
 // RedisParams returns the query parameters every Redis backend takes
-// (ttl, prefix, client, dial_timeout: see [Redis]) followed by extra, the
-// backend's own.
+// (ttl, prefix, client, dial_timeout: see [Redis]; the [TLSParams])
+// followed by extra, the backend's own.
 func RedisParams(extra ...string) []string {
-	return append([]string{"ttl", "prefix", "client", "dial_timeout"}, extra...)
+	p := append([]string{"ttl", "prefix", "client", "dial_timeout"}, TLSParams...)
+	return append(p, extra...)
 }
 
 // Redis is what the URL of a Redis backend says in the same way for every
@@ -144,6 +145,9 @@ func (u *URL) RedisServers(c Clients) (int, error) {
 	if _, err := u.Duration("dial_timeout"); err != nil {
 		return 0, err
 	}
+	if _, err := u.TLSConfig(c); err != nil {
+		return 0, err
+	}
 	if len(c.Redis) > 0 {
 		for i, rc := range c.Redis {
 			if redisclient.IsNil(rc) {
@@ -178,8 +182,8 @@ func RedisClients(u *URL, c Clients) ([]redisclient.Client, io.Closer, error) {
 		timeout = 5 * time.Second
 	}
 	s := RedisServer{Username: u.Username, Password: u.Password, DB: db, DialTimeout: timeout}
-	if u.TLS {
-		s.TLS = c.TLSConfig()
+	if s.TLS, err = u.TLSConfig(c); err != nil {
+		return nil, nil, err
 	}
 	var closers multiCloser
 	out := make([]redisclient.Client, 0, len(u.Hosts))

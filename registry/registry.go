@@ -391,6 +391,11 @@ func (u *URL) get(name string) (string, bool) {
 // String renders u with the password replaced by "xxxxx".
 func (u *URL) String() string { return u.render(true) }
 
+// GoString renders u for %#v with the password replaced by "xxxxx", so
+// that a debug print of a URL (or of a struct holding one) does not show
+// it.
+func (u *URL) GoString() string { return "registry.URL(" + strconv.Quote(u.String()) + ")" }
+
 // Unredacted renders u with its password, to pass it on (a URL inside a
 // parameter). Never print it.
 func (u *URL) Unredacted() string { return u.render(false) }

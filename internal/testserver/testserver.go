@@ -156,3 +156,58 @@ func EtcdBinaryT(t testing.TB) *servers.EtcdProcess {
 	t.Cleanup(e.Stop)
 	return e
 }
+
+// The TLS helpers of internal/servers.
+type (
+	// CA is a test certificate authority ([servers.CA]).
+	CA = servers.CA
+	// KeyPair is a certificate and key as PEM files ([servers.KeyPair]).
+	KeyPair = servers.KeyPair
+	// RedisTLS is a redis-server with a TLS listener ([servers.RedisTLS]).
+	RedisTLS = servers.RedisTLS
+	// RedisTLSOptions configures it ([servers.RedisTLSOptions]).
+	RedisTLSOptions = servers.RedisTLSOptions
+)
+
+// CAT makes a CA named name whose files live in the test's temporary
+// directory.
+func CAT(t testing.TB, name string) *CA {
+	t.Helper()
+	ca, err := servers.NewCA(t.TempDir(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ca
+}
+
+// RedisTLST starts a redis-server with a TLS listener for the test and
+// stops it when the test ends (see [servers.StartRedisTLS]). It skips or
+// fails like RedisT when redis-server is missing.
+func RedisTLST(t testing.TB, opts RedisTLSOptions) *RedisTLS {
+	t.Helper()
+	NeedRedisServer(t)
+	r, err := servers.StartRedisTLS(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Stop)
+	return r
+}
+
+// EtcdTLSOptions configures an etcd with TLS ([servers.EtcdTLSOptions]).
+type EtcdTLSOptions = servers.EtcdTLSOptions
+
+// EtcdUser is a user of such an etcd ([servers.EtcdUser]).
+type EtcdUser = servers.EtcdUser
+
+// EtcdTLST starts a single-member etcd serving clients over TLS for the
+// test and closes it when the test ends (see [servers.StartEtcdTLS]).
+func EtcdTLST(t testing.TB, opts EtcdTLSOptions) *Etcd {
+	t.Helper()
+	e, err := servers.StartEtcdTLS(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	return e
+}

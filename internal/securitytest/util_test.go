@@ -1,0 +1,5 @@
+package securitytest
+
+import "fmt"
+
+func fmtErr(format string, err error) string { return fmt.Sprintf(format, err) }
