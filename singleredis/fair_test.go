@@ -18,6 +18,10 @@ import (
 	"github.com/lockswap/lockswap/internal/redistest"
 	"github.com/lockswap/lockswap/internal/testserver"
 	"github.com/lockswap/lockswap/redisclient"
+	_ "github.com/lockswap/lockswap/redisclient/goredis"
+	_ "github.com/lockswap/lockswap/redisclient/redigo"
+	_ "github.com/lockswap/lockswap/redisclient/rueidis"
+	"github.com/lockswap/lockswap/registry"
 	"github.com/lockswap/lockswap/singleredis"
 )
 
@@ -665,5 +669,37 @@ func TestFairWaitStarvesPollers(t *testing.T) {
 	t.Logf("fair waiters %d acquisitions, polling third party %d", ours.Load(), theirs.Load())
 	if ours.Load() < 100 || theirs.Load() != 0 {
 		t.Errorf("fair %d, polling third party %d: want the poller starved while the queue never empties", ours.Load(), theirs.Load())
+	}
+}
+
+// TestFairWaitURL: fair_wait=true in a URL turns the fair wait on (its
+// guarantees say "fifo queue"), for the clients that can subscribe; a
+// client that cannot, or a value that is not a boolean, is refused with
+// ErrInvalid.
+func TestFairWaitURL(t *testing.T) {
+	srv := testserver.RedisT(t, testserver.RedisOptions{})
+	ctx := context.Background()
+	for _, c := range fairClients {
+		lk, err := registry.OpenURL(ctx, "singleredis://"+srv.Addr()+"?fair_wait=true&client="+c.Name)
+		if err != nil {
+			t.Fatalf("%s: %v", c.Name, err)
+		}
+		if w := lk.Guarantees().Wait; w != lockswap.WaitQueue {
+			t.Errorf("%s: fair_wait=true: wait style %v, want %v", c.Name, w, lockswap.WaitQueue)
+		}
+		l, err := lk.Acquire(ctx, "url")
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Release(ctx)
+		if err := lk.Close(); err != nil {
+			t.Errorf("%s: Close: %v", c.Name, err)
+		}
+	}
+	if _, err := registry.OpenURL(ctx, "singleredis://"+srv.Addr()+"?fair_wait=maybe"); !errors.Is(err, lockswap.ErrInvalid) || !strings.Contains(err.Error(), "fair_wait") {
+		t.Errorf("fair_wait=maybe: %v, want ErrInvalid naming fair_wait", err)
+	}
+	if _, err := registry.OpenURL(ctx, "singleredis://"+srv.Addr()+"?fair_wait=true&client=rueidis"); !errors.Is(err, lockswap.ErrInvalid) {
+		t.Errorf("fair_wait=true with a client that cannot subscribe: %v, want ErrInvalid", err)
 	}
 }
