@@ -285,8 +285,11 @@ func (f *fair) Wait(ctx context.Context, c *driver.Claim[ref], o *driver.Outage)
 			d = min(d, time.Duration(pttl)*time.Millisecond+expiryMargin)
 		}
 		if lim := o.Limit(); lim > 0 {
-			// An outage is noticed by a request: ask often enough.
-			d = min(d, max(lim/3, 10*time.Millisecond))
+			// An outage is noticed by a request: ask a third of the
+			// outage bound apart, but no more than once per TTL (the
+			// promise of quiet waiting; an outage then ends the wait up
+			// to one TTL after its bound).
+			d = min(d, max(lim/3, ttl))
 		}
 		if timer == nil {
 			timer = time.NewTimer(d)

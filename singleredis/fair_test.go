@@ -210,7 +210,7 @@ func TestFairWaitQuietWhileWaiting(t *testing.T) {
 			holder := fairLocker(t, c.New(t, srv.Addr()), singleredis.Options{})
 			// The holder extends its lock, so the first waiter sees a
 			// key that never expires for long.
-			held, err := holder.Acquire(ctx, key, lockswap.WithTTL(400*time.Millisecond))
+			held, err := holder.Acquire(ctx, key, lockswap.WithTTL(time.Second))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -232,7 +232,7 @@ func TestFairWaitQuietWhileWaiting(t *testing.T) {
 			start := time.Now()
 			for time.Since(start) < 10*ttl {
 				time.Sleep(100 * time.Millisecond) // the holder's work
-				if err := held.Extend(ctx, 400*time.Millisecond); err != nil {
+				if err := held.Extend(ctx, time.Second); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -14,6 +14,11 @@
 // Lock.Fence returns the new value. The clock keeps fences increasing when
 // a restart without persistence loses the counter (see Guarantees).
 //
+// With Options.FairWait, Acquire waits in a queue in Redis shared by every
+// Locker on the key (in any process) instead of polling: a release hands
+// the key to the first waiter in the same script and wakes it over Pub/Sub
+// (see fair.go and docs/singleredis.md, "Fair wait across processes").
+//
 // One Redis is one point of failure: a restart without persistence or a
 // failover to an asynchronous replica loses the lock (see Guarantees).
 package singleredis
