@@ -7,8 +7,8 @@ import (
 
 // Subscriber is implemented by adapters that can receive Redis Pub/Sub
 // messages: singleredis's fair wait (Options.FairWait) is woken through it
-// when a releasing holder hands it the lock. The go-redis and redigo
-// adapters implement it.
+// when a releasing holder hands it the lock. The go-redis, redigo and
+// rueidis adapters implement it.
 type Subscriber interface {
 	// Subscribe subscribes to channel on a connection of its own (not one
 	// of the pool's request connections) and returns once the server has

@@ -67,7 +67,7 @@ type Options struct {
 	// the key to the first waiter in the same request and wakes only it
 	// (Redis Pub/Sub); waiters send one request per two TTLs while they
 	// wait. It needs a client that implements redisclient.Subscriber (the
-	// go-redis and redigo adapters do). See docs/singleredis.md, "Fair
+	// go-redis, redigo and rueidis adapters do). See docs/singleredis.md, "Fair
 	// wait across processes".
 	FairWait bool
 }
