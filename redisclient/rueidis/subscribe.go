@@ -22,7 +22,7 @@ var _ redisclient.Subscriber = (*adapter)(nil)
 func (a *adapter) Subscribe(ctx context.Context, channel string, deliver func(payload string)) (io.Closer, error) {
 	s := &rueidisSub{c: a.c, channel: channel, deliver: deliver, done: make(chan struct{})}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	dc, errs, err := s.subscribe(ctx)
+	dc, errs, err := s.subscribeBounded(ctx)
 	if err != nil {
 		s.cancel()
 		return nil, err
@@ -81,6 +81,35 @@ func (s *rueidisSub) subscribe(ctx context.Context) (rueidis.DedicatedClient, <-
 	}
 }
 
+// subscribeBounded is subscribe, returning when ctx ends even while
+// rueidis still dials (its dial obeys its own timeout, not ctx): the
+// late connection is then closed as soon as it is made.
+func (s *rueidisSub) subscribeBounded(ctx context.Context) (rueidis.DedicatedClient, <-chan error, error) {
+	type result struct {
+		dc   rueidis.DedicatedClient
+		errs <-chan error
+		err  error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		dc, errs, err := s.subscribe(ctx)
+		ch <- result{dc, errs, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.dc, r.errs, r.err
+	case <-ctx.Done():
+		go func() {
+			if r := <-ch; r.err == nil {
+				r.dc.Close()
+				for range r.errs {
+				}
+			}
+		}()
+		return nil, nil, fmt.Errorf("rueidis: subscribe: %w", ctx.Err())
+	}
+}
+
 // run waits for the connection to break and subscribes again, until Close.
 func (s *rueidisSub) run(dc rueidis.DedicatedClient, errs <-chan error) {
 	defer close(s.done)
@@ -100,7 +129,7 @@ func (s *rueidisSub) run(dc rueidis.DedicatedClient, errs <-chan error) {
 			}
 			backoff = min(2*backoff, time.Second)
 			ctx, cancel := context.WithTimeout(s.ctx, 5*time.Second)
-			ndc, nerrs, err := s.subscribe(ctx)
+			ndc, nerrs, err := s.subscribeBounded(ctx)
 			cancel()
 			if err != nil {
 				continue
