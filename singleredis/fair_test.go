@@ -103,7 +103,7 @@ func TestFairWaitNeedsSubscriber(t *testing.T) {
 }
 
 // TestFairWaitFairness: 8 Lockers, each with its own client (what 8
-// processes see), cycling on one key for a bounded run, share the
+// processes see), cycling on one key for 1600 cycles, share the
 // acquisitions evenly (min ÷ max ≥ 0.95) and never overlap.
 func TestFairWaitFairness(t *testing.T) {
 	srv := testserver.RedisT(t, testserver.RedisOptions{})
@@ -125,7 +125,11 @@ func TestFairWaitFairness(t *testing.T) {
 					return l.Release(ctx)
 				}
 			}}
-			r, err := loop.For(context.Background(), 1500*time.Millisecond, 2*time.Second)
+			// A count of cycles, not a time: with a few dozen cycles each
+			// (a loaded machine), one cycle more or less would be 3%.
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			r, err := loop.Count(ctx, 8*200, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
