@@ -57,8 +57,14 @@ func TestSubscribe(t *testing.T) {
 			if err := s.Close(); err != nil {
 				t.Errorf("Close: %v", err)
 			}
-			if n := strings.Count(allStacks(), "Sub).run"); n != before {
-				t.Errorf("%d subscription goroutines after Close, want %d", n, before)
+			// Close waited for the goroutine's last instruction; give it a
+			// moment to vanish from the stacks.
+			end = time.Now().Add(5 * time.Second)
+			for strings.Count(allStacks(), "Sub).run") != before {
+				if time.Now().After(end) {
+					t.Fatalf("the subscription goroutine still runs 5 s after Close")
+				}
+				time.Sleep(time.Millisecond)
 			}
 			end = time.Now().Add(5 * time.Second)
 			for raw.Publish(ctx, channel, "three").Val() != 0 {

@@ -277,6 +277,13 @@ func (f *fair) Wait(ctx context.Context, c *driver.Claim[ref], o *driver.Outage)
 		case r[0] == 2:
 			return f.grant(r[1], start, time.Duration(r[2])*time.Millisecond, ttl), nil
 		case r[0] < 0:
+			if registered {
+				// Leave the queue: a release would hand the key to a
+				// waiter that has gone.
+				if g, held := f.leave(ctx, keys, c, o); held {
+					return g, nil
+				}
+			}
 			return driver.Grant{}, fenceError(FenceKey(k), r[0])
 		}
 		registered, sent, serverNow = true, start, r[3]
