@@ -704,3 +704,18 @@ func TestFairWaitURL(t *testing.T) {
 		t.Errorf("fair_wait=maybe: %v, want ErrInvalid naming fair_wait", err)
 	}
 }
+
+// TestFairWaitRequireFair: require=fair (and no-polling) accepts
+// singleredis with fair_wait=true and refuses it without.
+func TestFairWaitRequireFair(t *testing.T) {
+	srv := testserver.RedisT(t, testserver.RedisOptions{})
+	ctx := context.Background()
+	lk, err := registry.OpenURL(ctx, "singleredis://"+srv.Addr()+"?fair_wait=true&require=fair,no-polling")
+	if err != nil {
+		t.Fatalf("fair_wait=true&require=fair,no-polling: %v", err)
+	}
+	lk.Close()
+	if _, err := registry.OpenURL(ctx, "singleredis://"+srv.Addr()+"?require=fair"); !errors.Is(err, lockswap.ErrInvalid) {
+		t.Errorf("polling singleredis with require=fair: %v, want ErrInvalid", err)
+	}
+}
