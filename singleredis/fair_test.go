@@ -213,9 +213,10 @@ func TestFairWaitQuietWhileWaiting(t *testing.T) {
 		t.Run(c.Name, func(t *testing.T) {
 			ctx, key := context.Background(), "quiet:"+c.Name
 			holder := fairLocker(t, c.New(t, srv.Addr()), singleredis.Options{})
-			// The holder extends its lock, so the first waiter sees a
-			// key that never expires for long.
-			held, err := holder.Acquire(ctx, key, lockswap.WithTTL(time.Second))
+			// The holder extends its lock (3 s, so that it outlives the
+			// waiters' registration on a loaded machine): the first waiter
+			// wakes at each expiry it saw and finds the key extended.
+			held, err := holder.Acquire(ctx, key, lockswap.WithTTL(3*time.Second))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -237,7 +238,7 @@ func TestFairWaitQuietWhileWaiting(t *testing.T) {
 			start := time.Now()
 			for time.Since(start) < 10*ttl {
 				time.Sleep(100 * time.Millisecond) // the holder's work
-				if err := held.Extend(ctx, time.Second); err != nil {
+				if err := held.Extend(ctx, 3*time.Second); err != nil {
 					t.Fatal(err)
 				}
 			}
