@@ -127,8 +127,8 @@ func TestFairWaitFairness(t *testing.T) {
 			}}
 			// A count of cycles, not a time: with a few dozen cycles each
 			// (a loaded machine), one cycle more or less would be 3%, and
-			// a Locker held up for a few rounds by the machine costs
-			// 2.5% at 400 cycles each.
+			// a Locker 10 turns off the others (seen once beside the
+			// whole suite, cause not found) is 2.5% at 400 cycles each.
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			r, err := loop.Count(ctx, 8*400, nil)
