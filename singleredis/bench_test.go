@@ -130,3 +130,74 @@ func benchClients(b *testing.B) []benchClient {
 		{"rueidis", rueidisFloor, lockswapCycle(rcLocker)},
 	}
 }
+
+// BenchmarkSeparateLockers is issue 15's scenario (iii) across processes:
+// 8 goroutines on one key, each with a Locker and a client of its own (what
+// 8 processes see), cycling Acquire + Release. It compares, in one run:
+//
+//   - floor: raw SET NX PX retried every 1 ms + EVALSHA compare-and-delete,
+//     one go-redis client per goroutine (the polling floor);
+//   - poll: singleredis as it waits by default (polling per DefaultRetry);
+//   - fair: singleredis with Options.FairWait.
+//
+// and reports acq/s, fairness (min ÷ max acquisitions per goroutine) and
+// requests per Acquire + Release cycle (the lockswap variants). Run:
+//
+//	go test -run '^$' -bench SeparateLockers -benchtime 3s -count 3 ./singleredis/
+func BenchmarkSeparateLockers(b *testing.B) {
+	srv := testserver.RedisT(b, testserver.RedisOptions{})
+	addr := srv.Addr()
+	const goroutines, ttl = 8, 10 * time.Second
+	shape := benchloop.Contended(goroutines)
+	b.Run("floor", func(b *testing.B) {
+		n := 0
+		loop := benchloop.Loop{Shape: shape, Warm: 2, NewCycle: func() benchloop.Cycle {
+			gr := redistest.GoRedisClient(b, addr)
+			sha := gr.ScriptLoad(context.Background(), redisscript.CompareAndDelete.Source()).Val()
+			n++
+			token := fmt.Sprintf("floor-%d", n)
+			return func(ctx context.Context, key string) error {
+				for {
+					ok, err := gr.SetNX(ctx, key, token, ttl).Result()
+					if err != nil {
+						return err
+					}
+					if ok {
+						break
+					}
+					time.Sleep(time.Millisecond)
+				}
+				return gr.EvalSha(ctx, sha, []string{key}, token).Err()
+			}
+		}}
+		loop.Bench(b, b.N)
+	})
+	for _, c := range fairClients {
+		for _, fair := range []bool{false, true} {
+			name := "poll"
+			if fair {
+				name = "fair"
+			}
+			b.Run(c.Name+"/"+name, func(b *testing.B) {
+				var counters []*countingSub
+				loop := benchloop.Loop{Shape: shape, Warm: 2, NewCycle: func() benchloop.Cycle {
+					cc := newCounting(c.New(b, addr))
+					counters = append(counters, cc)
+					lk, err := singleredis.New(cc, singleredis.Options{FairWait: fair})
+					if err != nil {
+						b.Fatal(err)
+					}
+					b.Cleanup(func() { lk.Close() })
+					return benchloop.AcquireCycle(lk, ttl)
+				}}
+				r := loop.Bench(b, b.N)
+				var sent int64
+				for _, cc := range counters {
+					sent += cc.Requests()
+				}
+				// Acquire + Release, the warm-up cycles included.
+				b.ReportMetric(float64(sent)/float64(r.Ops+goroutines*loop.Warm), "req/cycle")
+			})
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -124,4 +125,47 @@ func TestServerWithoutSetNXGet(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestContendedAttemptServerCommands counts on the server (INFO
+// commandstats) what contended attempts cost: one SET each, and no TYPE
+// (issue 15, part 3: the TYPE after a failed SET NX PX is gone on Redis
+// 7 and later, where SET NX PX GET refuses another type in the same
+// request).
+func TestContendedAttemptServerCommands(t *testing.T) {
+	srv := testserver.RedisT(t, testserver.RedisOptions{})
+	raw := redistest.GoRedisClient(t, srv.Addr())
+	ctx := context.Background()
+	if err := raw.Set(ctx, "k", "someone", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	lk := newLocker(t, srv.Addr(), redistest.GoRedis, singleredis.Options{})
+	if err := raw.ConfigResetStat(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	const attempts = 5
+	for range attempts {
+		if _, err := lk.TryAcquire(ctx, "k"); !errors.Is(err, lockswap.ErrHeld) {
+			t.Fatalf("TryAcquire on a held key: %v", err)
+		}
+	}
+	if _, err := lk.Acquire(ctx, "k", lockswap.WithRetry(lockswap.LimitedRetry(time.Millisecond, attempts))); !errors.Is(err, lockswap.ErrHeld) {
+		t.Fatalf("Acquire of %d attempts on a held key: %v", attempts, err)
+	}
+	stats := raw.Info(ctx, "commandstats").Val()
+	calls := func(cmd string) int {
+		_, rest, ok := strings.Cut(stats, "cmdstat_"+cmd+":calls=")
+		if !ok {
+			return 0
+		}
+		n, _ := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
+		return n
+	}
+	if n := calls("set"); n != 2*attempts {
+		t.Errorf("server ran SET %d times for %d contended attempts, want %d", n, 2*attempts, 2*attempts)
+	}
+	if n := calls("type"); n != 0 {
+		t.Errorf("server ran TYPE %d times for contended attempts, want 0", n)
+	}
+	t.Logf("server commandstats: %d SET, %d TYPE for %d contended attempts", calls("set"), calls("type"), 2*attempts)
 }

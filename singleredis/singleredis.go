@@ -14,6 +14,11 @@
 // Lock.Fence returns the new value. The clock keeps fences increasing when
 // a restart without persistence loses the counter (see Guarantees).
 //
+// With Options.FairWait, Acquire waits in a queue in Redis shared by every
+// Locker on the key (in any process) instead of polling: a release hands
+// the key to the first waiter in the same script and wakes it over Pub/Sub
+// (see fair.go and docs/singleredis.md, "Fair wait across processes").
+//
 // One Redis is one point of failure: a restart without persistence or a
 // failover to an asynchronous replica loses the lock (see Guarantees).
 package singleredis
@@ -57,6 +62,14 @@ type Options struct {
 	Logger *slog.Logger
 	// LogKeys adds lock keys to the records (off: keys may be sensitive).
 	LogKeys bool
+	// FairWait makes Acquire wait in a queue in Redis, shared by every
+	// Locker with FairWait on the key, instead of polling: a release hands
+	// the key to the first waiter in the same request and wakes only it
+	// (Redis Pub/Sub); waiters send one request per two TTLs while they
+	// wait. It needs a client that implements redisclient.Subscriber (the
+	// go-redis, redigo and rueidis adapters do). See docs/singleredis.md, "Fair
+	// wait across processes".
+	FairWait bool
 }
 
 // DefaultRetry is the retry policy Acquire uses when none is given: a random
@@ -168,18 +181,31 @@ func New(c redisclient.Client, opts Options) (*Locker, error) {
 		opts.Retry = DefaultRetry
 	}
 	p := &proto{c: c, prefix: opts.Prefix, fence: opts.Fence}
+	var (
+		d      driver.Driver[ref] = p
+		closer                    = opts.Closer
+		g                         = Guarantees(opts.Fence)
+	)
+	if opts.FairWait {
+		sub, ok := c.(redisclient.Subscriber)
+		if !ok {
+			return nil, fmt.Errorf("singleredis: FairWait needs a client that can subscribe (redisclient.Subscriber), and %s cannot: %w", c, lockswap.ErrInvalid)
+		}
+		f := newFair(p, sub)
+		d, closer, g.Wait = f, closeBoth(f, opts.Closer), lockswap.WaitQueue
+	}
 	// TTLs: Redis keeps expiries to the millisecond, and at lockswap.MinTTL
 	// the clock drift allowance still leaves most of the TTL as validity.
-	kit, err := driver.New[ref](p, driver.Config{
+	kit, err := driver.New[ref](d, driver.Config{
 		Name:       "singleredis",
-		Guarantees: Guarantees(opts.Fence),
+		Guarantees: g,
 		TTL:        opts.TTL,
 		Retry:      opts.Retry,
 		Fence:      opts.Fence,
 		Queue:      true,
 		Uncertain:  redisclient.Uncertain,
 		Undo:       redisclient.MaybeApplied,
-		Closer:     opts.Closer,
+		Closer:     closer,
 		Logger:     opts.Logger,
 		LogKeys:    opts.LogKeys,
 	})

@@ -1,0 +1,397 @@
+package singleredis
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/driver"
+	"github.com/lockswap/lockswap/internal/attempt"
+	"github.com/lockswap/lockswap/internal/lockstate"
+	"github.com/lockswap/lockswap/redisclient"
+)
+
+// The keys of the fair wait, next to the lock key k in its hash slot (see
+// FairQueueKey).
+const (
+	// QueueSuffix is appended to the key of the queue of waiters (a list
+	// of their tokens in arrival order).
+	QueueSuffix = ":fairq"
+	// WaitersSuffix is appended to the key of the waiters' registrations
+	// (a hash: token -> "expiry ttl channel", the expiry in the server's
+	// milliseconds).
+	WaitersSuffix = ":fairw"
+)
+
+// FairQueueKey and FairWaitersKey return the keys of the fair wait's queue
+// and registrations for the Redis key k, in k's hash slot (as FenceKey).
+func FairQueueKey(k string) string { return redisclient.SlotKey(k, QueueSuffix) }
+
+// FairWaitersKey: see FairQueueKey.
+func FairWaitersKey(k string) string { return redisclient.SlotKey(k, WaitersSuffix) }
+
+var (
+	//go:embed fair_common.lua
+	fairCommonLua string
+	//go:embed fair_wait.lua
+	fairWaitLua string
+	//go:embed fair_release.lua
+	fairReleaseLua string
+	//go:embed fair_leave.lua
+	fairLeaveLua string
+
+	// fairWait takes the lock or registers (renews) the waiter; see
+	// fair_wait.lua for its replies.
+	fairWait = redisclient.NewScript(nextFenceLua + fairCommonLua + fairWaitLua)
+	// fairRelease is compare-and-delete that hands the key to the first
+	// live waiter and wakes it, in one request.
+	fairRelease = redisclient.NewScript(nextFenceLua + fairCommonLua + fairReleaseLua)
+	// fairLeave takes a waiter that gives up out of the queue, and says
+	// whether it had been handed the lock.
+	fairLeave = redisclient.NewScript(nextFenceLua + fairCommonLua + fairLeaveLua)
+)
+
+// Registration timing, in multiples of the waiter's TTL: a waiter renews
+// its registration every renewEvery (fewer than one request per TTL) and
+// the server drops it regExpiry after its last renewal (plus regSlack, so
+// that a renewal late by a loaded machine keeps its place).
+const (
+	renewEvery = 2
+	regExpiry  = 3
+	regSlack   = 500 * time.Millisecond
+	// expiryMargin is how long after the key's expiry (its PTTL) the
+	// first waiter asks for it.
+	expiryMargin = 2 * time.Millisecond
+)
+
+// fair is the driver of a Locker with Options.FairWait: the protocol of
+// proto plus a Redis-side queue (driver.Waiter), woken through Pub/Sub.
+type fair struct {
+	*proto
+	sub     redisclient.Subscriber
+	channel string // this Locker's wake-up channel
+
+	openMu sync.Mutex // one subscription at a time
+	mu     sync.Mutex
+	closed bool
+	active io.Closer                 // the subscription, once open
+	wakes  map[string]chan<- handoff // waiting tokens -> their wake-up
+}
+
+// handoff is a wake-up: the lock was handed to the waiter at the server
+// time at (ms), with fence.
+type handoff struct {
+	fence uint64
+	at    int64
+}
+
+func newFair(p *proto, sub redisclient.Subscriber) *fair {
+	return &fair{proto: p, sub: sub, channel: p.prefix + "lockswap:fairwait:" + lockstate.NewToken(), wakes: map[string]chan<- handoff{}}
+}
+
+// keys returns the KEYS of the fair scripts for the Redis key k.
+func (f *fair) keys(k string) []string {
+	if f.fence {
+		return []string{k, FairQueueKey(k), FairWaitersKey(k), FenceKey(k)}
+	}
+	return []string{k, FairQueueKey(k), FairWaitersKey(k)}
+}
+
+// subscribe opens the Locker's subscription on first use.
+func (f *fair) subscribe(ctx context.Context, o *driver.Outage) error {
+	f.openMu.Lock()
+	defer f.openMu.Unlock()
+	f.mu.Lock()
+	closed, open := f.closed, f.active != nil
+	f.mu.Unlock()
+	if closed {
+		return lockswap.ErrClosed
+	}
+	if open {
+		return nil
+	}
+	rctx, cancel := requestCtx(ctx, o)
+	s, err := f.sub.Subscribe(rctx, f.channel, f.deliver)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("subscribe to the wake-up channel: %w", redisclient.Classify(f.c, err))
+	}
+	o.Answered()
+	f.mu.Lock()
+	if f.closed {
+		f.mu.Unlock()
+		s.Close()
+		return lockswap.ErrClosed
+	}
+	f.active = s
+	f.mu.Unlock()
+	return nil
+}
+
+// deliver passes a wake-up ("token fence at") to its waiter, if it still
+// waits.
+func (f *fair) deliver(payload string) {
+	token, rest, _ := strings.Cut(payload, " ")
+	fs, at, _ := strings.Cut(rest, " ")
+	fence, err1 := strconv.ParseUint(fs, 10, 64)
+	ms, err2 := strconv.ParseInt(at, 10, 64)
+	if err1 != nil || err2 != nil {
+		return
+	}
+	f.mu.Lock()
+	ch := f.wakes[token]
+	f.mu.Unlock()
+	if ch != nil {
+		select {
+		case ch <- handoff{fence: fence, at: ms}:
+		default:
+		}
+	}
+}
+
+// Close ends the subscription and its goroutine.
+func (f *fair) Close() error {
+	f.mu.Lock()
+	f.closed = true
+	s := f.active
+	f.active = nil
+	f.mu.Unlock()
+	if s != nil {
+		return s.Close()
+	}
+	return nil
+}
+
+// requestCtx bounds one request by the request timeout and what is left of
+// the outage bound.
+func requestCtx(ctx context.Context, o *driver.Outage) (context.Context, context.CancelFunc) {
+	d := lockswap.RequestTimeout
+	if left, bounded := o.Left(); bounded {
+		d = min(d, max(left, time.Millisecond))
+	}
+	return context.WithTimeout(ctx, d)
+}
+
+// fairReply is a reply of the fair scripts: four integers.
+func fairReply(v any) (r [4]int64, ok bool) {
+	a, isArr := v.([]any)
+	if !isArr || len(a) < 2 {
+		return r, false
+	}
+	for i := range min(len(a), 4) {
+		if r[i], ok = a[i].(int64); !ok {
+			return r, false
+		}
+	}
+	return r, true
+}
+
+// grant is the Grant of a lock that a request sent at sent found ours with
+// pttl left.
+func (f *fair) grant(fence int64, sent time.Time, pttl time.Duration, ttl time.Duration) driver.Grant {
+	g := driver.Grant{Deadline: sent.Add(min(pttl, ttl) - lockstate.Drift(ttl))}
+	if f.fence {
+		g.Fence = uint64(fence)
+	}
+	return g
+}
+
+// Wait is the fair wait (driver.Waiter): one request takes the free lock
+// or registers c at the tail of the key's queue in Redis; then it waits
+// for its wake-up (the release that handed it the lock publishes on the
+// Locker's channel), renewing its registration every renewEvery TTLs.
+// The first live waiter also asks again when the holder's key expires
+// (its PTTL), so that a holder that died costs no more than its TTL. A
+// renewal finds out whether a wake-up was lost. When ctx ends it leaves
+// the queue; a lock it had been handed by then is returned, for the kit
+// to give back.
+func (f *fair) Wait(ctx context.Context, c *driver.Claim[ref], o *driver.Outage) (driver.Grant, error) {
+	k := f.prefix + c.Key
+	c.Data.set(k, c.Token)
+	if err := f.subscribe(ctx, o); err != nil {
+		if ctx.Err() != nil {
+			return driver.Grant{}, fmt.Errorf("%w (%w)", lockswap.ErrHeld, err)
+		}
+		return driver.Grant{}, err
+	}
+	wake := make(chan handoff, 1)
+	f.mu.Lock()
+	f.wakes[c.Token] = wake
+	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		delete(f.wakes, c.Token)
+		f.mu.Unlock()
+	}()
+	keys := f.keys(k)
+	ttl := c.TTL
+	reg := regExpiry*ttl + regSlack
+	var (
+		timer      *time.Timer
+		sent       time.Time // the last answered request's send time
+		serverNow  int64     // and the server's clock when it ran (ms)
+		registered bool
+	)
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		rctx, cancel := requestCtx(ctx, o)
+		start := time.Now()
+		v, err := f.c.Run(rctx, fairWait, keys, c.Token, ttl.Milliseconds(), reg.Milliseconds(), f.channel)
+		cancel()
+		if err != nil {
+			if redisclient.IsWrongType(err) {
+				return driver.Grant{}, f.wrongType(ctx, k, keys)
+			}
+			err = redisclient.Classify(f.c, err)
+			if registered || redisclient.MaybeApplied(err) {
+				// Our registration may stay: take it out, and take the
+				// lock if it was handed to us meanwhile.
+				if g, held := f.leave(ctx, keys, c, o); held {
+					return g, nil
+				}
+			}
+			if ctx.Err() != nil {
+				return driver.Grant{}, fmt.Errorf("%w (%w)", lockswap.ErrHeld, err)
+			}
+			return driver.Grant{}, err
+		}
+		o.Answered()
+		r, ok := fairReply(v)
+		if !ok {
+			return driver.Grant{}, fmt.Errorf("unexpected reply %v from the fair wait script: %w", v, lockswap.ErrUnavailable)
+		}
+		switch {
+		case r[0] == 1:
+			return f.grant(r[1], start, ttl, ttl), nil
+		case r[0] == 2:
+			return f.grant(r[1], start, time.Duration(r[2])*time.Millisecond, ttl), nil
+		case r[0] < 0:
+			if registered {
+				// Leave the queue: a release would hand the key to a
+				// waiter that has gone.
+				if g, held := f.leave(ctx, keys, c, o); held {
+					return g, nil
+				}
+			}
+			return driver.Grant{}, fenceError(FenceKey(k), r[0])
+		}
+		registered, sent, serverNow = true, start, r[3]
+		d := renewEvery * ttl
+		if head, pttl := r[1] == 1, r[2]; head && pttl >= 0 {
+			d = min(d, time.Duration(pttl)*time.Millisecond+expiryMargin)
+		}
+		if lim := o.Limit(); lim > 0 {
+			// An outage is noticed by a request: ask a third of the
+			// outage bound apart, but no more than once per TTL (the
+			// promise of quiet waiting; an outage then ends the wait up
+			// to one TTL after its bound).
+			d = min(d, max(lim/3, ttl))
+		}
+		if timer == nil {
+			timer = time.NewTimer(d)
+		} else {
+			timer.Reset(d)
+		}
+		select {
+		case h := <-wake:
+			// Handed to us at server time h.at: serverNow corresponds to
+			// a local time no earlier than sent.
+			at := sent.Add(time.Duration(h.at-serverNow) * time.Millisecond)
+			g := driver.Grant{Deadline: at.Add(ttl - lockstate.Drift(ttl))}
+			if f.fence {
+				g.Fence = h.fence
+			}
+			return g, nil
+		case <-timer.C:
+		case <-ctx.Done():
+			if g, held := f.leave(ctx, keys, c, o); held {
+				return g, nil
+			}
+			return driver.Grant{}, lockswap.ErrHeld
+		}
+	}
+}
+
+// wrongType is the error of a wait refused with WRONGTYPE: one of its keys
+// holds another Redis type. On this error path only, it asks which.
+func (f *fair) wrongType(ctx context.Context, k string, keys []string) error {
+	if f.fence {
+		if v, err := f.c.Do(ctx, "TYPE", FenceKey(k)); err == nil {
+			if typ, _ := v.(string); typ != "string" && typ != "none" {
+				return fmt.Errorf("the fence counter %s holds another Redis type: %w", lockstate.QuoteKey(FenceKey(k)), lockswap.ErrInvalid)
+			}
+		}
+	}
+	for _, q := range keys[1:3] {
+		if v, err := f.c.Do(ctx, "TYPE", q); err == nil {
+			if typ, _ := v.(string); typ != "none" && typ != "list" && typ != "hash" {
+				return fmt.Errorf("the fair wait's key %s holds a Redis %s: %w", lockstate.QuoteKey(q), typ, lockswap.ErrInvalid)
+			}
+		}
+	}
+	return f.notLock(ctx, k)
+}
+
+// leave takes c out of the queue within the grace after ctx ended, and
+// reports whether the lock had been handed to it (with its Grant).
+func (f *fair) leave(ctx context.Context, keys []string, c *driver.Claim[ref], o *driver.Outage) (driver.Grant, bool) {
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), attempt.Grace)
+	defer cancel()
+	start := time.Now()
+	v, err := f.c.Run(lctx, fairLeave, keys, c.Token)
+	if err != nil {
+		// The registration expires on its own.
+		return driver.Grant{}, false
+	}
+	o.Answered()
+	r, ok := fairReply(v)
+	if !ok || r[0] != 1 {
+		return driver.Grant{}, false
+	}
+	return f.grant(r[1], start, time.Duration(r[2])*time.Millisecond, c.TTL), true
+}
+
+// Release is compare-and-delete that hands the key to the first live
+// waiter of the queue in the same request and wakes it.
+func (f *fair) Release(ctx context.Context, c *driver.Claim[ref]) error {
+	k := c.Data.keys[0]
+	v, err := f.c.Run(ctx, fairRelease, f.keys(k), c.Token)
+	if err != nil {
+		return redisclient.ClassifyHeld(f.c, err)
+	}
+	r, ok := fairReply(v)
+	if !ok {
+		return fmt.Errorf("unexpected reply %v from the fair release script: %w", v, lockswap.ErrUnavailable)
+	}
+	if r[0] != 1 {
+		return errNotOurs
+	}
+	return nil
+}
+
+// closerFunc adapts a function to io.Closer.
+type closerFunc func() error
+
+func (f closerFunc) Close() error { return f() }
+
+// closeBoth closes a, then b (when set), and returns the first error.
+func closeBoth(a, b io.Closer) io.Closer {
+	return closerFunc(func() error {
+		err := a.Close()
+		if b != nil {
+			err = errors.Join(err, b.Close())
+		}
+		return err
+	})
+}

@@ -1,0 +1,7 @@
+-- ARGV: our token. Compare-and-delete, then the key goes to the first live
+-- waiter. Returns {released, fence handed (0: nobody waits, < 0: a fence
+-- code, the key stays free)}.
+if redis.call("GET", KEYS[1]) ~= ARGV[1] then return {0, 0} end
+redis.call("DEL", KEYS[1])
+if redis.call("EXISTS", KEYS[2]) == 0 then return {1, 0} end
+return {1, hand(now_ms())}

@@ -1,0 +1,42 @@
+-- ARGV: token, lock TTL (ms), registration TTL (ms), wake-up channel.
+-- Takes the lock when it is free and nobody alive waits before us,
+-- otherwise registers us (or renews our registration) at the queue's tail.
+-- Returns {status, a, b, now}:
+--   {1, fence, ttl, now}: taken now;
+--   {2, fence, pttl, now}: it was handed to us already;
+--   {0, head (1: we are the first live waiter), the lock's PTTL, now}: wait;
+--   {-n, 0, 0, now}: fence code n, nothing written.
+local token = ARGV[1]
+local cur = redis.call("GET", KEYS[1])
+local now = now_ms()
+if cur == token then
+  redis.call("LREM", KEYS[2], 0, token)
+  redis.call("HDEL", KEYS[3], token)
+  local fence = 1
+  if fenced() then fence = tonumber(redis.call("GET", KEYS[4])) or 0 end
+  return {2, fence, redis.call("PTTL", KEYS[1]), now}
+end
+if not cur then
+  local w = prune(now)
+  if not w or w == token then
+    local fence = take(token, ARGV[2])
+    if fence < 0 then return {fence, 0, 0, now} end
+    if w then
+      redis.call("LPOP", KEYS[2])
+      redis.call("HDEL", KEYS[3], token)
+    end
+    return {1, fence, tonumber(ARGV[2]), now}
+  end
+  local fence = hand(now)
+  if fence < 0 then return {fence, 0, 0, now} end
+end
+local reg = tonumber(ARGV[3])
+if redis.call("HSET", KEYS[3], token, (now + reg) .. " " .. ARGV[2] .. " " .. ARGV[4]) == 1 then
+  redis.call("RPUSH", KEYS[2], token)
+end
+for i = 2, 3 do
+  if redis.call("PTTL", KEYS[i]) < reg then redis.call("PEXPIRE", KEYS[i], reg) end
+end
+local head = 0
+if prune(now) == token then head = 1 end
+return {0, head, redis.call("PTTL", KEYS[1]), now}
