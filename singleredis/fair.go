@@ -15,6 +15,7 @@ import (
 	"github.com/lockswap/lockswap/driver"
 	"github.com/lockswap/lockswap/internal/attempt"
 	"github.com/lockswap/lockswap/internal/lockstate"
+	"github.com/lockswap/lockswap/internal/redisscript"
 	"github.com/lockswap/lockswap/redisclient"
 )
 
@@ -49,13 +50,13 @@ var (
 
 	// fairWait takes the lock or registers (renews) the waiter; see
 	// fair_wait.lua for its replies.
-	fairWait = redisclient.NewScript(nextFenceLua + fairCommonLua + fairWaitLua)
+	fairWait = redisclient.NewScript(redisscript.FenceCounterLua + nextFenceLua + fairCommonLua + fairWaitLua)
 	// fairRelease is compare-and-delete that hands the key to the first
 	// live waiter and wakes it, in one request.
-	fairRelease = redisclient.NewScript(nextFenceLua + fairCommonLua + fairReleaseLua)
+	fairRelease = redisclient.NewScript(redisscript.FenceCounterLua + nextFenceLua + fairCommonLua + fairReleaseLua)
 	// fairLeave takes a waiter that gives up out of the queue, and says
 	// whether it had been handed the lock.
-	fairLeave = redisclient.NewScript(nextFenceLua + fairCommonLua + fairLeaveLua)
+	fairLeave = redisclient.NewScript(redisscript.FenceCounterLua + nextFenceLua + fairCommonLua + fairLeaveLua)
 )
 
 // Registration timing, in multiples of the waiter's TTL: a waiter renews
