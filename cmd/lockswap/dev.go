@@ -51,7 +51,8 @@ func runDevEtcd(ctx context.Context, args []string, stdout io.Writer) error {
 	dataDir := fs.String("data-dir", "", "directory that keeps the data across runs (default: a temporary one, removed at exit)")
 	fs.Usage = commandUsage(fs, "[flags]", fmt.Sprintf(
 		`Runs a single-member etcd %s embedded in this program until Ctrl-C (then exits 0), for
-trying etcd:// URLs on this machine. Not for production: one member, no TLS, no auth.`, version.Version))
+trying etcd:// URLs on this machine. Not for production: one member, no TLS, no auth
+(keep --listen on a loopback address).`, version.Version))
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}

@@ -39,8 +39,9 @@ var (
 //     does not exist, or, writing nothing, a negative code when it cannot
 //     give a fence: FenceNotInteger (a string that is not a non-negative
 //     integer), FenceTooLarge (so high that one more would reach 2^53:
-//     FenceLimit) or FenceWrongType (another Redis type, checked with TYPE
-//     so that no error is raised halfway through a script).
+//     FenceLimit) or FenceWrongType (another Redis type: the GET is a
+//     redis.pcall, whose WRONGTYPE error reply the function turns into the
+//     code, so that no error is raised halfway through a script).
 //   - fence_clock() returns the server's clock (TIME) in microseconds since
 //     the Unix epoch: the seed of a counter that is missing.
 //

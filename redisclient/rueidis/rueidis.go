@@ -46,7 +46,9 @@ type adapter struct {
 // New adapts a rueidis client. rueidis does not tell the database a client
 // selects, so its address is unknown ([redisclient.Client.Addr] is ""):
 // give it with [NewNamed] where that matters. It returns nil for a nil
-// client, which the backends reject with lockswap.ErrInvalid.
+// client, which the backends reject with lockswap.ErrInvalid. Make c with
+// ClientOption.AlwaysPipelining set (see the package doc): without it one
+// caller's deadline can close the connection under the other callers.
 func New(c rueidis.Client) redisclient.Client {
 	if redisclient.IsNil(c) {
 		return nil
@@ -225,7 +227,7 @@ func (a *adapter) script(sha, source string, keys, argv []string) (cmd rueidis.C
 // crossSlot turns the panic of rueidis's cluster builder over keys of two
 // hash slots into the CROSSSLOT reply error; any other panic goes on.
 func crossSlot(r any) error {
-	if msg := fmt.Sprint(r); strings.Contains(msg, "slot") {
+	if msg := fmt.Sprint(r); strings.Contains(msg, "different key slots") {
 		return &redisclient.ReplyError{Msg: "CROSSSLOT Keys in request don't hash to the same slot (rueidis: " + msg + ")"}
 	}
 	panic(r)
