@@ -36,7 +36,7 @@ func TestInstruments(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A lost lock (ttl passed) and a failed release (Locker closed).
-	short, err := lk.TryAcquire(ctx, "short", lockswap.WithTTL(lockswap.MinTTL))
+	short, err := lk.TryAcquire(ctx, "short", lockswap.WithTTL(shortTTL))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -323,7 +323,7 @@ func TestLostAtRelease(t *testing.T) {
 	defer lk.Close()
 	ctx := context.Background()
 	before := time.Now()
-	l, err := lk.TryAcquire(ctx, "job", lockswap.WithTTL(lockswap.MinTTL))
+	l, err := lk.TryAcquire(ctx, "job", lockswap.WithTTL(shortTTL))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -353,6 +353,11 @@ func TestLostAtRelease(t *testing.T) {
 		t.Errorf("release span of a lost lock: %+v", rel)
 	}
 }
+
+// shortTTL is the TTL of locks a test lets expire: short, but long
+// enough that a loaded scheduler does not use it all up before the
+// acquisition returns (the kit would refuse it as too short).
+const shortTTL = 50 * time.Millisecond
 
 // takeOver waits, bounded, until lk takes key: the lock held on it
 // expired in the store. It releases what it took.
@@ -406,12 +411,14 @@ func TestLostAtExtend(t *testing.T) {
 	lk := r.wrap(memlock.New(store))
 	defer lk.Close()
 	ctx := context.Background()
-	l, err := lk.TryAcquire(ctx, "job", lockswap.WithTTL(lockswap.MinTTL))
+	// Each Extend comes well within the TTL before it, even on a loaded
+	// machine; the last one is short, so that Done fires soon.
+	l, err := lk.TryAcquire(ctx, "job", lockswap.WithTTL(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for range 2 {
-		if err := l.Extend(ctx, 50*time.Millisecond); err != nil {
+	for _, ttl := range []time.Duration{time.Second, shortTTL} {
+		if err := l.Extend(ctx, ttl); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -587,7 +594,8 @@ func TestNoKeyUnlessAsked(t *testing.T) {
 		ctx := context.Background()
 		// Every path: acquired, held (error naming the key), extended,
 		// lost at extend and release, failure after Close.
-		l, err := lk.TryAcquire(ctx, key, lockswap.WithTTL(lockswap.MinTTL))
+		// Held for the second attempt even on a loaded machine, lost soon.
+		l, err := lk.TryAcquire(ctx, key, lockswap.WithTTL(500*time.Millisecond))
 		if err != nil {
 			t.Fatal(err)
 		}
