@@ -428,6 +428,18 @@ func (lk *Locker[D]) Waiting(key string) int {
 	return lk.q.Waiting(key)
 }
 
+// Parked returns how many Acquire calls of this Locker wait for key
+// between attempts (always 0 without Config.Queue): a release of key
+// through this Locker makes the first one's attempt in its own request
+// when the driver implements HandOver. Waiting counts also those
+// attempting now.
+func (lk *Locker[D]) Parked(key string) int {
+	if lk.q == nil {
+		return 0
+	}
+	return lk.q.Parked(key)
+}
+
 // Close marks the Locker closed: Acquire calls still waiting return an
 // error matching lockswap.ErrClosed (an attempt in flight finishes first,
 // and a lock it or a hand-over took then is given back), and so do Extend

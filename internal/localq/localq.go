@@ -524,6 +524,23 @@ func (q *Queue) Waiting(key string) int {
 	return 0
 }
 
+// Parked returns how many Acquire calls wait for key between attempts:
+// not attempting, handling a result or leaving, and not claimed. A
+// releasing holder can claim the head of them (ClaimBy).
+func (q *Queue) Parked(key string) int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	n := 0
+	if l := q.lines[key]; l != nil {
+		for w := l.first; w != nil; w = w.next {
+			if !w.busy && !w.claimed {
+				n++
+			}
+		}
+	}
+	return n
+}
+
 // Keys returns how many keys have a line (waiters).
 func (q *Queue) Keys() int {
 	q.mu.Lock()

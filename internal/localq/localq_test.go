@@ -419,9 +419,13 @@ func TestClaimDeliversLock(t *testing.T) {
 	s.hold(key)
 	out := make(chan result, 1)
 	startOffer(t, context.Background(), s, key, 1, 1, never, out)
+	queuetest.WaitUntil(t, "the waiter parked after its attempt", func() bool { return s.q.Parked(key) == 1 })
 	tk := claimIdle(t, s, key, 1)
 	if again := s.q.Claim(key, nil); again != nil {
 		t.Fatal("a claimed waiter was claimed twice")
+	}
+	if n := s.q.Parked(key); n != 0 {
+		t.Errorf("Parked = %d with the only waiter claimed, want 0", n)
 	}
 	l := deliverLock(t, s, key, tk)
 	r := <-out

@@ -228,7 +228,10 @@ type Result struct {
 // hour (only a release through lk can serve it) and returns once the
 // waiter's first attempt found the key held and it waits between attempts.
 // The queue asks the policy's NextDelay once before it queues (does it
-// retry at all?) and again after that failed attempt.
+// retry at all?) and again after that failed attempt; a Locker of the kit
+// (with a Parked method) also reports the waiter parked, so that a release
+// through it can claim the waiter (right after NextDelay returns it still
+// cannot).
 func QueueBehind(t *testing.T, ctx context.Context, lk lockswap.Locker, key string, ttl time.Duration) <-chan Result {
 	t.Helper()
 	out := make(chan Result, 1)
@@ -238,6 +241,9 @@ func QueueBehind(t *testing.T, ctx context.Context, lk lockswap.Locker, key stri
 		out <- Result{l, err}
 	}()
 	WaitUntil(t, "the waiter's first attempt failed", func() bool { return r.Calls() >= 2 })
+	if p, ok := lk.(interface{ Parked(key string) int }); ok {
+		WaitUntil(t, "the waiter is parked between attempts", func() bool { return p.Parked(key) >= 1 })
+	}
 	return out
 }
 
