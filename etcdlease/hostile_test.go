@@ -133,8 +133,10 @@ func TestHostileCloseEndsWaiters(t *testing.T) {
 				}
 			}
 			t.Logf("%d waiters: Close took %v, last waiter ended %v after Close began", n, closeTook, worst)
-			if worst > 100*time.Millisecond {
-				t.Errorf("the last of %d waiters ended %v after Close began, want ≤ 100ms", n, worst)
+			// 100 ms, plus the scheduling allowance the conformance
+			// suite's CloseEndsWaiters gives a loaded machine.
+			if worst > 100*time.Millisecond+promise {
+				t.Errorf("the last of %d waiters ended %v after Close began, want ≤ 100ms (+%v scheduling)", n, worst, promise)
 			}
 			if closeTook > time.Second {
 				t.Errorf("Close took %v, want ≤ 1s", closeTook)
