@@ -22,38 +22,54 @@ import (
 // The tests in this file run the lockswap binary as a user would: built
 // once, run with flags, judged by its stdout, stderr and exit code.
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
-// lockswapBinary builds the command once per test binary.
-func lockswapBinary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "lockswap-cli-test")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "lockswap")
-		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
-		if err != nil {
-			buildErr = errors.New(string(out))
-		}
-	})
-	if buildErr != nil {
-		t.Fatalf("go build: %v", buildErr)
-	}
-	return binPath
+// binary is the lockswap command built once per test binary, with the
+// given build tags.
+type binary struct {
+	tags string
+	once sync.Once
+	path string
+	err  error
 }
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if binPath != "" {
-		os.RemoveAll(filepath.Dir(binPath))
+var (
+	// lockswapBin is the command as users build it.
+	lockswapBin = &binary{}
+	// overclaimBin adds a column that declares more than it keeps (see
+	// compare/overclaim.go), to show a contradiction's exit code.
+	overclaimBin = &binary{tags: "lockswap_overclaim"}
+	binDir       string
+)
+
+// build builds b once.
+func (b *binary) build(t *testing.T) string {
+	t.Helper()
+	b.once.Do(func() {
+		name := "lockswap"
+		if b.tags != "" {
+			name += "-" + b.tags
+		}
+		b.path = filepath.Join(binDir, name)
+		out, err := exec.Command("go", "build", "-tags", b.tags, "-o", b.path, ".").CombinedOutput()
+		if err != nil {
+			b.err = errors.New(string(out))
+		}
+	})
+	if b.err != nil {
+		t.Fatalf("go build -tags %q: %v", b.tags, b.err)
 	}
+	return b.path
+}
+
+// lockswapBinary builds the command once per test binary.
+func lockswapBinary(t *testing.T) string { return lockswapBin.build(t) }
+
+func TestMain(m *testing.M) {
+	var err error
+	if binDir, err = os.MkdirTemp("", "lockswap-cli-test"); err != nil {
+		panic(err)
+	}
+	code := m.Run()
+	os.RemoveAll(binDir)
 	os.Exit(code)
 }
 
@@ -61,7 +77,13 @@ func TestMain(m *testing.M) {
 // output, failing the test if it runs longer than limit.
 func runBinary(t *testing.T, limit time.Duration, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	cmd := exec.Command(lockswapBinary(t), args...)
+	return runProgram(t, lockswapBinary(t), limit, args...)
+}
+
+// runProgram runs the program at path with args, as runBinary does.
+func runProgram(t *testing.T, path string, limit time.Duration, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	cmd := exec.Command(path, args...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Start(); err != nil {
@@ -137,6 +159,24 @@ func TestCLIInconclusive(t *testing.T) {
 	}
 	if !strings.Contains(out, "\n1 contention  ?\n") || !strings.Contains(out, "time budget of 1ms used up") {
 		t.Errorf("the table does not show the cell inconclusive with its reason:\n%s", out)
+	}
+}
+
+// TestCLIContradiction: a column whose declaration the measurement
+// contradicts exits 3, with one line on stderr saying so and the cell
+// marked ✗ in the table; the binary built as users build it has no such
+// column (a usage error).
+func TestCLIContradiction(t *testing.T) {
+	args := []string{"compare", "--miniredis", "--columns", "overclaiming", "--scenarios", "holder-pause", "--iterations", "3"}
+	code, out, errOut := runProgram(t, overclaimBin.build(t), 2*time.Minute, args...)
+	if code != exitContradiction || !strings.Contains(errOut, "contradict") || strings.Count(errOut, "\n") != 1 {
+		t.Errorf("exit %d, stderr %q; want 3 and one line saying what contradicts", code, errOut)
+	}
+	if !strings.Contains(out, "✗") {
+		t.Errorf("the table marks no cell ✗:\n%s", out)
+	}
+	if code, _, errOut := runBinary(t, time.Minute, args...); code != exitUsage || !strings.Contains(errOut, "overclaiming") {
+		t.Errorf("lockswap without the test tag: exit %d, stderr %q; want 2 naming the unknown column", code, errOut)
 	}
 }
 

@@ -87,7 +87,7 @@ type backendInfo struct {
 // backendInfos lists the backends in column order. A new backend is one
 // entry here.
 var backendInfos = []backendInfo{
-	{name: "singleredis", short: "single", shorthand: "singleredis", params: []string{"fence"},
+	{name: "singleredis", short: "single", shorthand: "singleredis", params: []string{"fence", "fair_wait"},
 		column: func(q url.Values) (kit, string, error) {
 			return redisColumn("singleredis", 1, q, 500*time.Millisecond, false, nil)
 		}},

@@ -132,6 +132,10 @@ func TestParseColumns(t *testing.T) {
 	if !cols[2].Guarantees.SurvivesRestart || cols[2].FullSpec != "redlock?max_ttl=30s&restart_safety=true" {
 		t.Errorf("restart-safe redlock: survives restart %v, full spec %q", cols[2].Guarantees.SurvivesRestart, cols[2].FullSpec)
 	}
+	fair, err := ParseColumn("singleredis?fair_wait=true")
+	if err != nil || fair.Label != "single+fw" || fair.Guarantees.Wait == cols[0].Guarantees.Wait {
+		t.Errorf("singleredis?fair_wait=true: label %q, wait %v (default %v), %v; want single+fw waiting its own way", fair.Label, fair.Guarantees.Wait, cols[0].Guarantees.Wait, err)
+	}
 	plain, err := ParseColumn("redlock")
 	if err != nil || plain.Guarantees.SurvivesRestart {
 		t.Errorf("plain redlock declares survives restart=%v (%v); want false", plain.Guarantees.SurvivesRestart, err)
