@@ -180,6 +180,21 @@ func TestCLIContradiction(t *testing.T) {
 	}
 }
 
+// TestCLIError: a failure that is not a usage mistake (here a refused
+// connection) exits 1 with one line on stderr naming what failed.
+func TestCLIError(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now: connections are refused
+	code, out, errOut := runBinary(t, time.Minute, "inspect", "--redis", addr)
+	if code != exitError || out != "" || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, addr) {
+		t.Errorf("exit %d, stdout %q, stderr %q; want 1 and one line naming %s", code, out, errOut, addr)
+	}
+}
+
 // TestCLIUnreachable: a --redis server that does not answer makes the
 // comparison inconclusive (exit 4) within 5 s, with one line naming the
 // server, and nothing measured.
