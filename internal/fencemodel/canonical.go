@@ -16,7 +16,7 @@ type perm struct {
 }
 
 // colKeyLen is the length of a column's encoding.
-const colKeyLen = 2 + MaxClients*(1+4+1+1)
+const colKeyLen = 2 + MaxClients*(1+4+1+1+1)
 
 // key encodes a column as bytes; columns sort by it.
 func (c *column) key() [colKeyLen]byte {
@@ -29,13 +29,16 @@ func (c *column) key() [colKeyLen]byte {
 		if c.wbReplied[x] {
 			k[p+6] = 1
 		}
-		p += 7
+		if c.grantApplied[x] {
+			k[p+7] = 1
+		}
+		p += 8
 	}
 	return k
 }
 
 // stateKeyLen is the length of a state's encoding.
-const stateKeyLen = 5 + MaxClients*3 + N*colKeyLen
+const stateKeyLen = 5 + MaxClients*4 + N*colKeyLen
 
 // stateKey is a state encoded as bytes: the explorer's set of seen states
 // holds these, and the canonical form is the renaming with the least one.
@@ -56,8 +59,8 @@ func (s *State) keyWith(cols *[N][colKeyLen]byte) stateKey {
 	k[0], k[1], k[2], k[3], k[4] = byte(s.clock), byte(s.high), s.losses, s.ticks, s.dups
 	p := 5
 	for _, c := range s.cli {
-		k[p], k[p+1], k[p+2] = c.phase, c.after, byte(c.fence)
-		p += 3
+		k[p], k[p+1], k[p+2], k[p+3] = c.phase, c.after, byte(c.fence), byte(c.guess)
+		p += 4
 	}
 	for i := range cols {
 		p += copy(k[p:], cols[i][:])
@@ -113,6 +116,7 @@ func renameClients(s *State, p [MaxClients]int8) State {
 			to.grantReplies[nc] = from.grantReplies[c]
 			to.wbSent[nc] = from.wbSent[c]
 			to.wbReplied[nc] = from.wbReplied[c]
+			to.grantApplied[nc] = from.grantApplied[c]
 		}
 	}
 	return t

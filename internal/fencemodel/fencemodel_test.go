@@ -36,7 +36,7 @@ func boundsForRun() []Bounds {
 // within the bounds and finds no fence given twice and none out of order.
 func TestProtocolHasNoCounterexample(t *testing.T) {
 	for _, b := range boundsForRun() {
-		for _, v := range []Variant{Protocol, ProtocolHoldCheck} {
+		for _, v := range []Variant{Protocol, ProtocolHoldCheck, ProtocolFastPath} {
 			t.Run(v.Name, func(t *testing.T) {
 				m := Model{V: v, B: b}
 				r := m.Explore()
@@ -68,6 +68,7 @@ func TestBrokenVariantsHaveCounterexamples(t *testing.T) {
 		{SketchHeldNoCAS, smallBounds, "unique"},
 		{NoRestartSeed, withLoss, "unique"},
 		{UnconditionalWriteBack, smallBounds, "unique"},
+		{FastPathNoCAS, smallBounds, "unique"},
 	} {
 		t.Run(tc.v.Name, func(t *testing.T) {
 			m := Model{V: tc.v, B: tc.b}

@@ -88,6 +88,27 @@ const (
 	SetAlways
 )
 
+// GuessRule says whether the acquire script also tries a fence the client
+// guessed (the one-round fast path).
+type GuessRule uint8
+
+const (
+	// NoGuess: the acquire script only reads C; every acquisition takes the
+	// write-back round.
+	NoGuess GuessRule = iota
+	// CASAtGrant is the protocol's fast path: the client sends a guess g
+	// with its acquire; where the script sets K it also does the
+	// write-back's compare-and-set with g (after seeding C if missing: if
+	// C < g then C := g) and replies C as it leaves it and whether g was
+	// applied. A client that has a majority of grants with g applied
+	// returns g at once; otherwise it goes on with the write-back round,
+	// v = max(c_i) + 1 over the replies as they are.
+	CASAtGrant
+	// SetAtGrant is the fast path without its compare: where the script
+	// sets K it sets C := g (a broken variant).
+	SetAtGrant
+)
+
 // SeedRule says what a missing counter is seeded with.
 type SeedRule uint8
 
@@ -104,6 +125,7 @@ type Variant struct {
 	Grant     GrantRule     // what the acquire script does with C
 	WriteBack WriteBackRule // what the write-back script does with v
 	Seed      SeedRule      // what a missing C is seeded with
+	Guess     GuessRule     // whether the acquire also tries a guessed fence
 }
 
 // The variants the tests check. Protocol and ProtocolHoldCheck must have no
@@ -124,6 +146,13 @@ var (
 	// UnconditionalWriteBack (d): the protocol's write-back without its
 	// compare: C := v everywhere.
 	UnconditionalWriteBack = Variant{Name: "(d) protocol without the CAS: write-back sets C := v", Grant: ReadAtGrant, WriteBack: SetAlways, Seed: SeedFromClock}
+	// ProtocolFastPath is the protocol with its one-round fast path: the
+	// acquire script does the compare-and-set of a guessed fence where it
+	// sets K (the implementation: redlock's fenced acquire scripts).
+	ProtocolFastPath = Variant{Name: "protocol+fast-path", Grant: ReadAtGrant, WriteBack: CAS, Seed: SeedFromClock, Guess: CASAtGrant}
+	// FastPathNoCAS (e): the fast path without its compare: the acquire
+	// script sets C := g where it sets K, and a granting majority returns g.
+	FastPathNoCAS = Variant{Name: "(e) fast path without the CAS: acquire sets C := g", Grant: ReadAtGrant, WriteBack: CAS, Seed: SeedFromClock, Guess: SetAtGrant}
 )
 
 // Bounds bound the exploration. The state space within them is finite and
@@ -158,6 +187,7 @@ type client struct {
 	phase uint8
 	after uint8 // clients (bitmask) that had returned when this one started
 	fence int8  // v, once computed; -1 before
+	guess int8  // the fence guessed at ActStart (Variant.Guess); -1: none
 }
 
 // column is one instance and the messages between it and each client: the
@@ -176,6 +206,9 @@ type column struct {
 	wbSent [MaxClients]uint8
 	// wbReplied[c]: a reply 1 to client c's write-back is in flight.
 	wbReplied [MaxClients]bool
+	// grantApplied[c]: a granted reply that applied client c's guess is in
+	// flight (Variant.Guess).
+	grantApplied [MaxClients]bool
 }
 
 // State is one global state of the model: the instances with their
@@ -200,6 +233,7 @@ func initial() State {
 	}
 	for c := range s.cli {
 		s.cli[c].fence = -1
+		s.cli[c].guess = -1
 	}
 	return s
 }
@@ -211,7 +245,10 @@ type ActionKind uint8
 // thing the environment does.
 const (
 	// ActStart: the client calls Acquire: it draws a token and sends the
-	// acquire script to every instance (pipelined fan-out).
+	// acquire script to every instance (pipelined fan-out); with a fast
+	// path, with its guess (Action.Value): any value from 0 to one above
+	// the highest counter or fence in the state, which covers every guess
+	// the implementation makes (a fence it saw, plus one).
 	ActStart ActionKind = iota
 	// ActDeliverGrant: the acquire script runs on an instance: SET K token
 	// NX; if set, read C (seeding it from the clock if missing) and reply
@@ -239,6 +276,10 @@ const (
 	ActEvict
 	// ActTick: the clock advances.
 	ActTick
+	// ActReturnFast: the client has received, from a majority of all N
+	// instances (Action.Set), granted replies that applied its guess; its
+	// Acquire returns the guess without a write-back round.
+	ActReturnFast
 )
 
 // Action is one step: a kind and what it concerns.
@@ -271,7 +312,20 @@ func (m *Model) actions(s *State, out []Action) []Action {
 		cl := &s.cli[c]
 		cc := int8(c)
 		if cl.phase == phaseIdle {
-			out = append(out, Action{Kind: ActStart, Client: cc})
+			if m.V.Guess == NoGuess {
+				out = append(out, Action{Kind: ActStart, Client: cc})
+				continue
+			}
+			top := int8(-1)
+			for i := range s.col {
+				top = max(top, s.col[i].counter)
+			}
+			for o := range s.cli {
+				top = max(top, s.cli[o].fence)
+			}
+			for g := int8(0); g <= top+1; g++ {
+				out = append(out, Action{Kind: ActStart, Client: cc, Value: g})
+			}
 			continue
 		}
 		for i := 0; i < N; i++ {
@@ -281,6 +335,15 @@ func (m *Model) actions(s *State, out []Action) []Action {
 		}
 		if cl.phase == phaseGranting {
 			out = m.decisions(s, c, out)
+			var set uint8
+			for i := 0; i < N; i++ {
+				if s.col[i].grantApplied[c] {
+					set |= 1 << i
+				}
+			}
+			if bits.OnesCount8(set) >= Majority {
+				out = append(out, Action{Kind: ActReturnFast, Client: cc, Set: set})
+			}
 		}
 		if cl.phase >= phaseWritingBack && m.V.WriteBack != NoWriteBack {
 			for i := 0; i < N; i++ {
@@ -429,12 +492,18 @@ func (m *Model) apply(s *State, a Action, explain bool) (string, *Violation) {
 	switch a.Kind {
 	case ActStart:
 		cl.phase = phaseGranting
+		if m.V.Guess != NoGuess {
+			cl.guess = a.Value
+		}
 		for o := 0; o < m.B.Clients; o++ {
 			if s.cli[o].phase == phaseReturned {
 				cl.after |= 1 << o
 			}
 		}
 		say("%s calls Acquire: sends SET K NX + read C to X, Y, Z", clientName(c))
+		if m.V.Guess != NoGuess {
+			say(", guessing %d", cl.guess)
+		}
 		if cl.after != 0 {
 			say(" (after %s returned)", names(cl.after, clientName))
 		}
@@ -454,12 +523,29 @@ func (m *Model) apply(s *State, a Action, explain bool) (string, *Violation) {
 		if m.V.Grant == IncrAtGrant {
 			s.setCounter(i, col.counter+1)
 		}
+		applied := false
+		switch m.V.Guess {
+		case CASAtGrant:
+			if col.counter < cl.guess {
+				s.setCounter(i, cl.guess)
+				applied = true
+			}
+		case SetAtGrant:
+			s.setCounter(i, cl.guess)
+			applied = true
+		}
 		// The client ignores replies after it has decided: such a reply
 		// is as good as lost.
 		if cl.phase == phaseGranting {
 			col.grantReplies[c] |= 1 << col.counter
+			if applied {
+				col.grantApplied[c] = true
+			}
 		}
 		say("%s's acquire lands on %s: granted, replies c=%d", clientName(c), instName(i), col.counter)
+		if applied {
+			say(" (its guess applied)")
+		}
 		if col.grantSent[c] > 1 {
 			say(" (a retransmitted copy)")
 		}
@@ -472,6 +558,7 @@ func (m *Model) apply(s *State, a Action, explain bool) (string, *Violation) {
 		}
 		for k := range s.col {
 			s.col[k].grantReplies[c] = 0
+			s.col[k].grantApplied[c] = false
 		}
 		if m.V.WriteBack == NoWriteBack {
 			v := m.returned(s, c, &d, explain)
@@ -536,6 +623,16 @@ func (m *Model) apply(s *State, a Action, explain bool) (string, *Violation) {
 		if col.wbSent[c] > 1 {
 			say(" (a retransmitted copy)")
 		}
+
+	case ActReturnFast:
+		for k := range s.col {
+			s.col[k].grantReplies[c] = 0
+			s.col[k].grantApplied[c] = false
+		}
+		cl.fence = cl.guess
+		say("%s receives grants that applied its guess %d from %s", clientName(c), cl.guess, names(a.Set, instName))
+		v := m.returned(s, c, &d, explain)
+		return d.String(), v
 
 	case ActReturn:
 		for k := range s.col {
