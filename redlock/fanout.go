@@ -27,7 +27,8 @@ const (
 // result is one instance's answer to a call.
 type result struct {
 	n           int64         // 1: set / deleted / extended / fence written; 0: not
-	fence       int64         // Fence, opAcquire with n == 1: the counter the instance returned
+	fence       int64         // Fence, opAcquire with n == 1: the counter the instance returned (as the script left it)
+	applied     bool          // Fence, opAcquire with n == 1: the script set the counter to the guessed fence (the fast path)
 	released    bool          // opHandOver: our key was deleted
 	err         error         // transport error or error reply: outcome unknown
 	quarantined bool          // restarted recently: the answer is no vote
@@ -43,6 +44,7 @@ type call struct {
 	keys   []string
 	key    any // keys[0], boxed once per lock (pipelined path)
 	fkey   any // Fence, opAcquire: the counter's key, boxed once per lock (pipelined path)
+	guess  any // Fence, opAcquire: the guessed fence (int64; 0: none), the acquire script's last argument
 	args   []any
 	ttl    time.Duration
 	mask   uint64 // instances to address; 0 means all
@@ -180,7 +182,7 @@ func (f *fanout) get() *call {
 }
 
 func (f *fanout) put(c *call) {
-	c.keys, c.key, c.fkey, c.args, c.ctx, c.cctx = nil, nil, nil, nil, nil, nil
+	c.keys, c.key, c.fkey, c.guess, c.args, c.ctx, c.cctx = nil, nil, nil, nil, nil, nil, nil
 	clear(c.sargs[:cap(c.sargs)])
 	clear(c.epochs)
 	f.pool.Put(c)
@@ -412,9 +414,9 @@ func (c *call) send(sc redisclient.SplitConn, i int, eval bool) error {
 	}
 	switch o := &c.lk.opts; {
 	case c.op == opAcquire && o.Fence && o.RestartSafety:
-		a = append(a, script, 3, c.key, argEpochKey, c.fkey, c.args[0], c.args[1], c.knownEpoch(i))
+		a = append(a, script, 3, c.key, argEpochKey, c.fkey, c.args[0], c.args[1], c.knownEpoch(i), c.guess)
 	case c.op == opAcquire && o.Fence:
-		a = append(a, script, 2, c.key, c.fkey, c.args[0], c.args[1])
+		a = append(a, script, 2, c.key, c.fkey, c.args[0], c.args[1], c.guess)
 	case c.op == opHandOver && o.Fence:
 		a = append(a, script, 2, c.key, c.fkey)
 		a = append(a, c.args...)
@@ -452,11 +454,11 @@ func (c *call) do(i int) {
 	switch c.op {
 	case opAcquire:
 		if c.lk.opts.Fence && c.lk.opts.RestartSafety {
-			v, err = in.c.Run(c.ctx, fencedSafeAcquire, c.keys, c.args[0], c.args[1], c.knownEpoch(i))
+			v, err = in.c.Run(c.ctx, fencedSafeAcquire, c.keys, c.args[0], c.args[1], c.knownEpoch(i), c.guess)
 			break
 		}
 		if c.lk.opts.Fence {
-			v, err = in.c.Run(c.ctx, fencedAcquire, c.keys, c.args...)
+			v, err = in.c.Run(c.ctx, fencedAcquire, c.keys, c.args[0], c.args[1], c.guess)
 			break
 		}
 		if c.lk.opts.RestartSafety {

@@ -3,7 +3,9 @@ package redlock
 import (
 	"context"
 	"fmt"
+	"hash/maphash"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/lockswap/lockswap"
@@ -74,6 +76,7 @@ func (p *proto) writeBack(ctx context.Context, l *rlock, c *call, ok, unknown ui
 	validity := ttl - elapsed - p.drift(ttl)
 	if applied >= p.quorum && validity > 0 {
 		l.acquired, l.unknown, l.deadline = start, unknown, start.Add(validity)
+		p.hints.saw(l.keys[0], v)
 		return driver.Grant{Deadline: l.deadline, Fence: uint64(v)}, nil
 	}
 	p.undo(ctx, l, ok, unknown, ttl)
@@ -115,8 +118,8 @@ func counterError(key string, code int64) error {
 }
 
 // fencedReply records instance i's reply to the fenced acquire: {1,
-// counter} (set), 0 (held), fenceKeyNotLock or a Fence* code (nothing
-// written).
+// counter, applied} (set; applied is 1 when the counter took the guessed
+// fence), 0 (held), fenceKeyNotLock or a Fence* code (nothing written).
 func (c *call) fencedReply(i int, v any) {
 	r := &c.res[i]
 	switch x := v.(type) {
@@ -129,11 +132,12 @@ func (c *call) fencedReply(i int, v any) {
 			r.err = counterError(c.keys[len(c.keys)-1], x)
 		}
 	case []any:
-		if len(x) == 2 {
+		if len(x) == 3 {
 			if set, _ := x[0].(int64); set == 1 {
 				r.n = 1
 				var ok bool
 				if r.fence, ok = parseCounter(x[1]); ok {
+					r.applied = isOne(x[2])
 					return
 				}
 			}
@@ -145,8 +149,9 @@ func (c *call) fencedReply(i int, v any) {
 }
 
 // fencedSafeReply records instance i's reply to the fenced restart-safe
-// acquire: safeAcquire's replies with the counter added where it set the
-// key, or a Fence* code (nothing written).
+// acquire: safeAcquire's replies with the counter and whether it took the
+// guessed fence added where it set the key, or a Fence* code (nothing
+// written).
 func (c *call) fencedSafeReply(i int, v any) {
 	r := &c.res[i]
 	switch x := v.(type) {
@@ -161,14 +166,15 @@ func (c *call) fencedSafeReply(i int, v any) {
 			set, _ = x[0].(int64)
 		}
 		switch {
-		case set == 1 && len(x) == 2, set == 1 && len(x) == 5:
-			fence, ok := parseCounter(x[len(x)-1])
-			if len(x) == 2 {
+		case set == 1 && len(x) == 3, set == 1 && len(x) == 6:
+			fence, ok := parseCounter(x[len(x)-2])
+			if len(x) == 3 {
 				v = int64(1)
 			} else {
 				v = x[:4]
 			}
 			c.safeReply(i, v)
+			r.applied = isOne(x[len(x)-1])
 			if r.fence = fence; !ok && r.err == nil {
 				r.err = fmt.Errorf("unexpected fenced acquire reply %v", x)
 			}
@@ -179,11 +185,12 @@ func (c *call) fencedSafeReply(i int, v any) {
 }
 
 // fencedHandOverReply records instance i's reply to the fenced hand-over:
-// {released, 1, counter}, {released, 0} (held) or {released, code}.
+// {released, 1, counter, applied}, {released, 0} (held) or {released,
+// code}.
 func (c *call) fencedHandOverReply(i int, v any) {
 	r := &c.res[i]
 	a, _ := v.([]any)
-	if len(a) != 2 && len(a) != 3 {
+	if len(a) != 2 && len(a) != 4 {
 		r.err = fmt.Errorf("unexpected hand-over reply %v", v)
 		return
 	}
@@ -191,15 +198,66 @@ func (c *call) fencedHandOverReply(i int, v any) {
 	r.released = rel == 1
 	n, _ := a[1].(int64)
 	switch {
-	case n == 1 && len(a) == 3:
+	case n == 1 && len(a) == 4:
 		r.n = 1
 		var ok bool
 		if r.fence, ok = parseCounter(a[2]); !ok {
 			r.err = fmt.Errorf("unexpected hand-over reply %v", v)
 		}
+		r.applied = isOne(a[3])
 	case n < 0:
 		r.err = counterError(c.keys[len(c.keys)-1], n)
 	case n != 0 || len(a) != 2:
 		r.err = fmt.Errorf("unexpected hand-over reply %v", v)
+	}
+}
+
+// isOne reports whether a script's reply element is the integer 1.
+func isOne(x any) bool {
+	n, _ := x.(int64)
+	return n == 1
+}
+
+// hintSlots is the size of a Locker's table of fence hints.
+const hintSlots = 256
+
+// fenceHints remembers, per key, the highest fence this Locker saw granted,
+// so that its next acquisition of the key can guess its fence (that fence
+// plus one) and take it in the acquire round: the fast path of
+// docs/redlock-fencing.md. It is a direct-mapped table: bounded memory
+// whatever the number of keys; two keys in one slot only cost guesses
+// that miss (an acquisition then takes the write-back round). A guess is
+// never a safety matter: the acquire script applies it only where the
+// counter is below it, as the write-back does.
+type fenceHints struct {
+	seed  maphash.Seed
+	slots [hintSlots]struct {
+		mu    sync.Mutex
+		key   string
+		fence int64
+	}
+}
+
+func newFenceHints() *fenceHints { return &fenceHints{seed: maphash.MakeSeed()} }
+
+// guess returns the fence to try for key: one above the last one seen, or
+// 0 (no guess: the acquire script applies none) when key has none.
+func (h *fenceHints) guess(key string) int64 {
+	s := &h.slots[maphash.String(h.seed, key)%hintSlots]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.key != key {
+		return 0
+	}
+	return s.fence + 1
+}
+
+// saw records that a lock on key was granted fence.
+func (h *fenceHints) saw(key string, fence int64) {
+	s := &h.slots[maphash.String(h.seed, key)%hintSlots]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.key != key || fence > s.fence {
+		s.key, s.fence = key, fence
 	}
 }

@@ -3,15 +3,17 @@ if e then
   local s, u = string.match(e, "^(%d+)%.(%d+)%.")
   if not s or #s > 18 or #u > 18 then return {-1, string.sub(e, 1, 256)} end
 end
-local r, c, seed = 0, nil, false
+local r, c, write, applied = 0, nil, false, 0
 if redis.call("TYPE", KEYS[1])["ok"] == "none" then
   c = fence_read(KEYS[3])
   if c and c < 0 then return c end
-  seed = not c
-  if seed then
+  write = not c
+  if write then
     c = fence_clock()
     if c >= 9007199254740991 then return -2 end
   end
+  local g = tonumber(ARGV[4])
+  if g and g > c and g < 9007199254740991 then c, applied, write = g, 1, true end
   r = 1
 end
 if not e then
@@ -21,12 +23,12 @@ if not e then
 end
 if r == 1 then
   redis.call("SET", KEYS[1], ARGV[1], "PX", ARGV[2])
-  if seed then redis.call("SET", KEYS[3], string.format("%.0f", c)) end
+  if write then redis.call("SET", KEYS[3], string.format("%.0f", c)) end
 end
 if e == ARGV[3] then
-  if r == 1 then return {1, c} end
+  if r == 1 then return {1, c, applied} end
   return 0
 end
 local t = redis.call("TIME")
-if r == 1 then return {1, e, t[1], t[2], c} end
+if r == 1 then return {1, e, t[1], t[2], c, applied} end
 return {0, e, t[1], t[2]}

@@ -262,6 +262,7 @@ type proto struct {
 	bgRunning atomic.Int64 // background releases running (tests)
 	bgGaveUp  atomic.Int64 // background releases that ended with instances still unknown (tests)
 	log       *slog.Logger // Options.Logger with the backend attribute; nil: silent
+	hints     *fenceHints  // Fence: the fence to guess per key (the fast path)
 }
 
 // New returns a Locker over the given independent masters. It rejects, with
@@ -348,6 +349,9 @@ func New(clients []redisclient.Client, opts Options) (*Locker, error) {
 		}
 	}
 	p.fan = newFanout(p, 2*len(clients))
+	if opts.Fence {
+		p.hints = newFenceHints()
+	}
 	var d driver.Driver[*rlock] = p
 	if opts.RestartSafety {
 		d = safeProto{p} // the restart-safe acquire has no hand-over form
@@ -739,6 +743,7 @@ type rlock struct {
 	nakeys     int       // Fence: how many of akeys
 	fkeys      [1]string // Fence: the fence counter's key
 	fkey       any       // Fence: fkeys[0], boxed once
+	guess      int64     // Fence: the fence the acquire tries first (fenceHints.guess; 0: none)
 	args       [2]any    // token, ttl in ms (the scripts' ARGV)
 	acquired   time.Time
 	deadline   time.Time // the validity's end, as last granted
@@ -765,6 +770,9 @@ func (p *proto) newRlock(c *driver.Claim[*rlock]) *rlock {
 		}
 	}
 	l.args[0], l.args[1] = c.Token, c.TTL.Milliseconds()
+	if p.opts.Fence {
+		l.guess = p.hints.guess(l.keys[0])
+	}
 	c.Data = l
 	return l
 }
@@ -786,7 +794,7 @@ func (p *proto) Acquire(ctx context.Context, cl *driver.Claim[*rlock]) (driver.G
 	defer p.fan.put(c)
 	c.op, c.keys, c.key, c.args, c.ttl = opAcquire, l.keys[:], l.key, l.args[:], ttl
 	if p.opts.Fence {
-		c.keys, c.fkey = l.akeys[:l.nakeys], l.fkey
+		c.keys, c.fkey, c.guess = l.akeys[:l.nakeys], l.fkey, l.guess
 	}
 	start := time.Now()
 	p.fan.run(ctx, c, start.Add(p.instanceTimeout(ttl)))
@@ -806,7 +814,7 @@ func (p *proto) Acquire(ctx context.Context, cl *driver.Claim[*rlock]) (driver.G
 func (p *proto) settle(ctx context.Context, l *rlock, c *call, start time.Time, ttl time.Duration, check bool) (driver.Grant, error) {
 	elapsed := time.Since(start)
 	n := len(p.inst)
-	var votes, held, quarantined, perm int
+	var votes, applied, held, quarantined, perm int
 	var ok, unknown, heldMask, notLock uint64
 	for i := range c.res {
 		r, b := &c.res[i], uint64(1)<<i
@@ -829,6 +837,9 @@ func (p *proto) settle(ctx context.Context, l *rlock, c *call, start time.Time, 
 		case r.n == 1:
 			votes++
 			ok |= b
+			if r.applied {
+				applied++
+			}
 		default:
 			held++
 			if r.plain || p.opts.RestartSafety { // no GET told the key's type
@@ -838,6 +849,14 @@ func (p *proto) settle(ctx context.Context, l *rlock, c *call, start time.Time, 
 	}
 	validity := ttl - elapsed - p.drift(ttl)
 	if votes >= p.quorum && validity > 0 && p.opts.Fence {
+		if applied >= p.quorum {
+			// The fast path: a majority granted the lock and applied the
+			// guessed fence in the same script, a compare-and-set as the
+			// write-back's (docs/redlock-fencing.md).
+			l.acquired, l.unknown, l.deadline = start, unknown, start.Add(validity)
+			p.hints.saw(l.keys[0], l.guess)
+			return driver.Grant{Deadline: l.deadline, Fence: uint64(l.guess)}, nil
+		}
 		return p.writeBack(ctx, l, c, ok, unknown, start, ttl)
 	}
 	if votes >= p.quorum && validity > 0 {
@@ -1194,6 +1213,7 @@ func (p *proto) HandOver(ctx context.Context, hc, nc *driver.Claim[*rlock]) (dri
 	c.op, c.keys, c.key, c.args = opHandOver, l.keys[:], l.key, []any{l.args[0], next.args[0], next.args[1]}
 	if p.opts.Fence {
 		c.keys, c.fkey = next.akeys[:next.nakeys], next.fkey
+		c.args = append(c.args, next.guess)
 	}
 	p.fan.run(ctx, c, earliest(start.Add(p.instanceTimeout(nc.TTL)), until))
 	g, acqErr := p.settle(ctx, next, c, start, nc.TTL, false)
