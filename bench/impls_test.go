@@ -215,7 +215,17 @@ func redlockImpls(b *testing.B, s *servers, n int) []impl {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { grLocker.Close(); rgLocker.Close() })
+	// With Options.Fence (issue 16: the cost of fencing, against the same
+	// Locker unfenced).
+	grFenced, err := redlock.New(grs, redlock.Options{Fence: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	rgFenced, err := redlock.New(rgs, redlock.Options{Fence: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { grLocker.Close(); rgLocker.Close(); grFenced.Close(); rgFenced.Close() })
 	rsGR, rsRG := redsync.New(rsGRPools...), redsync.New(rsRGPools...)
 	addrs := s.redisAddrs[:n]
 	return []impl{
@@ -225,6 +235,8 @@ func redlockImpls(b *testing.B, s *servers, n int) []impl {
 		{"lockswap-redigo", func(*testing.B) cycleFunc { return lockswapCycle(rgLocker) }},
 		{"redsync-redigo", func(*testing.B) cycleFunc { return redsyncCycle(rsRG, retry) }},
 		{"redsync-redigo-defaultretry", func(*testing.B) cycleFunc { return redsyncCycle(rsRG, nil) }},
+		{"lockswap-fenced-goredis", func(*testing.B) cycleFunc { return lockswapCycle(grFenced) }},
+		{"lockswap-fenced-redigo", func(*testing.B) cycleFunc { return lockswapCycle(rgFenced) }},
 		redlockRueidisImpl(b, s, n),
 	}
 }

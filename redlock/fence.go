@@ -3,7 +3,6 @@ package redlock
 import (
 	"context"
 	"fmt"
-	"hash/maphash"
 	"strings"
 	"sync"
 	"time"
@@ -218,46 +217,48 @@ func isOne(x any) bool {
 	return n == 1
 }
 
-// hintSlots is the size of a Locker's table of fence hints.
-const hintSlots = 256
+// maxHints bounds a Locker's table of fence hints.
+const maxHints = 4096
 
 // fenceHints remembers, per key, the highest fence this Locker saw granted,
 // so that its next acquisition of the key can guess its fence (that fence
 // plus one) and take it in the acquire round: the fast path of
-// docs/redlock-fencing.md. It is a direct-mapped table: bounded memory
-// whatever the number of keys; two keys in one slot only cost guesses
-// that miss (an acquisition then takes the write-back round). A guess is
+// docs/redlock-fencing.md. It holds up to maxHints keys; past that a key
+// chosen at random is forgotten for each new one, which only costs a guess
+// that misses (the acquisition then takes the write-back round). A guess is
 // never a safety matter: the acquire script applies it only where the
 // counter is below it, as the write-back does.
 type fenceHints struct {
-	seed  maphash.Seed
-	slots [hintSlots]struct {
-		mu    sync.Mutex
-		key   string
-		fence int64
-	}
+	mu    sync.Mutex
+	fence map[string]int64
 }
 
-func newFenceHints() *fenceHints { return &fenceHints{seed: maphash.MakeSeed()} }
+func newFenceHints() *fenceHints { return &fenceHints{fence: make(map[string]int64)} }
 
 // guess returns the fence to try for key: one above the last one seen, or
 // 0 (no guess: the acquire script applies none) when key has none.
 func (h *fenceHints) guess(key string) int64 {
-	s := &h.slots[maphash.String(h.seed, key)%hintSlots]
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.key != key {
-		return 0
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if f, ok := h.fence[key]; ok {
+		return f + 1
 	}
-	return s.fence + 1
+	return 0
 }
 
 // saw records that a lock on key was granted fence.
 func (h *fenceHints) saw(key string, fence int64) {
-	s := &h.slots[maphash.String(h.seed, key)%hintSlots]
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.key != key || fence > s.fence {
-		s.key, s.fence = key, fence
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	f, ok := h.fence[key]
+	if ok && f >= fence {
+		return
 	}
+	if !ok && len(h.fence) >= maxHints {
+		for k := range h.fence { // a random one: map iteration starts anywhere
+			delete(h.fence, k)
+			break
+		}
+	}
+	h.fence[key] = fence
 }

@@ -232,6 +232,7 @@ func main() {
 	targets(w, res)
 	fmt.Fprintln(w)
 	targets15(w, res)
+	targets16(w, res)
 }
 
 // target is one line of the targets table.
@@ -354,7 +355,29 @@ func targets15(w io.Writer, r results) {
 			ts = append(ts, target15{fmt.Sprintf("singleredis %s %s: allocs/op − floor's", c, scen), median(d), lo, hi, 6, true})
 		}
 	}
-	fmt.Fprintf(w, "### Targets of issue 15 (ratios paired within each round: median, and range over the rounds)\n\n| target | median | range over rounds | limit | |\n|---|---:|---:|---:|---|\n")
+	writeRangeTargets(w, "Targets of issue 15", ts)
+}
+
+// targets16 is issue 16's cost of fencing: redlock with Options.Fence
+// against the same client's unfenced redlock.
+func targets16(w io.Writer, r results) {
+	n := func(scen, group, impl string) string { return scen + "/" + group + "/" + impl }
+	var ts []target15
+	for _, g := range []string{"redlock3", "redlock5"} {
+		for _, c := range []string{"goredis", "redigo"} {
+			f, u := "lockswap-fenced-"+c, "lockswap-"+c
+			lo, hi := r.ratioRange(n("serial", g, f), n("serial", g, u), "ns/op")
+			ts = append(ts, target15{fmt.Sprintf("%s %s serial: fenced ÷ unfenced latency", g, c), r.ratio(n("serial", g, f), n("serial", g, u), "ns/op"), lo, hi, 1.6, true})
+			lo, hi = r.ratioRange(n("contended", g, f), n("contended", g, u), "acq/s")
+			ts = append(ts, target15{fmt.Sprintf("%s %s contended: fenced ÷ unfenced acq/s", g, c), r.ratio(n("contended", g, f), n("contended", g, u), "acq/s"), lo, hi, 0.7, false})
+		}
+	}
+	writeRangeTargets(w, "Targets of issue 16", ts)
+}
+
+// writeRangeTargets writes a table of targets with their range over rounds.
+func writeRangeTargets(w io.Writer, title string, ts []target15) {
+	fmt.Fprintf(w, "\n### %s (ratios paired within each round: median, and range over the rounds)\n\n| target | median | range over rounds | limit | |\n|---|---:|---:|---:|---|\n", title)
 	for _, t := range ts {
 		verdict := "–"
 		if !math.IsNaN(t.value) {
