@@ -436,9 +436,10 @@ func GuaranteesOf(n int, opts Options) lockswap.Guarantees {
 	}
 	if opts.Fence {
 		g.Notes = append(g.Notes,
-			"a fence is max(the counters a majority returned with its grant) + 1, written back with a compare-and-set to a majority before Acquire returns: no two grants of a key get the same fence, and an Acquire that starts after another returned gets a larger one (docs/redlock-fencing.md)",
+			"a fence is installed with a compare-and-set (only where the counter is below it) on a majority before Acquire returns: in the acquire round when the Locker's guess (the last fence it saw for the key, plus one) applies there, else in a write-back round of max(the counters the grants returned) + 1; no two grants of a key get the same fence, and an Acquire that starts after another returned gets a larger one (docs/redlock-fencing.md)",
 			"a counter lost in a restart without persistence is seeded again from the server's clock in microseconds: fences keep both properties as long as that clock is then past every fence issued for the key, which holds when the instances' clocks agree within the restart's downtime and fewer than one fence per microsecond per key is issued",
 			"a holder paused past its validity still acts without exclusion, but a resource that checks fences (package fenced) rejects its writes once a later holder has written",
+			"the counters need no persistence or appendfsync always, and noeviction or a volatile-* maxmemory policy: a snapshot (RDB) that restores an older counter after a crash can repeat fences",
 		)
 	} else {
 		g.Notes = append(g.Notes, "no fencing token: a holder paused past its validity acts without exclusion (enable Fence)")
