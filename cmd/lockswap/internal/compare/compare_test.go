@@ -5,13 +5,16 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/lockswap/lockswap"
 	"github.com/lockswap/lockswap/internal/testserver"
+	"github.com/lockswap/lockswap/memlock"
 )
 
 // TestVerdicts runs compare on real servers and checks the verdicts that
@@ -253,4 +256,38 @@ func goredisClient(t *testing.T, addr string) *goredis.Client {
 	c := goredis.NewClient(&goredis.Options{Addr: addr})
 	t.Cleanup(func() { c.Close() })
 	return c
+}
+
+// outageLocker is a Locker whose every attempt finds the servers
+// unavailable.
+type outageLocker struct{ lockswap.Locker }
+
+func (outageLocker) TryAcquire(context.Context, string, ...lockswap.Option) (lockswap.Lock, error) {
+	return nil, fmt.Errorf("0 of 5 instances answered: %w", lockswap.ErrUnavailable)
+}
+
+// TestClockAheadOutageInconclusive: when the second client of clock-ahead
+// finds the servers unavailable (as a miniredis fallback under heavy load
+// once did), nothing was measured: the cell is not run (inconclusive), not
+// a contradiction; a refusal is held.
+func TestClockAheadOutageInconclusive(t *testing.T) {
+	store := memlock.NewStore()
+	first := true
+	f := &fixture{newLocker: func() (lockswap.Locker, error) {
+		lk := memlock.New(store)
+		if first {
+			first = false
+			return lk, nil
+		}
+		return outageLocker{lk}, nil
+	}}
+	defer f.close()
+	if c := runClockAhead(context.Background(), f, lockswap.Guarantees{}, 1); c.Outcome != NotRun || !strings.Contains(c.Detail, "unavailable") {
+		t.Errorf("outage: %+v, want not run, saying unavailable", c)
+	}
+	g := &fixture{newLocker: func() (lockswap.Locker, error) { return memlock.New(store), nil }}
+	defer g.close()
+	if c := runClockAhead(context.Background(), g, lockswap.Guarantees{}, 1); c.Outcome != Held {
+		t.Errorf("refused: %+v, want held", c)
+	}
 }
