@@ -3,7 +3,7 @@ module github.com/lockswap/lockswap/otel
 go 1.26.0
 
 require (
-	github.com/lockswap/lockswap v0.0.0
+	github.com/lockswap/lockswap v0.1.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/redis/go-redis/v9 v9.23.0
 	go.opentelemetry.io/otel v1.47.0

@@ -3,9 +3,32 @@ package redisclient
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"time"
 )
+
+// MsgSetGetFallback is the message of the record singleredis and redlock
+// write to their Options.Logger, at level Info, once per server and
+// Locker, when the server rejects SET NX PX GET (Redis before 7.0) and the
+// Locker falls back for good to SET NX PX: a contended first attempt then
+// costs a TYPE request more. Its attributes are "server" (the client and
+// address, as Client.String gives them: no credentials) and "reason".
+const MsgSetGetFallback = "fallback taken: SET NX PX without GET"
+
+// setGetFallbackReason is the reason attribute of MsgSetGetFallback.
+const setGetFallbackReason = "the server rejects SET with both NX and GET (Redis before 7.0): attempts use SET NX PX, and a contended first attempt adds a TYPE request"
+
+// LogSetGetFallback writes MsgSetGetFallback about c's server to l; a nil
+// l writes nothing. The caller writes it once per server.
+func LogSetGetFallback(l *slog.Logger, c Client) {
+	if l == nil {
+		return
+	}
+	l.LogAttrs(context.Background(), slog.LevelInfo, MsgSetGetFallback,
+		slog.String("server", c.String()),
+		slog.String("reason", setGetFallbackReason))
+}
 
 // SetNXPXGet runs SET key value NX PX ttl GET: one request that sets key
 // when it is absent and otherwise leaves it as it is. It reports whether it

@@ -431,12 +431,15 @@ func (c *call) send(sc redisclient.SplitConn, i int, eval bool) error {
 
 // plainSetRefused reports whether err is instance i's refusal of the
 // acquire's SET NX PX GET (a Redis before 7.0, which ran nothing), and then
-// switches the instance to SET NX PX for good.
+// switches the instance to SET NX PX for good, logging it the first time
+// (redisclient.MsgSetGetFallback).
 func (c *call) plainSetRefused(i int, err error) bool {
 	if c.op != opAcquire || c.isScript() || c.res[i].plain || !redisclient.IsSyntaxError(err) {
 		return false
 	}
-	c.lk.inst[i].plainSet.Store(true)
+	if in := &c.lk.inst[i]; in.plainSet.CompareAndSwap(false, true) {
+		redisclient.LogSetGetFallback(c.lk.log, in.c)
+	}
 	return true
 }
 

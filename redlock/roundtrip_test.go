@@ -3,6 +3,8 @@ package redlock_test
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -10,6 +12,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/internal/logtest"
 	"github.com/lockswap/lockswap/internal/redistest"
 	"github.com/lockswap/lockswap/redisclient"
 	"github.com/lockswap/lockswap/redlock"
@@ -126,7 +129,8 @@ func TestInstanceWithoutSetNXGet(t *testing.T) {
 		olds[i] = &oldServer{Client: redistest.GoRedis(t, a)}
 		cs[i] = olds[i]
 	}
-	lk, err := redlock.New(cs, redlock.Options{InstanceTimeout: testTimeout})
+	rec := logtest.New()
+	lk, err := redlock.New(cs, redlock.Options{InstanceTimeout: testTimeout, Logger: rec.Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,6 +160,23 @@ func TestInstanceWithoutSetNXGet(t *testing.T) {
 		}
 		if n := olds[i].refused.Load(); n != 1 {
 			t.Errorf("instance %d was sent SET NX GET %d times, want once", i, n)
+		}
+	}
+	// The fallback is logged once per instance, at Info, naming it.
+	got := rec.Find(redisclient.MsgSetGetFallback)
+	if len(got) != len(cs) || len(rec.Records()) != len(cs) {
+		t.Fatalf("records %v, want one %q per instance", rec.Records(), redisclient.MsgSetGetFallback)
+	}
+	servers := map[string]bool{}
+	for _, r := range got {
+		if r.Level != slog.LevelInfo || r.String("backend") != "redlock" || r.String("reason") == "" {
+			t.Errorf("record %v: want INFO, backend redlock, a reason", r)
+		}
+		servers[r.String("server")] = true
+	}
+	for i, c := range cs {
+		if !servers[c.String()] || !strings.Contains(c.String(), addrs[i]) {
+			t.Errorf("no record names instance %d (%s, at %s): %v", i, c, addrs[i], servers)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package singleredis_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strconv"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/internal/logtest"
 	"github.com/lockswap/lockswap/internal/redistest"
 	"github.com/lockswap/lockswap/internal/testserver"
 	"github.com/lockswap/lockswap/redisclient"
@@ -91,7 +93,8 @@ func TestServerWithoutSetNXGet(t *testing.T) {
 		t.Run(c.Name, func(t *testing.T) {
 			key := "oldserver:" + c.Name
 			old := &oldServer{Counting: redistest.Counting{Client: c.New(t, srv.Addr())}}
-			lk, err := singleredis.New(old, singleredis.Options{})
+			rec := logtest.New()
+			lk, err := singleredis.New(old, singleredis.Options{Logger: rec.Logger()})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -122,6 +125,18 @@ func TestServerWithoutSetNXGet(t *testing.T) {
 			}
 			if old.refused != 1 {
 				t.Errorf("SET NX GET was sent %d times, want once (then the fallback sticks)", old.refused)
+			}
+			// The fallback is logged once, at Info, naming the server.
+			got := rec.Find(redisclient.MsgSetGetFallback)
+			if len(got) != 1 || len(rec.Records()) != 1 {
+				t.Fatalf("records %v, want one %q", rec.Records(), redisclient.MsgSetGetFallback)
+			}
+			r := got[0]
+			if r.Level != slog.LevelInfo || r.String("backend") != "singleredis" || r.String("reason") == "" {
+				t.Errorf("record %v: want INFO, backend singleredis, a reason", r)
+			}
+			if s := r.String("server"); s != old.String() || !strings.Contains(s, srv.Addr()) {
+				t.Errorf("server = %q, want %q (the client, naming %s)", s, old.String(), srv.Addr())
 			}
 		})
 	}

@@ -181,6 +181,9 @@ func New(c redisclient.Client, opts Options) (*Locker, error) {
 		opts.Retry = DefaultRetry
 	}
 	p := &proto{c: c, prefix: opts.Prefix, fence: opts.Fence}
+	if opts.Logger != nil {
+		p.log = opts.Logger.With(slog.String("backend", "singleredis"))
+	}
 	var (
 		d      driver.Driver[ref] = p
 		closer                    = opts.Closer
@@ -266,6 +269,8 @@ type proto struct {
 	fence  bool
 	// plainSet: the server rejected SET NX GET (Redis before 7.0).
 	plainSet atomic.Bool
+	// log is Options.Logger with the backend attribute; nil: silent.
+	log *slog.Logger
 }
 
 // ref is a lock's Data: its Redis key and token as the scripts take them,
@@ -280,8 +285,9 @@ func (r *ref) set(k, token string) { r.keys[0], r.tokenArg[0] = k, token }
 // Acquire makes one attempt in one request: SET NX PX GET, or the fenced
 // acquire script. A key that holds another Redis type is refused in the
 // same request (WRONGTYPE) and reported as such. On a Redis before 7.0,
-// which rejects NX with GET, it falls back for good to SET NX PX and, on
-// the first attempt of a call that finds the key taken, one TYPE request.
+// which rejects NX with GET, it falls back for good to SET NX PX (logged
+// once, redisclient.MsgSetGetFallback) and, on the first attempt of a call
+// that finds the key taken, one TYPE request.
 func (p *proto) Acquire(ctx context.Context, c *driver.Claim[ref]) (driver.Grant, error) {
 	k := p.prefix + c.Key
 	c.Data.set(k, c.Token)
@@ -307,7 +313,9 @@ func (p *proto) Acquire(ctx context.Context, c *driver.Claim[ref]) (driver.Grant
 			break
 		}
 		// Nothing ran: the server predates SET NX GET.
-		p.plainSet.Store(true)
+		if p.plainSet.CompareAndSwap(false, true) {
+			redisclient.LogSetGetFallback(p.log, p.c)
+		}
 		fallthrough
 	default:
 		ok, err = p.c.SetNXPX(ctx, k, c.Token, c.TTL)

@@ -45,10 +45,18 @@ var aclCases = []aclCase{
 		"locker on >PASSWORD resetkeys resetchannels ~app:* -@all +set +get +del +pexpire +type +eval +evalsha"},
 	{"singleredis-fence", "singleredis", 1, "fence=true", time.Second,
 		"locker on >PASSWORD resetkeys resetchannels ~app:* ~{app:*}:fence -@all +set +get +del +pexpire +type +exists +time +eval +evalsha"},
+	{"singleredis-fair-wait", "singleredis", 1, "fair_wait=true", time.Second,
+		"locker on >PASSWORD resetkeys resetchannels ~app:* ~{app:*}:fairq ~{app:*}:fairw &app:lockswap:fairwait:* -@all +set +get +del +pexpire +type +exists +time +pttl +lindex +lpop +lrem +rpush +hget +hset +hdel +publish +subscribe +eval +evalsha"},
+	{"singleredis-fair-wait-fence", "singleredis", 1, "fair_wait=true&fence=true", time.Second,
+		"locker on >PASSWORD resetkeys resetchannels ~app:* ~{app:*}:fairq ~{app:*}:fairw ~{app:*}:fence &app:lockswap:fairwait:* -@all +set +get +del +pexpire +type +exists +time +pttl +lindex +lpop +lrem +rpush +hget +hset +hdel +publish +subscribe +eval +evalsha"},
 	{"redlock", "redlock", 3, "", time.Second,
 		"locker on >PASSWORD resetkeys resetchannels ~app:* -@all +set +get +del +pexpire +type +eval +evalsha"},
 	{"redlock-restart-safety", "redlock", 3, "restart_safety=true&max_ttl=30s", time.Second,
 		"locker on >PASSWORD resetkeys resetchannels ~app:* ~lockswap:redlock:epoch -@all +set +get +del +pexpire +type +time +eval +evalsha"},
+	{"redlock-fence", "redlock", 3, "fence=true", time.Second,
+		"locker on >PASSWORD resetkeys resetchannels ~app:* ~{app:*}:fence -@all +set +get +del +pexpire +type +time +eval +evalsha"},
+	{"redlock-fence-restart-safety", "redlock", 3, "fence=true&restart_safety=true&max_ttl=30s", time.Second,
+		"locker on >PASSWORD resetkeys resetchannels ~app:* ~{app:*}:fence ~lockswap:redlock:epoch -@all +set +get +del +pexpire +type +time +eval +evalsha"},
 	{"legacysetnx", "legacysetnx", 1, "unit=ms", time.Second,
 		"locker on >PASSWORD resetkeys resetchannels ~app:* -@all +get +set +del +eval +evalsha"},
 	{"legacysetnx-server-time", "legacysetnx", 1, "unit=ms&server_time=true&redis_expiry=true", time.Second,
@@ -113,7 +121,7 @@ func TestACLConformance(t *testing.T) {
 			conformance.Run(t, conformance.Harness{
 				NewLocker: func(t *testing.T) lockswap.Locker {
 					if c.scheme == "redlock" {
-						return aclRedlock(t, as, strings.Contains(c.params, "restart_safety"))
+						return aclRedlock(t, as, c.params)
 					}
 					lk, err := backend.OpenURL(context.Background(), c.url(as, "goredis", extra))
 					if err != nil {
@@ -184,7 +192,9 @@ func seedEpochs(t *testing.T, srvs []*testserver.RedisTLS) {
 // with redlock.New rather than a URL: URLs have no parameter for the
 // per-instance timeout, and its default for the suite's 1 s TTL (10 ms)
 // is too short for a loaded test machine, as in redlock's own suite.
-func aclRedlock(t *testing.T, addrs []string, restartSafety bool) lockswap.Locker {
+// params are the case's URL parameters: fence=true and
+// restart_safety=true (with max_ttl=30s) are honoured.
+func aclRedlock(t *testing.T, addrs []string, params string) lockswap.Locker {
 	cs := make([]redisclient.Client, len(addrs))
 	for i, a := range addrs {
 		rdb := redis.NewClient(&redis.Options{Addr: a, Username: "locker", Password: aclPassword,
@@ -193,9 +203,14 @@ func aclRedlock(t *testing.T, addrs []string, restartSafety bool) lockswap.Locke
 		cs[i] = goredis.New(rdb)
 	}
 	o := redlock.Options{Prefix: aclPrefix, InstanceTimeout: 250 * time.Millisecond}
-	if restartSafety {
+	q, err := url.ParseQuery(params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.Get("restart_safety") == "true" {
 		o.RestartSafety, o.MaxTTL = true, 30*time.Second
 	}
+	o.Fence = q.Get("fence") == "true"
 	lk, err := redlock.New(cs, o)
 	if err != nil {
 		t.Fatal(err)
