@@ -154,16 +154,19 @@ var (
 	// fencedAcquire (Options.Fence) is the acquire of a fenced lock: when
 	// the lock key (KEYS[1]) does not exist, it reads the fence counter
 	// (KEYS[2]), seeding it from the server's clock in microseconds when
-	// missing, sets the key and answers {1, counter}; when the key exists
-	// it reads nothing and answers 0 (or fenceKeyNotLock for another Redis
-	// type). A counter that cannot give a fence is refused before any
-	// write, with its redisscript.Fence* code.
+	// missing, raises it to the guessed fence ARGV[3] when it is below it
+	// (the fast path's compare-and-set; 0 guesses nothing), sets the key
+	// and answers {1, counter as left, 1 if the guess applied else 0};
+	// when the key exists it reads nothing and answers 0 (or
+	// fenceKeyNotLock for another Redis type). A counter that cannot give a
+	// fence is refused before any write, with its redisscript.Fence* code.
 	fencedAcquire = redisclient.NewScript(redisscript.FenceCounterLua + fencedAcquireLua)
 	// fencedSafeAcquire is fencedAcquire and safeAcquire in one script
 	// (Fence with RestartSafety), KEYS = key, EpochKey, counter: it
 	// answers as safeAcquire does, with the counter added when it set the
-	// key ({1, counter} or {1, epoch, sec, usec, counter}), or a Fence*
-	// code with nothing written.
+	// key, with the guess ARGV[4] applied as fencedAcquire applies it
+	// ({1, counter, applied} or {1, epoch, sec, usec, counter, applied}),
+	// or a Fence* code with nothing written.
 	fencedSafeAcquire = redisclient.NewScript(redisscript.FenceCounterLua + fencedSafeAcquireLua)
 	// fenceWriteBack is the second round of a fenced acquisition: on the
 	// counter KEYS[1] (seeded from the server's clock when missing), it
@@ -172,11 +175,11 @@ var (
 	// written. It does not look at the lock key.
 	fenceWriteBack = redisclient.NewScript(redisscript.FenceCounterLua + fenceWriteBackLua)
 	// fencedHandOver is the hand-over of a fenced Locker: exactly the
-	// release script, then fencedAcquire for the waiter (ARGV[2], ARGV[3]),
-	// run atomically, KEYS = key, counter. It answers {released, 1,
-	// counter} when it set the key for the waiter, {released, 0} when the
-	// key is held, or {released, code} for a counter that cannot give a
-	// fence (nothing written but the release).
+	// release script, then fencedAcquire for the waiter (ARGV[2], ARGV[3],
+	// its guess ARGV[4]), run atomically, KEYS = key, counter. It answers
+	// {released, 1, counter, applied} when it set the key for the waiter,
+	// {released, 0} when the key is held, or {released, code} for a
+	// counter that cannot give a fence (nothing written but the release).
 	fencedHandOver = redisclient.NewScript(redisscript.FenceCounterLua + fencedHandOverLua)
 
 	//go:embed safe_acquire.lua
