@@ -148,6 +148,7 @@ import (
 	"github.com/lockswap/lockswap"
 	"github.com/lockswap/lockswap/driver"
 	"github.com/lockswap/lockswap/internal/lockstate"
+	"github.com/lockswap/lockswap/internal/tlscheck"
 )
 
 // Backend is the backend's name in Guarantees and errors.
@@ -274,7 +275,10 @@ type Locker struct {
 var _ lockswap.Locker = (*Locker)(nil)
 
 // Open connects to etcd per cfg and returns a Locker that owns the client:
-// Close closes it. Errors name the endpoints, never the password.
+// Close closes it. Errors name the endpoints, never the password. With
+// cfg.TLS, Open first runs one TLS handshake with each endpoint (at once,
+// within 2 s) and refuses, with an error matching lockswap.ErrInvalid, an
+// endpoint whose certificate does not verify.
 func Open(cfg Config) (*Locker, error) {
 	if len(cfg.Endpoints) == 0 {
 		return nil, fmt.Errorf("%s: no etcd endpoints: %w", Backend, lockswap.ErrInvalid)
@@ -298,6 +302,11 @@ func Open(cfg Config) (*Locker, error) {
 	dial := cfg.DialTimeout
 	if dial == 0 {
 		dial = 5 * time.Second
+	}
+	if cfg.TLS != nil {
+		if err := checkCertificates(cfg.Endpoints, cfg.TLS, min(dial, certCheckTimeout)); err != nil {
+			return nil, err
+		}
 	}
 	c, err := clientv3.New(clientv3.Config{
 		Endpoints:   cfg.Endpoints,
@@ -325,6 +334,35 @@ func Open(cfg Config) (*Locker, error) {
 	}
 	lk.own = true
 	return lk, nil
+}
+
+// certCheckTimeout bounds Open's check of the endpoints' certificates.
+const certCheckTimeout = 2 * time.Second
+
+// checkCertificates runs a TLS handshake with each endpoint at once, each
+// within timeout, and returns an error matching lockswap.ErrInvalid that
+// names the first endpoint whose certificate did not verify. etcd's gRPC
+// client retries such a handshake in the background without reporting it,
+// so that every request would go unanswered and look like an outage; the
+// check makes it the configuration error it is, at Open. An endpoint that
+// cannot be reached is left to the client (an outage, not a mistake).
+func checkCertificates(endpoints []string, cfg *tls.Config, timeout time.Duration) error {
+	errs := make([]error, len(endpoints))
+	var wg sync.WaitGroup
+	for i, ep := range endpoints {
+		addr := ep
+		if j := strings.Index(addr, "://"); j >= 0 {
+			addr = addr[j+3:]
+		}
+		wg.Go(func() { errs[i] = tlscheck.ServerCertificate(context.Background(), addr, cfg, timeout) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			return fmt.Errorf("%s: connect to %s: %w: %v (%s)", Backend, endpoints[i], lockswap.ErrInvalid, err, tlscheck.Reason(err))
+		}
+	}
+	return nil
 }
 
 // New returns a Locker over a client the caller built and keeps: Close does

@@ -1,13 +1,12 @@
 package redisclient
 
 import (
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
-	"strings"
 
 	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/internal/tlscheck"
 )
 
 // Classify turns an error of a request to c into a lock error that names
@@ -63,14 +62,4 @@ var errNowOtherType = fmt.Errorf("the key now holds another Redis type: %w", loc
 // certificate). No wait or retry fixes either: it is a configuration
 // error (tls_ca=, tls_server_name=, tls_cert=/tls_key=), so [Classify]
 // makes it match lockswap.ErrInvalid, not lockswap.ErrUnavailable.
-func CertificateReason(err error) string {
-	var cv *tls.CertificateVerificationError
-	if errors.As(err, &cv) {
-		return "the server's TLS certificate did not verify: give the CA that signed it (tls_ca=) and a name it carries (tls_server_name=)"
-	}
-	var op *net.OpError
-	if errors.As(err, &op) && op.Op == "remote error" && op.Err != nil && strings.Contains(op.Err.Error(), "certificate") {
-		return "the server refused our TLS client certificate or its absence: give one its CA accepts (tls_cert=, tls_key=)"
-	}
-	return ""
-}
+func CertificateReason(err error) string { return tlscheck.Reason(err) }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/lockswap/lockswap"
 	"github.com/lockswap/lockswap/backend"
+	"github.com/lockswap/lockswap/conformance"
 	"github.com/lockswap/lockswap/internal/testserver"
 )
 
@@ -93,18 +94,41 @@ func TestEtcdTLSClientCertificate(t *testing.T) {
 	t.Logf("without a client certificate: %v", err)
 }
 
-// TestEtcdTLSWrongCA shows a declared weakness (docs/security.md): an etcd
-// whose certificate another CA signed is refused (never accepted), but
-// etcd's gRPC client retries the failed handshake in the background and
-// never reports it, so etcdlease sees requests go unanswered and reports
-// an outage (ErrUnavailable, after WithMaxOutage) instead of a prompt
-// certificate error as the Redis schemes do.
+// TestEtcdTLSWrongCA: an etcd whose certificate another CA signed, or
+// that carries another name, is refused at Open with an error matching
+// lockswap.ErrInvalid that names the endpoint and what to fix, within the
+// check's bound: etcd's gRPC client alone would retry the failed
+// handshake in the background, never report it, and every Acquire would
+// wait out WithMaxOutage as for an outage. The right CA and name open.
 func TestEtcdTLSWrongCA(t *testing.T) {
 	good := testserver.CAT(t, "etcd-good")
 	other := testserver.CAT(t, "etcd-other")
 	e := testserver.EtcdTLST(t, testserver.EtcdTLSOptions{CA: good})
-	err := refusedAsOutage(t, "etcds://"+etcdHost(t, e)+"?prefix=/locks/&dial_timeout=3s&tls_ca="+url.QueryEscape(other.CertFile))
-	t.Logf("wrong CA: %v", err)
+	host := etcdHost(t, e)
+	for name, raw := range map[string]string{
+		"other CA":   "etcds://" + host + "?prefix=/locks/&dial_timeout=3s&tls_ca=" + url.QueryEscape(other.CertFile),
+		"other name": "etcds://" + host + "?prefix=/locks/&dial_timeout=3s&tls_ca=" + url.QueryEscape(good.CertFile) + "&tls_server_name=elsewhere.example",
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			start := time.Now()
+			lk, err := backend.OpenURL(ctx, raw)
+			took := time.Since(start)
+			if err == nil {
+				lk.Close()
+				t.Fatal("Open accepted a server whose certificate does not verify")
+			}
+			if !errors.Is(err, lockswap.ErrInvalid) || !strings.Contains(err.Error(), host) || !strings.Contains(err.Error(), "tls_ca=") {
+				t.Fatalf("err = %v; want ErrInvalid naming %s and what to fix", err, host)
+			}
+			if took > 2*time.Second+conformance.Slack {
+				t.Errorf("Open took %v to refuse; the check is bounded by 2 s (+%v scheduling)", took, conformance.Slack)
+			}
+			t.Logf("%s: %v", name, err)
+		})
+	}
+	cycle(t, "etcds://"+host+"?prefix=/locks/&dial_timeout=3s&tls_ca="+url.QueryEscape(good.CertFile))
 }
 
 // refusedAsOutage opens raw and acquires with a 2 s WithMaxOutage, and
