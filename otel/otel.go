@@ -100,6 +100,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/driver"
 )
 
 // ScopeName is the instrumentation scope of the meter and the tracer.
@@ -120,6 +121,10 @@ const (
 	AttrFence = attribute.Key("lockswap.fence")
 	// AttrTTL is the TTL of an acquired lock in seconds, on spans.
 	AttrTTL = attribute.Key("lockswap.ttl")
+	// AttrAttempts is the number of attempts an Acquire or TryAcquire
+	// made (see driver.Attempts), on spans, when the wrapped Locker
+	// counts them.
+	AttrAttempts = attribute.Key("lockswap.attempts")
 )
 
 // Outcomes: the values of [AttrOutcome] (see the package doc for the
@@ -149,6 +154,7 @@ const (
 // Instrument names (see the table in the package doc).
 const (
 	MetricAcquireDuration = "lockswap.acquire.duration" // histogram, s
+	MetricAcquireAttempts = "lockswap.acquire.attempts" // histogram, {attempt}
 	MetricHoldDuration    = "lockswap.hold.duration"    // histogram, s
 	MetricExtensions      = "lockswap.extensions"       // counter, {extension}
 	MetricLocksLost       = "lockswap.locks.lost"       // counter, {lock}
@@ -161,6 +167,10 @@ const (
 var (
 	acquireBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
 	holdBuckets    = []float64{0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 600, 1800, 3600}
+	// attemptBuckets: one attempt (a free key, a TryAcquire, a hand-over
+	// after one try) is the common case; a long wait of a polling backend
+	// is its wait divided by the retry delay.
+	attemptBuckets = []float64{1, 2, 3, 5, 10, 25, 50, 100, 250, 1000}
 )
 
 // Option configures [Wrap].
@@ -242,6 +252,7 @@ type instruments struct {
 	base   []attribute.KeyValue // backend and WithAttributes: on every span
 
 	acquire    metric.Float64Histogram
+	attempts   metric.Int64Histogram
 	hold       metric.Float64Histogram
 	extensions metric.Int64Counter
 	lost       metric.Int64Counter
@@ -277,6 +288,11 @@ func newInstruments(c config) *instruments {
 		metric.WithExplicitBucketBoundaries(acquireBuckets...)); err != nil {
 		otel.Handle(fmt.Errorf("lockswap/otel: instrument %s: %w", MetricAcquireDuration, err))
 	}
+	if in.attempts, err = m.Int64Histogram(MetricAcquireAttempts, metric.WithUnit("{attempt}"),
+		metric.WithDescription("Attempts (requests to take the lock) one Acquire or TryAcquire made, by outcome."),
+		metric.WithExplicitBucketBoundaries(attemptBuckets...)); err != nil {
+		otel.Handle(fmt.Errorf("lockswap/otel: instrument %s: %w", MetricAcquireAttempts, err))
+	}
 	if in.hold, err = m.Float64Histogram(MetricHoldDuration, metric.WithUnit("s"),
 		metric.WithDescription("How long a lock was held: from Acquire's return to the call of Release, or to the loss."),
 		metric.WithExplicitBucketBoundaries(holdBuckets...)); err != nil {
@@ -298,6 +314,9 @@ func newInstruments(c config) *instruments {
 	// that returns none gets one that records nothing.
 	if in.acquire == nil {
 		in.acquire = noop.Float64Histogram{}
+	}
+	if in.attempts == nil {
+		in.attempts = noop.Int64Histogram{}
 	}
 	if in.hold == nil {
 		in.hold = noop.Float64Histogram{}
@@ -406,14 +425,30 @@ type acquireFunc func(context.Context, string, ...lockswap.Option) (lockswap.Loc
 
 func (l *locker) acquire(ctx context.Context, op, name, key string, opts []lockswap.Option, fn acquireFunc) (lockswap.Lock, error) {
 	ctx, span := l.in.start(ctx, name, key)
+	// The kit counts the call's attempts in a counter its context carries
+	// (driver.CountAttempts): made only when something records the count.
+	var count *driver.Attempts
+	callCtx := ctx
+	if span.IsRecording() || l.in.attempts.Enabled(ctx) {
+		callCtx, count = driver.CountAttempts(ctx)
+	}
 	start := time.Now()
-	lk, err := fn(ctx, key, opts...)
+	lk, err := fn(callCtx, key, opts...)
 	took := time.Since(start)
 	if err == nil && lk == nil {
 		err = fmt.Errorf("otel: %s returned neither a lock nor an error", op)
 	}
 	oc := classify(ctx, err, OutcomeAcquired)
-	l.in.acquire.Record(ctx, took.Seconds(), l.in.attrs(op, oc).record...)
+	set := l.in.attrs(op, oc).record
+	l.in.acquire.Record(ctx, took.Seconds(), set...)
+	// A Locker that is not built with the kit counts nothing: no
+	// attempts are recorded then, rather than a misleading 0.
+	if n := count.Load(); n > 0 {
+		l.in.attempts.Record(ctx, n, set...)
+		if span.IsRecording() {
+			span.SetAttributes(AttrAttempts.Int64(n))
+		}
+	}
 	if err != nil {
 		l.in.end(span, oc, err)
 		return nil, err
