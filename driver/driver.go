@@ -24,6 +24,10 @@
 //     the driver's error, so it matches the sentinel the driver chose;
 //   - the events a person must see (a lock lost before its Release, a
 //     release that failed or gave up), logged to [Config.Logger] once.
+//   - counting the attempts of an Acquire or TryAcquire call whose
+//     context carries a counter ([CountAttempts]; what lockswap/otel
+//     records): each call of the driver's Acquire or Wait, and a
+//     hand-over's attempt for the waiter it was made for.
 //
 // A driver's methods speak only the protocol. They return errors that match
 // one of [lockswap.ErrHeld] (Acquire: another owner holds the key),

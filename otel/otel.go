@@ -1,6 +1,6 @@
 // Package otel records what a [lockswap.Locker] does with OpenTelemetry:
-// metrics of waits, holds, extensions, lost locks and failed releases, and
-// a span for every Acquire, TryAcquire, Extend and Release.
+// metrics of waits, attempts, holds, extensions, lost locks and failed
+// releases, and a span for every Acquire, TryAcquire, Extend and Release.
 //
 //	locker = otel.Wrap(locker) // the global MeterProvider and TracerProvider
 //
@@ -28,12 +28,13 @@
 //	| name                      | instrument       | unit        | attributes         | what                                                     |
 //	|---------------------------|------------------|-------------|--------------------|----------------------------------------------------------|
 //	| lockswap.acquire.duration | Float64Histogram | s           | operation, outcome | how long Acquire or TryAcquire took: the wait for a lock |
+//	| lockswap.acquire.attempts | Int64Histogram   | {attempt}   | operation, outcome | attempts one Acquire or TryAcquire made (kit Lockers)    |
 //	| lockswap.hold.duration    | Float64Histogram | s           | outcome            | from Acquire's return to the call of Release, or to loss |
 //	| lockswap.extensions       | Int64Counter     | {extension} | outcome            | Extend calls (lockswap.Do's renewals among them)         |
 //	| lockswap.locks.lost       | Int64Counter     | {lock}      | operation          | locks that ended before their holder released them       |
 //	| lockswap.release.failures | Int64Counter     | {release}   | outcome            | Release calls that failed other than with ErrLost        |
 //
-// lockswap.operation is acquire or try_acquire on the acquire histogram, and
+// lockswap.operation is acquire or try_acquire on the acquire histograms, and
 // on lockswap.locks.lost where the loss was seen: extend or release.
 // lockswap.outcome classifies the error with errors.Is, first match wins:
 //
@@ -55,12 +56,26 @@
 // Release, or when Extend or Release answered ErrLost. A lock that is never
 // released nor extended is never seen lost: nothing watches it.
 //
-// Attempts are not counted. The Locker interface does not report how many
-// requests an Acquire made, and counting the retry policy's NextDelay calls
-// would not tell it either: the kit asks the policy before it queues, a
-// queued waiter asks again when it reaches the head of the line, and a
-// releasing holder may make a waiter's attempt for it. TryAcquire is one
-// attempt by contract.
+// An attempt is one request to the backend to take the lock, as the kit
+// (package driver) counts it for a call whose context carries a
+// [driver.CountAttempts] counter, which the wrapper gives every Acquire and
+// TryAcquire: TryAcquire's one attempt, each attempt of Acquire's waiting
+// loop, an attempt a releasing holder of the same Locker made on a queued
+// waiter's behalf (a hand-over), and each Wait of a backend that waits
+// without polling (etcdlease, singleredis with fair_wait), which counts 1
+// however long it waits (see driver.Attempts). So a TryAcquire records 1,
+// an Acquire of a free key 1, and an Acquire of a polling backend that
+// waited behind a holder of the same Locker until its release 2 (its first
+// attempt, then the one the release woke or made for it); more means it
+// polled (a holder in another process, or an outage). A call refused
+// before any request (an invalid key, a closed Locker, a context already
+// ended) records no attempts. A Locker that is not built with the kit (one
+// that implements lockswap.Locker itself, a stub) counts none, and then
+// nothing is recorded for attempts, neither a value nor the span
+// attribute, rather than a misleading 0. migrate passes the call's context
+// to its backends, so in its dual phase a call records the attempts of
+// both. The counter is made only when the span records or the histogram is
+// enabled.
 //
 // # Spans
 //
@@ -68,8 +83,9 @@
 // lockswap.TryAcquire, lockswap.Extend and lockswap.Release, of kind
 // internal, and are the parent of the spans of the Redis or etcd client
 // below them (their context is passed on). Each has lockswap.backend and
-// lockswap.outcome; acquire spans of a lock taken also lockswap.fence (when
-// the backend has fencing) and lockswap.ttl (seconds). The key, as
+// lockswap.outcome; acquire spans also lockswap.attempts (when counted, see
+// above), and those of a lock taken lockswap.fence (when the backend has
+// fencing) and lockswap.ttl (seconds). The key, as
 // lockswap.key, only with [WithKeys]. A span's status is Error for the
 // outcomes invalid, closed, unavailable, error and lost, with the outcome
 // as its description; error texts (which name the key) become the
