@@ -24,6 +24,10 @@
 //     the driver's error, so it matches the sentinel the driver chose;
 //   - the events a person must see (a lock lost before its Release, a
 //     release that failed or gave up), logged to [Config.Logger] once.
+//   - counting the attempts of an Acquire or TryAcquire call whose
+//     context carries a counter ([CountAttempts]; what lockswap/otel
+//     records): each call of the driver's Acquire or Wait, and a
+//     hand-over's attempt for the waiter it was made for.
 //
 // A driver's methods speak only the protocol. They return errors that match
 // one of [lockswap.ErrHeld] (Acquire: another owner holds the key),
@@ -540,12 +544,13 @@ func (lk *Locker[D]) Acquire(ctx context.Context, key string, opts ...lockswap.O
 	if err != nil {
 		return nil, err
 	}
+	n := attemptsOf(ctx) // nil: not counted
 	if lk.w != nil {
-		return lk.wait(ctx, key, o)
+		return lk.wait(ctx, key, o, n)
 	}
 	first := true
 	try := acquire.LimitOutage(o.MaxOutage, func(ctx context.Context) (lockswap.Lock, error) {
-		l, err := lk.try(ctx, key, o.TTL, first)
+		l, err := lk.try(ctx, key, o.TTL, first, n)
 		first = false
 		return l, err
 	})
@@ -555,6 +560,9 @@ func (lk *Locker[D]) Acquire(ctx context.Context, key string, opts ...lockswap.O
 	offer := localq.Offer{GiveBack: lk.giveBackHanded}
 	if lk.ho != nil {
 		offer.TTL = o.TTL // a releasing holder may take the lock for us
+		if n != nil {
+			offer.Delivered = n.add // its attempt counts as ours
+		}
 	}
 	return lk.q.AcquireOffer(ctx, key, o.Retry, offer, try)
 }
@@ -566,7 +574,7 @@ func (lk *Locker[D]) TryAcquire(ctx context.Context, key string, opts ...lockswa
 	if err != nil {
 		return nil, err
 	}
-	l, err := lk.try(ctx, key, o.TTL, true)
+	l, err := lk.try(ctx, key, o.TTL, true, attemptsOf(ctx))
 	if err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
 			// The attempt failed after its caller gave up (its grace ran
@@ -577,10 +585,12 @@ func (lk *Locker[D]) TryAcquire(ctx context.Context, key string, opts ...lockswa
 	return l, err
 }
 
-// try makes one attempt; a caller that gives up while the request is on
-// its way gets no lock and leaves none (see internal/attempt).
-func (lk *Locker[D]) try(ctx context.Context, key string, ttl time.Duration, first bool) (lockswap.Lock, error) {
+// try makes one attempt, counted in n (nil: not counted); a caller that
+// gives up while the request is on its way gets no lock and leaves none
+// (see internal/attempt).
+func (lk *Locker[D]) try(ctx context.Context, key string, ttl time.Duration, first bool, n *Attempts) (lockswap.Lock, error) {
 	l := lk.newLock(key, ttl, first)
+	n.add()
 	rctx, stop := attempt.Context(ctx, attempt.Timeout)
 	start := time.Now()
 	g, err := lk.d.Acquire(rctx, &l.c)
@@ -610,8 +620,9 @@ func (lk *Locker[D]) try(ctx context.Context, key string, ttl time.Duration, fir
 // wait is Acquire through a Waiter: one Wait after another while the
 // failures are outages and the retry policy and the outage bound allow,
 // under ctx also cancelled by Close. A lock taken after the caller gave up
-// is given back.
-func (lk *Locker[D]) wait(ctx context.Context, key string, o lockswap.Options) (lockswap.Lock, error) {
+// is given back. Each Wait is an attempt, counted in count (nil: not
+// counted).
+func (lk *Locker[D]) wait(ctx context.Context, key string, o lockswap.Options, count *Attempts) (lockswap.Lock, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, lk.fail("acquire", key, fmt.Errorf("not attempted: %w", err))
 	}
@@ -629,6 +640,7 @@ func (lk *Locker[D]) wait(ctx context.Context, key string, o lockswap.Options) (
 	for n := 1; ; n++ {
 		l := lk.newLock(key, o.TTL, n == 1)
 		start := time.Now()
+		count.add()
 		g, err := lk.w.Wait(wctx, &l.c, ob)
 		if err == nil {
 			l.granted(start, g)

@@ -103,6 +103,7 @@ func ExampleWrap_prometheus() {
 		}
 	}
 	// Output:
+	// lockswap_acquire_attempts_count{lockswap_backend="memlock",lockswap_operation="try_acquire",lockswap_outcome="acquired"} 1
 	// lockswap_acquire_duration_seconds_count{lockswap_backend="memlock",lockswap_operation="try_acquire",lockswap_outcome="acquired"} 1
 	// lockswap_extensions_total{lockswap_backend="memlock",lockswap_outcome="extended"} 1
 	// lockswap_hold_duration_seconds_count{lockswap_backend="memlock",lockswap_outcome="released"} 1

@@ -1,6 +1,6 @@
 // Package otel records what a [lockswap.Locker] does with OpenTelemetry:
-// metrics of waits, holds, extensions, lost locks and failed releases, and
-// a span for every Acquire, TryAcquire, Extend and Release.
+// metrics of waits, attempts, holds, extensions, lost locks and failed
+// releases, and a span for every Acquire, TryAcquire, Extend and Release.
 //
 //	locker = otel.Wrap(locker) // the global MeterProvider and TracerProvider
 //
@@ -28,12 +28,13 @@
 //	| name                      | instrument       | unit        | attributes         | what                                                     |
 //	|---------------------------|------------------|-------------|--------------------|----------------------------------------------------------|
 //	| lockswap.acquire.duration | Float64Histogram | s           | operation, outcome | how long Acquire or TryAcquire took: the wait for a lock |
+//	| lockswap.acquire.attempts | Int64Histogram   | {attempt}   | operation, outcome | attempts one Acquire or TryAcquire made (kit Lockers)    |
 //	| lockswap.hold.duration    | Float64Histogram | s           | outcome            | from Acquire's return to the call of Release, or to loss |
 //	| lockswap.extensions       | Int64Counter     | {extension} | outcome            | Extend calls (lockswap.Do's renewals among them)         |
 //	| lockswap.locks.lost       | Int64Counter     | {lock}      | operation          | locks that ended before their holder released them       |
 //	| lockswap.release.failures | Int64Counter     | {release}   | outcome            | Release calls that failed other than with ErrLost        |
 //
-// lockswap.operation is acquire or try_acquire on the acquire histogram, and
+// lockswap.operation is acquire or try_acquire on the acquire histograms, and
 // on lockswap.locks.lost where the loss was seen: extend or release.
 // lockswap.outcome classifies the error with errors.Is, first match wins:
 //
@@ -55,12 +56,26 @@
 // Release, or when Extend or Release answered ErrLost. A lock that is never
 // released nor extended is never seen lost: nothing watches it.
 //
-// Attempts are not counted. The Locker interface does not report how many
-// requests an Acquire made, and counting the retry policy's NextDelay calls
-// would not tell it either: the kit asks the policy before it queues, a
-// queued waiter asks again when it reaches the head of the line, and a
-// releasing holder may make a waiter's attempt for it. TryAcquire is one
-// attempt by contract.
+// An attempt is one request to the backend to take the lock, as the kit
+// (package driver) counts it for a call whose context carries a
+// [driver.CountAttempts] counter, which the wrapper gives every Acquire and
+// TryAcquire: TryAcquire's one attempt, each attempt of Acquire's waiting
+// loop, an attempt a releasing holder of the same Locker made on a queued
+// waiter's behalf (a hand-over), and each Wait of a backend that waits
+// without polling (etcdlease, singleredis with fair_wait), which counts 1
+// however long it waits (see driver.Attempts). So a TryAcquire records 1,
+// an Acquire of a free key 1, and an Acquire of a polling backend that
+// waited behind a holder of the same Locker until its release 2 (its first
+// attempt, then the one the release woke or made for it); more means it
+// polled (a holder in another process, or an outage). A call refused
+// before any request (an invalid key, a closed Locker, a context already
+// ended) records no attempts. A Locker that is not built with the kit (one
+// that implements lockswap.Locker itself, a stub) counts none, and then
+// nothing is recorded for attempts, neither a value nor the span
+// attribute, rather than a misleading 0. migrate passes the call's context
+// to its backends, so in its dual phase a call records the attempts of
+// both. The counter is made only when the span records or the histogram is
+// enabled.
 //
 // # Spans
 //
@@ -68,8 +83,9 @@
 // lockswap.TryAcquire, lockswap.Extend and lockswap.Release, of kind
 // internal, and are the parent of the spans of the Redis or etcd client
 // below them (their context is passed on). Each has lockswap.backend and
-// lockswap.outcome; acquire spans of a lock taken also lockswap.fence (when
-// the backend has fencing) and lockswap.ttl (seconds). The key, as
+// lockswap.outcome; acquire spans also lockswap.attempts (when counted, see
+// above), and those of a lock taken lockswap.fence (when the backend has
+// fencing) and lockswap.ttl (seconds). The key, as
 // lockswap.key, only with [WithKeys]. A span's status is Error for the
 // outcomes invalid, closed, unavailable, error and lost, with the outcome
 // as its description; error texts (which name the key) become the
@@ -100,6 +116,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/driver"
 )
 
 // ScopeName is the instrumentation scope of the meter and the tracer.
@@ -120,6 +137,10 @@ const (
 	AttrFence = attribute.Key("lockswap.fence")
 	// AttrTTL is the TTL of an acquired lock in seconds, on spans.
 	AttrTTL = attribute.Key("lockswap.ttl")
+	// AttrAttempts is the number of attempts an Acquire or TryAcquire
+	// made (see driver.Attempts), on spans, when the wrapped Locker
+	// counts them.
+	AttrAttempts = attribute.Key("lockswap.attempts")
 )
 
 // Outcomes: the values of [AttrOutcome] (see the package doc for the
@@ -149,6 +170,7 @@ const (
 // Instrument names (see the table in the package doc).
 const (
 	MetricAcquireDuration = "lockswap.acquire.duration" // histogram, s
+	MetricAcquireAttempts = "lockswap.acquire.attempts" // histogram, {attempt}
 	MetricHoldDuration    = "lockswap.hold.duration"    // histogram, s
 	MetricExtensions      = "lockswap.extensions"       // counter, {extension}
 	MetricLocksLost       = "lockswap.locks.lost"       // counter, {lock}
@@ -161,6 +183,10 @@ const (
 var (
 	acquireBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
 	holdBuckets    = []float64{0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 600, 1800, 3600}
+	// attemptBuckets: one attempt (a free key, a TryAcquire, a hand-over
+	// after one try) is the common case; a long wait of a polling backend
+	// is its wait divided by the retry delay.
+	attemptBuckets = []float64{1, 2, 3, 5, 10, 25, 50, 100, 250, 1000}
 )
 
 // Option configures [Wrap].
@@ -242,6 +268,7 @@ type instruments struct {
 	base   []attribute.KeyValue // backend and WithAttributes: on every span
 
 	acquire    metric.Float64Histogram
+	attempts   metric.Int64Histogram
 	hold       metric.Float64Histogram
 	extensions metric.Int64Counter
 	lost       metric.Int64Counter
@@ -277,6 +304,11 @@ func newInstruments(c config) *instruments {
 		metric.WithExplicitBucketBoundaries(acquireBuckets...)); err != nil {
 		otel.Handle(fmt.Errorf("lockswap/otel: instrument %s: %w", MetricAcquireDuration, err))
 	}
+	if in.attempts, err = m.Int64Histogram(MetricAcquireAttempts, metric.WithUnit("{attempt}"),
+		metric.WithDescription("Attempts (requests to take the lock) one Acquire or TryAcquire made, by outcome."),
+		metric.WithExplicitBucketBoundaries(attemptBuckets...)); err != nil {
+		otel.Handle(fmt.Errorf("lockswap/otel: instrument %s: %w", MetricAcquireAttempts, err))
+	}
 	if in.hold, err = m.Float64Histogram(MetricHoldDuration, metric.WithUnit("s"),
 		metric.WithDescription("How long a lock was held: from Acquire's return to the call of Release, or to the loss."),
 		metric.WithExplicitBucketBoundaries(holdBuckets...)); err != nil {
@@ -298,6 +330,9 @@ func newInstruments(c config) *instruments {
 	// that returns none gets one that records nothing.
 	if in.acquire == nil {
 		in.acquire = noop.Float64Histogram{}
+	}
+	if in.attempts == nil {
+		in.attempts = noop.Int64Histogram{}
 	}
 	if in.hold == nil {
 		in.hold = noop.Float64Histogram{}
@@ -406,14 +441,30 @@ type acquireFunc func(context.Context, string, ...lockswap.Option) (lockswap.Loc
 
 func (l *locker) acquire(ctx context.Context, op, name, key string, opts []lockswap.Option, fn acquireFunc) (lockswap.Lock, error) {
 	ctx, span := l.in.start(ctx, name, key)
+	// The kit counts the call's attempts in a counter its context carries
+	// (driver.CountAttempts): made only when something records the count.
+	var count *driver.Attempts
+	callCtx := ctx
+	if span.IsRecording() || l.in.attempts.Enabled(ctx) {
+		callCtx, count = driver.CountAttempts(ctx)
+	}
 	start := time.Now()
-	lk, err := fn(ctx, key, opts...)
+	lk, err := fn(callCtx, key, opts...)
 	took := time.Since(start)
 	if err == nil && lk == nil {
 		err = fmt.Errorf("otel: %s returned neither a lock nor an error", op)
 	}
 	oc := classify(ctx, err, OutcomeAcquired)
-	l.in.acquire.Record(ctx, took.Seconds(), l.in.attrs(op, oc).record...)
+	set := l.in.attrs(op, oc).record
+	l.in.acquire.Record(ctx, took.Seconds(), set...)
+	// A Locker that is not built with the kit counts nothing: no
+	// attempts are recorded then, rather than a misleading 0.
+	if n := count.Load(); n > 0 {
+		l.in.attempts.Record(ctx, n, set...)
+		if span.IsRecording() {
+			span.SetAttributes(AttrAttempts.Int64(n))
+		}
+	}
 	if err != nil {
 		l.in.end(span, oc, err)
 		return nil, err

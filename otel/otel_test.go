@@ -59,6 +59,7 @@ func TestInstruments(t *testing.T) {
 		histogram  bool
 	}{
 		{lockotel.MetricAcquireDuration, "s", true},
+		{lockotel.MetricAcquireAttempts, "{attempt}", true},
 		{lockotel.MetricHoldDuration, "s", true},
 		{lockotel.MetricExtensions, "{extension}", false},
 		{lockotel.MetricLocksLost, "{lock}", false},
@@ -83,6 +84,13 @@ func TestInstruments(t *testing.T) {
 			if len(d.DataPoints) > 0 && len(d.DataPoints[0].Bounds) == 0 {
 				t.Errorf("%s has no bucket bounds", want.name)
 			}
+		case metricdata.Histogram[int64]:
+			if !want.histogram {
+				t.Errorf("%s is a histogram, want a counter", want.name)
+			}
+			if len(d.DataPoints) > 0 && len(d.DataPoints[0].Bounds) == 0 {
+				t.Errorf("%s has no bucket bounds", want.name)
+			}
 		case metricdata.Sum[int64]:
 			if want.histogram || !d.IsMonotonic {
 				t.Errorf("%s is a sum (monotonic %v), want a histogram: %v", want.name, d.IsMonotonic, want.histogram)
@@ -91,8 +99,8 @@ func TestInstruments(t *testing.T) {
 			t.Errorf("%s is a %T", want.name, m.Data)
 		}
 	}
-	if len(ms) != 5 {
-		t.Errorf("%d metrics, want the 5 documented", len(ms))
+	if len(ms) != 6 {
+		t.Errorf("%d metrics, want the 6 documented", len(ms))
 	}
 	if n, _ := histCount(t, ms, lockotel.MetricAcquireDuration, backendMemlock); n != 3 {
 		t.Errorf("acquire durations for backend memlock: %d, want 3", n)

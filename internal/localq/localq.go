@@ -138,6 +138,11 @@ type Offer struct {
 	// be released even while the Locker closes, when the lock's own
 	// Release refuses. Nil means the lock's Release.
 	GiveBack func(ctx context.Context, l lockswap.Lock)
+	// Delivered, when set, is called in the waiter's goroutine for each
+	// result of an attempt a releasing holder made for it, as the waiter
+	// receives it (before AcquireOffer returns): the kit counts the
+	// attempts of a call with it (driver.CountAttempts). Nil: nothing.
+	Delivered func()
 }
 
 // AcquireOffer is Acquire for a backend that can hand a lock over: while
@@ -237,6 +242,9 @@ func (q *Queue) AcquireOffer(ctx context.Context, key string, strategy lockswap.
 		switch {
 		case delivered: // the attempt a releaser made for us
 			attempt++
+			if offer.Delivered != nil {
+				offer.Delivered()
+			}
 			l, err = got, gotErr
 		case closed:
 			q.leave(key, w, nil)

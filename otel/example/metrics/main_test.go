@@ -28,6 +28,7 @@ func TestServesLockMetrics(t *testing.T) {
 	defer srv.Close()
 	want := []string{
 		`lockswap_acquire_duration_seconds_count{lockswap_backend="memlock",lockswap_operation="acquire",lockswap_outcome="acquired"`,
+		`lockswap_acquire_attempts_count{lockswap_backend="memlock",lockswap_operation="acquire",lockswap_outcome="acquired"`,
 		`lockswap_hold_duration_seconds_bucket{lockswap_backend="memlock",lockswap_outcome="released"`,
 	}
 	limit := time.Now().Add(10 * time.Second)
