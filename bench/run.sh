@@ -9,21 +9,32 @@
 #   PROCS=2s bench/run.sh             # each cross-process run 2 s long (default 1s)
 #   PROFILE='Locks/parallel/redis1/lockswap-goredis' bench/run.sh
 #                                     # CPU and memory profiles of one benchmark
+#   REPORT=/tmp/r.md BENCH='Locks/(serial|contended)/redlock' PROCS=0 bench/run.sh
+#                                     # a subset, reported to /tmp/r.md only
 #
 # Output: bench/results/raw.txt (go test output), bench/results/latest.md
 # (the table), and the generated section of docs/benchmarks.md, replaced in
-# place. Needs redis-server on PATH.
+# place; with REPORT set, the go test output and the table go to $REPORT.raw
+# and $REPORT, and nothing in the repository changes. Needs redis-server on
+# PATH.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 results="$here/results"
 mkdir -p "$results"
+raw="$results/raw.txt"
+latest="$results/latest.md"
+if [ -n "$REPORT" ]; then
+	raw="$REPORT.raw"
+	latest="$REPORT"
+fi
 
 COUNT=${COUNT:-4}
 BENCHTIME=${BENCHTIME:-200ms}
 BENCH=${BENCH:-Locks}
 PROCS=${PROCS:-1s}
+REPORT=${REPORT:-}
 NSERVERS=5
 
 command -v redis-server >/dev/null || { echo "redis-server not found on PATH" >&2; exit 1; }
@@ -90,13 +101,13 @@ start=$(date +%s)
 # A failed benchmark (a library that errs) leaves the others' figures: the
 # report is written all the same, and run.sh exits with the failure.
 status=0
-go test -run '^$' -bench "$BENCH" -benchmem -count "$COUNT" -benchtime "$BENCHTIME" -timeout 30m . | tee "$results/raw.txt" || status=$?
+go test -run '^$' -bench "$BENCH" -benchmem -count "$COUNT" -benchtime "$BENCHTIME" -timeout 30m . | tee "$raw" || status=$?
 # The contended scenario across 8 OS processes (the test binary
 # re-executed), PROCS long, once per round.
 if [ "$PROCS" != 0 ]; then
 	go test -c -o "$workdir/bench.test" .
 	for _ in $(seq 1 "$COUNT"); do
-		LOCKSWAP_BENCH_PROCS=$PROCS "$workdir/bench.test" -test.run '^TestProcesses$' -test.count 1 -test.timeout 10m | grep '^BenchmarkLocks/' | tee -a "$results/raw.txt"
+		LOCKSWAP_BENCH_PROCS=$PROCS "$workdir/bench.test" -test.run '^TestProcesses$' -test.count 1 -test.timeout 10m | grep '^BenchmarkLocks/' | tee -a "$raw"
 	done
 fi
 took=$(( $(date +%s) - start ))
@@ -108,16 +119,16 @@ took=$(( $(date +%s) - start ))
 	echo
 	echo "Machine: $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')), $(go version | cut -d' ' -f3-), redis-server $(redis-server --version | sed -n 's/.*v=\([^ ]*\).*/\1/p'), embedded etcd $(cd "$here" && go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3) ($( [ "${LOCKSWAP_BENCH_ETCD_NOFSYNC:-}" = 1 ] && echo "no fsync" || echo "fsync on")), run on $(date -u +%Y-%m-%d)."
 	echo
-	go run ./report <"$results/raw.txt"
-} >"$results/latest.md"
+	go run ./report <"$raw"
+} >"$latest"
 
 doc="$root/docs/benchmarks.md"
-if [ -f "$doc" ] && grep -q '<!-- BEGIN GENERATED -->' "$doc"; then
-	awk -v f="$results/latest.md" '
+if [ -z "$REPORT" ] && [ -f "$doc" ] && grep -q '<!-- BEGIN GENERATED -->' "$doc"; then
+	awk -v f="$latest" '
 		/<!-- BEGIN GENERATED -->/ { print; while ((getline l < f) > 0) print l; skip=1; next }
 		/<!-- END GENERATED -->/ { skip=0 }
 		!skip { print }' "$doc" >"$doc.tmp" && mv "$doc.tmp" "$doc"
 	echo "updated $doc" >&2
 fi
-echo "wrote $results/latest.md" >&2
+echo "wrote $latest" >&2
 exit "$status"
