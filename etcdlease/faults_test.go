@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -130,7 +129,7 @@ func startPausableEtcd(t *testing.T) (endpoint string, pause func()) {
 		lines <- strings.TrimSpace(line)
 	}()
 	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGCONT)
+		servers.ContinueProcess(cmd.Process)
 		stdin.Close()
 		waited := make(chan struct{})
 		go func() {
@@ -155,7 +154,7 @@ func startPausableEtcd(t *testing.T) (endpoint string, pause func()) {
 		t.Fatalf("the etcd child failed: stdout %q, stderr: %s", endpoint, stderr.String())
 	}
 	return endpoint, func() {
-		if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		if err := servers.StopProcess(cmd.Process); err != nil {
 			t.Fatalf("pause the etcd child: %v", err)
 		}
 		if !servers.WaitStopped(cmd.Process.Pid) {

@@ -13,7 +13,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -109,7 +108,7 @@ func helper(t *testing.T, job string, addrs []string, key string, n int) (*exec.
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGCONT)
+		servers.ContinueProcess(cmd.Process)
 		cmd.Process.Kill()
 		cmd.Wait()
 		if t.Failed() {
@@ -149,7 +148,7 @@ func TestFenceHolderPaused(t *testing.T) {
 			if err != nil {
 				t.Fatalf("holder report %q: %v", r, err)
 			}
-			if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+			if err := servers.StopProcess(cmd.Process); err != nil {
 				t.Fatal(err)
 			}
 			if !servers.WaitStopped(cmd.Process.Pid) {
@@ -173,7 +172,7 @@ func TestFenceHolderPaused(t *testing.T) {
 			if err := res.Write("new holder", f); err != nil {
 				t.Fatal(err)
 			}
-			if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
+			if err := servers.ContinueProcess(cmd.Process); err != nil {
 				t.Fatal(err)
 			}
 			fmt.Fprintln(stdin, "go")
@@ -303,7 +302,10 @@ func TestFenceChurnFaults(t *testing.T) {
 				}
 				faults = append(faults, "restart "+s.Addr())
 			case 2:
-				s.Pause()
+				if err := s.Pause(); err != nil {
+					t.Error(err)
+					return
+				}
 				time.Sleep(60 * time.Millisecond) // the pause's length, not a wait for a condition
 				s.Resume()
 				faults = append(faults, "pause "+s.Addr())

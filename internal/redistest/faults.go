@@ -68,7 +68,9 @@ func Faults(n int, newClient NewClient, newLocker func(t *testing.T, clients []r
 			lk := newLocker(t, clients)
 			return lk, func() {
 				for _, srv := range servers {
-					srv.Pause()
+					if err := srv.Pause(); err != nil {
+						t.Fatal(err)
+					}
 					// Resume before the server is stopped at cleanup
 					// (cleanups run last-in first-out).
 					t.Cleanup(srv.Resume)

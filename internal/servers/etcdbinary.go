@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -80,7 +79,7 @@ func startEtcdBinary(path string) (*EtcdProcess, error) {
 	)
 	cmd.Dir = dir
 	cmd.Stdout, cmd.Stderr = e.out, e.out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	setProcAttr(cmd)
 	if err := cmd.Start(); err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("servers: start etcd: %w", err)
@@ -142,7 +141,7 @@ func (e *EtcdProcess) Version() string { return e.version }
 // is idempotent.
 func (e *EtcdProcess) Stop() {
 	if e.cmd != nil && e.cmd.Process != nil {
-		syscall.Kill(-e.cmd.Process.Pid, syscall.SIGKILL)
+		killGroup(e.cmd.Process)
 		<-e.exited
 	}
 	os.RemoveAll(e.dir)

@@ -18,7 +18,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -62,8 +61,9 @@ func RedisServerPath() (string, bool) {
 }
 
 // StartRedis starts redis-server on 127.0.0.1 with a fresh temporary
-// directory and waits until it answers PING. The process is killed if the
-// parent process dies (Pdeathsig) and runs in its own process group.
+// directory and waits until it answers PING. On Unix the process runs in
+// its own process group, and on Linux it is killed if the parent process
+// dies (Pdeathsig).
 // Call Stop to kill it and remove its directory.
 func StartRedis(opts RedisOptions) (*Redis, error) {
 	path, ok := RedisServerPath()
@@ -141,7 +141,7 @@ func (r *Redis) startLocked() error {
 	cmd.Dir = r.dir
 	cmd.Stdout = out
 	cmd.Stderr = out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	setProcAttr(cmd)
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("servers: start redis-server: %w", err)
 	}
@@ -237,11 +237,12 @@ func (r *Redis) killLocked() {
 		return
 	}
 	// Kill the whole process group (redis may have forked a child for a
-	// rewrite or save); it works on a paused process as well.
+	// rewrite or save); it works on a paused process as well. Where there
+	// are no process groups (Windows) just the process is killed.
 	select {
 	case <-r.exited:
 	default:
-		syscall.Kill(-r.cmd.Process.Pid, syscall.SIGKILL)
+		killGroup(r.cmd.Process)
 		<-r.exited
 	}
 	r.cmd = nil
@@ -271,25 +272,32 @@ func (r *Redis) Restart() error {
 
 // Pause stops the process with SIGSTOP: connections stay open but nothing
 // is answered, like a server stalled by a long GC pause or a frozen VM. It
-// returns once the process is stopped.
-func (r *Redis) Pause() {
-	r.signal(syscall.SIGSTOP)
+// returns once the process is stopped. Where a process cannot be paused
+// (Windows: no SIGSTOP) it does nothing and returns an error wrapping
+// [errors.ErrUnsupported].
+func (r *Redis) Pause() error {
 	r.mu.Lock()
 	cmd := r.cmd
+	if cmd != nil {
+		if err := pauseGroup(cmd.Process); err != nil {
+			r.mu.Unlock()
+			return err
+		}
+	}
 	r.mu.Unlock()
 	if cmd != nil {
 		WaitStopped(cmd.Process.Pid)
 	}
+	return nil
 }
 
-// Resume continues a paused process with SIGCONT.
-func (r *Redis) Resume() { r.signal(syscall.SIGCONT) }
-
-func (r *Redis) signal(sig syscall.Signal) {
+// Resume continues a paused process with SIGCONT. Where Pause is not
+// supported it does nothing.
+func (r *Redis) Resume() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.cmd != nil {
-		syscall.Kill(-r.cmd.Process.Pid, sig)
+		resumeGroup(r.cmd.Process)
 	}
 }
 

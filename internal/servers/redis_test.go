@@ -94,7 +94,9 @@ func TestRedisPauseResume(t *testing.T) {
 	if err := c.Ping(ctx).Err(); err != nil {
 		t.Fatalf("PING: %v", err)
 	}
-	r.Pause()
+	if err := r.Pause(); err != nil {
+		t.Fatalf("Pause: %v", err)
+	}
 	if err := c.Ping(ctx).Err(); !isTimeout(err) {
 		r.Resume()
 		t.Fatalf("PING on a paused server: err = %v, want a timeout", err)

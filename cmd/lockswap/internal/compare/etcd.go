@@ -134,7 +134,7 @@ func setupEtcd(ctx context.Context, e *env, sc string) (*fixture, error) {
 		f.onClose(proxy.Close)
 		f.onClose(func() { proxy.Blackhole(false) })
 		f.newLocker = func() (lockswap.Locker, error) { return open([]string{proxy.Addr()}) }
-		f.hangs = []hang{{name: "no-reply", on: func() { proxy.Blackhole(true) }, off: func() { proxy.Blackhole(false) }}}
+		f.hangs = []hang{{name: "no-reply", on: func() error { proxy.Blackhole(true); return nil }, off: func() { proxy.Blackhole(false) }}}
 		f.note = "SIGSTOP not measured: the embedded etcd runs in this process (a proxy that never answers is)"
 		f.alive = func(ctx context.Context) error {
 			lk, err := f.locker(func() (lockswap.Locker, error) { return open(endpoints) })

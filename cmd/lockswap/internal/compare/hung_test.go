@@ -2,6 +2,8 @@ package compare
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -107,5 +109,52 @@ func TestHungServerMiniredis(t *testing.T) {
 	c, _ := res.Cell(ScHung, "single")
 	if c.Verdict != AsDeclared || !strings.Contains(c.Detail, "no-reply:") || !strings.Contains(c.Detail, "SIGSTOP not measured") {
 		t.Errorf("hung-server on miniredis = %+v, want the proxy measured, as declared, and SIGSTOP said not measured", c)
+	}
+}
+
+// TestHungUnsupportedWay: a way of hanging the OS cannot do (SIGSTOP on
+// Windows: servers.Redis.Pause returns an error wrapping
+// errors.ErrUnsupported) is left out and said not measured, while the
+// others are still measured; any other failure to hang the servers leaves
+// the cell not run, with the reason.
+func TestHungUnsupportedWay(t *testing.T) {
+	col, err := ParseColumn("singleredis")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name    string
+		err     error
+		want    Outcome
+		details []string
+	}{
+		{"unsupported", fmt.Errorf("servers: pausing a process (SIGSTOP) is not supported on plan10: %w", errors.ErrUnsupported),
+			InTime, []string{"no-reply:", "paused not measured:", "not supported on plan10"}},
+		{"failed", errors.New("kill: operation not permitted"),
+			NotRun, []string{"paused: ", "operation not permitted"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			f, err := col.kit.setup(ctx, &env{}, ScHung) // miniredis
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.close()
+			offs := 0
+			f.hangs = append(f.hangs, hang{name: "paused", on: func() error { return c.err }, off: func() { offs++ }})
+			got := runHung(ctx, f, col.Guarantees, 0)
+			if got.Outcome != c.want {
+				t.Errorf("outcome %q, want %q: %+v", got.Outcome, c.want, got)
+			}
+			for _, want := range c.details {
+				if !strings.Contains(got.Detail, want) {
+					t.Errorf("the detail does not give %q: %s", want, got.Detail)
+				}
+			}
+			if offs == 0 {
+				t.Error("the failed hang was not ended")
+			}
+		})
 	}
 }

@@ -42,9 +42,11 @@ type node struct {
 	addr    string
 	kill    func()
 	restart func() error
-	// pause stops the process with SIGSTOP and resume continues it; nil
-	// for miniredis, which runs in this process.
-	pause, resume func()
+	// pause stops the process with SIGSTOP (an error wrapping
+	// errors.ErrUnsupported where the OS cannot, such as Windows) and
+	// resume continues it; nil for miniredis, which runs in this process.
+	pause  func() error
+	resume func()
 }
 
 func startNode(e *env, f *fixture) (*node, error) {
@@ -254,15 +256,14 @@ func (rb redisBackend) hangs(f *fixture, nodes []*node, addrs []string) error {
 		f.onClose(p.Close)
 		proxies[i], addrs[i] = p, p.Addr()
 	}
-	blackhole := func(on bool) func() {
-		return func() {
-			for _, p := range proxies {
-				p.Blackhole(on)
-			}
+	blackhole := func(on bool) {
+		for _, p := range proxies {
+			p.Blackhole(on)
 		}
 	}
-	f.onClose(blackhole(false))
-	f.hangs = []hang{{name: "no-reply", on: blackhole(true), off: blackhole(false)}}
+	heal := func() { blackhole(false) }
+	f.onClose(heal)
+	f.hangs = []hang{{name: "no-reply", on: func() error { blackhole(true); return nil }, off: heal}}
 	if nodes[0].pause != nil {
 		resume := func() {
 			for _, nd := range nodes {
@@ -270,10 +271,13 @@ func (rb redisBackend) hangs(f *fixture, nodes []*node, addrs []string) error {
 			}
 		}
 		f.onClose(resume)
-		f.hangs = append(f.hangs, hang{name: "SIGSTOP", off: resume, on: func() {
+		f.hangs = append(f.hangs, hang{name: "SIGSTOP", off: resume, on: func() error {
 			for _, nd := range nodes {
-				nd.pause()
+				if err := nd.pause(); err != nil {
+					return err
+				}
 			}
+			return nil
 		}})
 	} else {
 		f.note = "SIGSTOP not measured: miniredis runs in this process (a proxy that never answers is)"
