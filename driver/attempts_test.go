@@ -73,15 +73,18 @@ func TestCountAttemptsTryAcquire(t *testing.T) {
 	}
 }
 
-// TestCountAttemptsWaitBehindHolder: an Acquire that met a holder, waited
-// in the local queue and was woken by the holder's release through the
-// same Locker counts exactly its first attempt and the one after the
-// release (its retry delay, an hour, never ran out).
-func TestCountAttemptsWaitBehindHolder(t *testing.T) {
-	lk := memlock.New(memlock.NewStore())
-	defer lk.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+// parker is a Locker whose waiters between attempts can be counted.
+type parker interface {
+	lockswap.Locker
+	Parked(key string) int
+}
+
+// waitBehind takes "k" on lk, then starts an Acquire of "k" with a counter
+// and a retry delay of an hour, and returns once that Acquire is parked
+// after its first attempt: the lock held, the counter, and the Acquire's
+// result (its lock released) to come.
+func waitBehind(t *testing.T, ctx context.Context, lk parker) (lockswap.Lock, *driver.Attempts, <-chan error) {
+	t.Helper()
 	held, err := lk.TryAcquire(ctx, "k")
 	if err != nil {
 		t.Fatal(err)
@@ -96,6 +99,19 @@ func TestCountAttemptsWaitBehindHolder(t *testing.T) {
 		got <- err
 	}()
 	waitFor(t, "the waiter parked after its first attempt", func() bool { return lk.Parked("k") == 1 })
+	return held, n, got
+}
+
+// TestCountAttemptsWaitBehindHolder: an Acquire that met a holder, waited
+// in the local queue and was woken by the holder's release through the
+// same Locker counts exactly its first attempt and the one after the
+// release (its retry delay, an hour, never ran out).
+func TestCountAttemptsWaitBehindHolder(t *testing.T) {
+	lk := memlock.New(memlock.NewStore())
+	defer lk.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	held, n, got := waitBehind(t, ctx, lk)
 	if c := n.Load(); c != 1 {
 		t.Errorf("after the first attempt the count is %d, want 1", c)
 	}
@@ -127,20 +143,7 @@ func TestCountAttemptsHandOver(t *testing.T) {
 	defer lk.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	held, err := lk.TryAcquire(ctx, "k")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cctx, n := driver.CountAttempts(ctx)
-	got := make(chan error, 1)
-	go func() {
-		l, err := lk.Acquire(cctx, "k", lockswap.WithRetry(lockswap.ConstantRetry(time.Hour)))
-		if err == nil {
-			err = l.Release(ctx)
-		}
-		got <- err
-	}()
-	waitFor(t, "the waiter parked after its first attempt", func() bool { return lk.Parked("k") == 1 })
+	held, n, got := waitBehind(t, ctx, lk)
 	if err := held.Release(ctx); err != nil {
 		t.Fatal(err)
 	}

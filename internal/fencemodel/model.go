@@ -335,13 +335,7 @@ func (m *Model) actions(s *State, out []Action) []Action {
 		}
 		if cl.phase == phaseGranting {
 			out = m.decisions(s, c, out)
-			var set uint8
-			for i := 0; i < N; i++ {
-				if s.col[i].grantApplied[c] {
-					set |= 1 << i
-				}
-			}
-			if bits.OnesCount8(set) >= Majority {
+			if set := instances(func(i int) bool { return s.col[i].grantApplied[c] }); bits.OnesCount8(set) >= Majority {
 				out = append(out, Action{Kind: ActReturnFast, Client: cc, Set: set})
 			}
 		}
@@ -353,13 +347,7 @@ func (m *Model) actions(s *State, out []Action) []Action {
 			}
 		}
 		if cl.phase == phaseWritingBack {
-			var set uint8
-			for i := 0; i < N; i++ {
-				if s.col[i].wbReplied[c] {
-					set |= 1 << i
-				}
-			}
-			if bits.OnesCount8(set) >= Majority {
+			if set := instances(func(i int) bool { return s.col[i].wbReplied[c] }); bits.OnesCount8(set) >= Majority {
 				out = append(out, Action{Kind: ActReturn, Client: cc, Set: set})
 			}
 		}
@@ -383,6 +371,18 @@ func (m *Model) actions(s *State, out []Action) []Action {
 		out = append(out, Action{Kind: ActTick})
 	}
 	return out
+}
+
+// instances returns the set (a bitmask) of the instances i for which
+// has(i).
+func instances(has func(i int) bool) uint8 {
+	var set uint8
+	for i := 0; i < N; i++ {
+		if has(i) {
+			set |= 1 << i
+		}
+	}
+	return set
 }
 
 // deliverable says whether a request delivered sent times so far can be
