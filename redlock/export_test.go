@@ -1,5 +1,7 @@
 package redlock
 
+import "time"
+
 // Waiting returns how many Acquire calls of lk wait for key (tests).
 func Waiting(lk *Locker, key string) int { return lk.Locker.Waiting(key) }
 
@@ -12,3 +14,8 @@ func QueuedKeys(lk *Locker) int { return lk.WaitingKeys() }
 func BackgroundReleases(lk *Locker) (running, gaveUp int64) {
 	return lk.p.bgRunning.Load(), lk.p.bgGaveUp.Load()
 }
+
+// SetGuessClock makes lk guess the fences of keys it has no hint for from
+// now instead of the host's clock (tests of a client whose clock is off).
+// Call it while no acquisition of lk is under way.
+func SetGuessClock(lk *Locker, now func() time.Time) { lk.p.hints.now = now }

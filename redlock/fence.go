@@ -220,30 +220,46 @@ func isOne(x any) bool {
 // maxHints bounds a Locker's table of fence hints.
 const maxHints = 4096
 
-// fenceHints remembers, per key, the highest fence this Locker saw granted,
-// so that its next acquisition of the key can guess its fence (that fence
-// plus one) and take it in the acquire round: the fast path of
-// docs/redlock-fencing.md. It holds up to maxHints keys; past that a key
-// chosen at random is forgotten for each new one, which only costs a guess
-// that misses (the acquisition then takes the write-back round). A guess is
-// never a safety matter: the acquire script applies it only where the
-// counter is below it, as the write-back does.
+// clockGuessMargin is how far ahead of this host's clock a Locker guesses
+// the fence of a key it has no hint for: enough to be above a counter the
+// acquire script seeds from the server's clock at the same moment (the
+// request's way there and clocks a few milliseconds apart), well within the
+// scripts' bound (redisscript.FenceGuessAhead).
+const clockGuessMargin = 5 * time.Millisecond
+
+// fenceHints gives the fence a Locker guesses for each acquisition, so that
+// the acquire round can install it (the fast path of
+// docs/redlock-fencing.md). For a key it has granted before, the guess is
+// the highest fence it saw granted plus one; for another key, the host's
+// clock in microseconds plus clockGuessMargin, which is above any counter
+// the servers seed from their clocks (a key never used) and any counter
+// that grew from such a seed by one per fence. It remembers up to
+// maxHints keys; past that a key chosen at random is forgotten for each
+// new one, which only makes the next guess for it come from the clock. A
+// guess is never a safety matter: the acquire script applies it only where
+// the counter is below it, as the write-back does, and, for a guess other
+// than counter + 1, only within redisscript.FenceGuessAhead of the
+// server's clock. A guess that does not apply costs the write-back round.
 type fenceHints struct {
 	mu    sync.Mutex
 	fence map[string]int64
+	now   func() time.Time // the clock of the guesses for unseen keys (tests change it)
 }
 
-func newFenceHints() *fenceHints { return &fenceHints{fence: make(map[string]int64)} }
+func newFenceHints() *fenceHints {
+	return &fenceHints{fence: make(map[string]int64), now: time.Now}
+}
 
 // guess returns the fence to try for key: one above the last one seen, or
-// 0 (no guess: the acquire script applies none) when key has none.
+// from the clock when key has none.
 func (h *fenceHints) guess(key string) int64 {
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	if f, ok := h.fence[key]; ok {
+	f, ok := h.fence[key]
+	h.mu.Unlock()
+	if ok {
 		return f + 1
 	}
-	return 0
+	return h.now().Add(clockGuessMargin).UnixMicro()
 }
 
 // saw records that a lock on key was granted fence.

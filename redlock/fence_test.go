@@ -317,26 +317,36 @@ func TestFenceViolation(t *testing.T) {
 	}
 }
 
-// TestFenceFastPath: a fenced Locker's first acquisition of a key takes
-// the write-back round (two requests per instance); the next ones guess
-// the fence (the last one seen plus one) and take it in the acquire round
-// (one request per instance). When another Locker has raised the counters
-// meanwhile, the guess does not apply and the acquisition takes the
-// write-back round again, with a fence above the other Locker's.
+// TestFenceFastPath: a fenced Locker takes a key it has never seen in one
+// request per instance: it guesses the fence from its clock (plus 5 ms),
+// which is above the counters the instances seed from their clocks. The
+// next acquisitions guess the last fence seen plus one, also in one round.
+// Another Locker, with no hint for the key, guesses from its clock too,
+// above the first Locker's fences (they grew from a clock by one per
+// fence), in one round. When another Locker has raised the counters since,
+// the guess from the hint (last + 1) does not apply and the acquisition
+// takes the write-back round, with a fence above the other Locker's.
 func TestFenceFastPath(t *testing.T) {
 	addrs, _ := realN(t, 3)
 	raws := rawClients(t, addrs)
-	ctx, key := ctxT(t), "fastpath"
-	lk, ccs := countingLocker(t, addrs, redlock.Options{Fence: true})
-	requests := func() (n int64) {
-		for _, c := range ccs {
-			n += c.splits.Load() + c.direct.Load()
-		}
-		return n
+	ctx := ctxT(t)
+	type locker struct {
+		*redlock.Locker
+		ccs []*countingClient
 	}
-	other := newLocker(t, addrs, redistest.GoRedis, redlock.Options{Fence: true})
-	cycle := func(lk *redlock.Locker) (fence uint64, reqs int64) {
+	newCounting := func() locker {
+		lk, ccs := countingLocker(t, addrs, redlock.Options{Fence: true})
+		return locker{lk, ccs}
+	}
+	lk, other := newCounting(), newCounting()
+	cycle := func(lk locker, key string) (fence uint64, reqs int64) {
 		t.Helper()
+		requests := func() (n int64) {
+			for _, c := range lk.ccs {
+				n += c.splits.Load() + c.direct.Load()
+			}
+			return n
+		}
 		before := requests()
 		l, err := lk.TryAcquire(ctx, key, lockswap.WithTTL(5*time.Second))
 		if err != nil {
@@ -353,24 +363,94 @@ func TestFenceFastPath(t *testing.T) {
 		return fence, reqs
 	}
 	n := int64(len(addrs))
-	prev, r := cycle(lk)
-	if r != 2*n {
-		t.Errorf("first acquisition: %d requests, want %d (acquire and write-back rounds)", r, 2*n)
+	// A new key: one round when the request reaches the instances within
+	// 5 ms of the guess (nearly always; a loaded machine may take longer,
+	// and then the write-back round gives the fence): up to 5 new keys.
+	var key string
+	var prev uint64
+	for i := 0; ; i++ {
+		key = fmt.Sprintf("fastpath-%d", i)
+		from := uint64(time.Now().UnixMicro())
+		f, r := cycle(lk, key)
+		to := uint64(time.Now().Add(5 * time.Millisecond).UnixMicro())
+		if f < from || f > to {
+			t.Fatalf("new key %s: fence %d, want the clock's in µs: in [%d, %d]", key, f, from, to)
+		}
+		prev = f
+		if r == n {
+			break
+		}
+		if r != 2*n || i == 4 {
+			t.Fatalf("new key %s: %d requests, want %d (the guess from the clock applied in the acquire round; %d on a loaded machine, but not 5 times)", key, r, n, 2*n)
+		}
+		t.Logf("new key %s took the write-back round (the machine is loaded): trying another", key)
 	}
 	for i := range 3 {
-		f, r := cycle(lk)
+		f, r := cycle(lk, key)
 		if r != n || f != prev+1 {
 			t.Errorf("acquisition %d: fence %d in %d requests, want %d in %d (the guess applied in the acquire round)", i+2, f, r, prev+1, n)
 		}
 		prev = f
 	}
-	fo, _ := cycle(other) // no hint: the write-back round, max + 1
-	if fo <= prev {
-		t.Fatalf("the other Locker's fence %d is not above %d", fo, prev)
+	fo, r := cycle(other, key) // no hint: the clock's guess, above prev
+	if fo <= prev || r != n {
+		t.Fatalf("the other Locker: fence %d in %d requests, want above %d in %d (its guess from the clock applied)", fo, r, prev, n)
 	}
-	f, r := cycle(lk) // guesses prev+1, which the counters (at fo) refuse
-	if f <= fo || r != 2*n {
-		t.Errorf("after another Locker's acquisition: fence %d in %d requests, want above %d in %d (the guess refused, the write-back round)", f, r, fo, 2*n)
+	f, r := cycle(lk, key) // guesses prev+1, which the counters (at fo) refuse
+	if f != fo+1 || r != 2*n {
+		t.Errorf("after another Locker's acquisition: fence %d in %d requests, want %d in %d (the guess refused, the write-back round: max + 1)", f, r, fo+1, 2*n)
+	}
+}
+
+// TestFenceGuessBounded: a Locker whose clock is far off still gets fences
+// that keep both properties, in two rounds: a clock a minute behind guesses
+// below the counters the instances seed, and a clock a minute ahead
+// guesses more than redisscript.FenceGuessAhead above the servers' clocks,
+// which the acquire script refuses, so that no counter is pushed ahead of
+// the servers' clocks (the seed of a lost counter relies on that).
+func TestFenceGuessBounded(t *testing.T) {
+	addrs, _ := realN(t, 3)
+	raws := rawClients(t, addrs)
+	ctx := ctxT(t)
+	var last uint64
+	for _, off := range []time.Duration{-time.Minute, time.Minute} {
+		t.Run(fmt.Sprint(off), func(t *testing.T) {
+			lk, ccs := countingLocker(t, addrs, redlock.Options{Fence: true})
+			redlock.SetGuessClock(lk, func() time.Time { return time.Now().Add(off) })
+			key := "guess-bounded"
+			for i := range 2 {
+				var before int64
+				for _, c := range ccs {
+					before += c.splits.Load() + c.direct.Load()
+				}
+				l, err := lk.TryAcquire(ctx, key, lockswap.WithTTL(5*time.Second))
+				if err != nil {
+					t.Fatal(err)
+				}
+				var reqs int64
+				for _, c := range ccs {
+					reqs += c.splits.Load() + c.direct.Load()
+				}
+				reqs -= before
+				f := fenceOf(t, l)
+				if err := l.Release(ctx); err != nil {
+					t.Fatal(err)
+				}
+				if f <= last {
+					t.Fatalf("fence %d after %d", f, last)
+				}
+				last = f
+				if i == 0 && reqs != 2*int64(len(addrs)) {
+					t.Errorf("first acquisition with the clock %v off: %d requests, want %d (the guess refused, the write-back round)", off, reqs, 2*len(addrs))
+				}
+				limit := uint64(time.Now().Add(20 * time.Millisecond).UnixMicro())
+				for j, c := range counters(t, raws, key) {
+					if v, _ := strconv.ParseUint(c, 10, 64); v > limit {
+						t.Fatalf("instance %d: counter %d, above the clock + 20 ms (%d)", j, v, limit)
+					}
+				}
+			}
+		})
 	}
 }
 

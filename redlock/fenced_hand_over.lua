@@ -3,13 +3,14 @@ if redis.call("GET", KEYS[1]) == ARGV[1] then redis.call("DEL", KEYS[1]) release
 if redis.call("TYPE", KEYS[1])["ok"] ~= "none" then return {released, 0} end
 local c = fence_read(KEYS[2])
 if c and c < 0 then return {released, c} end
-local write = not c
+local write, now = not c, nil
 if write then
-  c = fence_clock()
+  now = fence_clock()
+  c = now
   if c >= 9007199254740991 then return {released, -2} end
 end
 local g, applied = tonumber(ARGV[4]), 0
-if g and g > c and g < 9007199254740991 then c, applied, write = g, 1, true end
+if fence_guess(c, g, now) then c, applied, write = g, 1, true end
 redis.call("SET", KEYS[1], ARGV[2], "PX", ARGV[3])
 if write then redis.call("SET", KEYS[2], string.format("%.0f", c)) end
 return {released, 1, c, applied}

@@ -8,12 +8,14 @@ if redis.call("TYPE", KEYS[1])["ok"] == "none" then
   c = fence_read(KEYS[3])
   if c and c < 0 then return c end
   write = not c
+  local now
   if write then
-    c = fence_clock()
+    now = fence_clock()
+    c = now
     if c >= 9007199254740991 then return -2 end
   end
   local g = tonumber(ARGV[4])
-  if g and g > c and g < 9007199254740991 then c, applied, write = g, 1, true end
+  if fence_guess(c, g, now) then c, applied, write = g, 1, true end
   r = 1
 end
 if not e then

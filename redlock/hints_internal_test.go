@@ -3,16 +3,19 @@ package redlock
 import (
 	"fmt"
 	"testing"
+	"time"
 )
 
 // TestFenceHintsBounded: the table of fence hints guesses one above the
-// highest fence seen for a key, never lowers it, guesses nothing for a key
-// it has not seen, and holds at most maxHints keys however many it sees
+// highest fence seen for a key, never lowers it, guesses from the clock for
+// a key it has not seen, and holds at most maxHints keys however many it sees
 // (docs/redlock.md: "it remembers up to 4096 keys").
 func TestFenceHintsBounded(t *testing.T) {
 	h := newFenceHints()
-	if g := h.guess("k"); g != 0 {
-		t.Fatalf("guess for an unseen key: %d, want 0 (none)", g)
+	at := time.UnixMicro(1_700_000_000_000_000)
+	h.now = func() time.Time { return at }
+	if g, want := h.guess("k"), at.Add(clockGuessMargin).UnixMicro(); g != want {
+		t.Fatalf("guess for an unseen key: %d, want %d (the clock plus %v)", g, want, clockGuessMargin)
 	}
 	h.saw("k", 10)
 	h.saw("k", 7) // an older grant's report: not a lowering

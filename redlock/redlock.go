@@ -155,7 +155,9 @@ var (
 	// the lock key (KEYS[1]) does not exist, it reads the fence counter
 	// (KEYS[2]), seeding it from the server's clock in microseconds when
 	// missing, raises it to the guessed fence ARGV[3] when it is below it
-	// (the fast path's compare-and-set; 0 guesses nothing), sets the key
+	// and is the counter plus one or at most redisscript.FenceGuessAhead
+	// above the server's clock (the fast path's compare-and-set; 0 guesses
+	// nothing), sets the key
 	// and answers {1, counter as left, 1 if the guess applied else 0};
 	// when the key exists it reads nothing and answers 0 (or
 	// fenceKeyNotLock for another Redis type). A counter that cannot give a
@@ -439,8 +441,8 @@ func GuaranteesOf(n int, opts Options) lockswap.Guarantees {
 	}
 	if opts.Fence {
 		g.Notes = append(g.Notes,
-			"a fence is installed with a compare-and-set (only where the counter is below it) on a majority before Acquire returns: in the acquire round when the Locker's guess (the last fence it saw for the key, plus one) applies there, else in a write-back round of max(the counters the grants returned) + 1; no two grants of a key get the same fence, and an Acquire that starts after another returned gets a larger one (docs/redlock-fencing.md)",
-			"a counter lost in a restart without persistence is seeded again from the server's clock in microseconds: fences keep both properties as long as that clock is then past every fence issued for the key, which holds when the instances' clocks agree within the restart's downtime and fewer than one fence per microsecond per key is issued",
+			"a fence is installed with a compare-and-set (only where the counter is below it) on a majority before Acquire returns: in the acquire round when the Locker's guess (the last fence it saw for the key plus one, or its clock in µs plus 5 ms for a key it has none for) applies there, else in a write-back round of max(the counters the grants returned) + 1; no two grants of a key get the same fence, and an Acquire that starts after another returned gets a larger one (docs/redlock-fencing.md)",
+			"a counter lost in a restart without persistence is seeded again from the server's clock in microseconds: fences keep both properties as long as that clock is then past every fence issued for the key, which holds when the instances' clocks agree within the restart's downtime less 20 ms (a guessed fence may be installed up to 20 ms ahead of the instance's clock, never further) and fewer than one fence per microsecond per key is issued",
 			"a holder paused past its validity still acts without exclusion, but a resource that checks fences (package fenced) rejects its writes once a later holder has written",
 			"the counters need no persistence or appendfsync always, and noeviction or a volatile-* maxmemory policy: a snapshot (RDB) that restores an older counter after a crash can repeat fences",
 		)

@@ -247,8 +247,11 @@ const (
 	// ActStart: the client calls Acquire: it draws a token and sends the
 	// acquire script to every instance (pipelined fan-out); with a fast
 	// path, with its guess (Action.Value): any value from 0 to one above
-	// the highest counter or fence in the state, which covers every guess
-	// the implementation makes (a fence it saw, plus one).
+	// the highest of the counters, the fences and the clock in the state,
+	// which covers every guess the implementation makes (a fence it saw,
+	// plus one, or its clock a little ahead; the scripts' bound on how far
+	// ahead of the server's clock a guess may be is what makes the clock
+	// assumption, which the model takes as given at a loss, hold).
 	ActStart ActionKind = iota
 	// ActDeliverGrant: the acquire script runs on an instance: SET K token
 	// NX; if set, read C (seeding it from the clock if missing) and reply
@@ -323,6 +326,7 @@ func (m *Model) actions(s *State, out []Action) []Action {
 			for o := range s.cli {
 				top = max(top, s.cli[o].fence)
 			}
+			top = max(top, s.clock) // a guess from the clock: clock + 1
 			for g := int8(0); g <= top+1; g++ {
 				out = append(out, Action{Kind: ActStart, Client: cc, Value: g})
 			}

@@ -44,12 +44,24 @@ var (
 //     code, so that no error is raised halfway through a script).
 //   - fence_clock() returns the server's clock (TIME) in microseconds since
 //     the Unix epoch: the seed of a counter that is missing.
+//   - fence_guess(c, g, now) reports whether a guessed fence g may be
+//     installed over the counter value c (redlock's one-round fast path):
+//     g is above c and below FenceLimit, and either exactly c+1 or at most
+//     FenceGuessAhead above the server's clock (now, when the script has
+//     read it already, else read then). The bound keeps a client
+//     whose clock runs ahead from pushing a counter ahead of the servers'
+//     clocks, which the clock seed of a lost counter relies on.
 //
 // A script is FenceCounterLua followed by its own body; each keeps its keys
 // and values in KEYS and ARGV.
 //
 //go:embed fence_counter.lua
 var FenceCounterLua string
+
+// FenceGuessAhead is how far above the server's clock fence_guess
+// (FenceCounterLua) lets a guessed fence be, in microseconds: 20 ms. The
+// script holds the same number.
+const FenceGuessAhead = 20000
 
 // FenceLimit bounds the fences: every fence is below 2^53, so that Lua's
 // numbers, float64 and JSON carry it exactly.
