@@ -67,25 +67,29 @@ func separateImpls(addr string) []impl {
 		{"floor-poll1ms", func(b *testing.B) cycleFunc { return newSeparate(b, "floor-poll1ms", addr) }},
 		{"lockswap-goredis", func(b *testing.B) cycleFunc { return newSeparate(b, "lockswap-goredis", addr) }},
 		{"lockswap-rueidis", func(b *testing.B) cycleFunc { return newSeparate(b, "lockswap-rueidis", addr) }},
+		{"lockswap-goredis-fair", func(b *testing.B) cycleFunc { return newSeparate(b, "lockswap-goredis-fair", addr) }},
+		{"lockswap-rueidis-fair", func(b *testing.B) cycleFunc { return newSeparate(b, "lockswap-rueidis-fair", addr) }},
 		{"rueidislock", func(b *testing.B) cycleFunc { return newSeparate(b, "rueidislock", addr) }},
 	}
 }
 
-var separateNames = []string{"floor-poll1ms", "lockswap-goredis", "lockswap-rueidis", "rueidislock"}
+var separateNames = []string{"floor-poll1ms", "lockswap-goredis", "lockswap-rueidis", "lockswap-goredis-fair", "lockswap-rueidis-fair", "rueidislock"}
 
 func newSeparate(tb testing.TB, name, addr string) cycleFunc {
 	switch name {
 	case "floor-poll1ms":
 		return goredisFloorCycle(newGoredis(tb, addr), time.Millisecond)
-	case "lockswap-goredis":
-		lk, err := singleredis.New(lsgoredis.New(newGoredis(tb, addr)), singleredis.Options{})
+	case "lockswap-goredis", "lockswap-goredis-fair":
+		// -fair: Options.FairWait, the queue in Redis (issue 15's (iii));
+		// without it singleredis polls, as it does by default.
+		lk, err := singleredis.New(lsgoredis.New(newGoredis(tb, addr)), singleredis.Options{FairWait: strings.HasSuffix(name, "-fair")})
 		if err != nil {
 			tb.Fatal(err)
 		}
 		tb.Cleanup(func() { lk.Close() })
 		return lockswapCycle(lk)
-	case "lockswap-rueidis":
-		lk, err := singleredis.New(lsrueidis.NewNamed(newRueidis(tb, addr), addr), singleredis.Options{})
+	case "lockswap-rueidis", "lockswap-rueidis-fair":
+		lk, err := singleredis.New(lsrueidis.NewNamed(newRueidis(tb, addr), addr), singleredis.Options{FairWait: strings.HasSuffix(name, "-fair")})
 		if err != nil {
 			tb.Fatal(err)
 		}

@@ -333,8 +333,8 @@ func targets15(w io.Writer, r results) {
 		add(g+" redigo serial: latency ÷ redsync-redigo", "serial", g, "lockswap-redigo", "redsync-redigo", "ns/op", 0.8, true)
 	}
 	for _, scen := range []string{"separate", "processes"} {
-		for _, c := range []string{"goredis", "rueidis"} {
-			im := "lockswap-" + c
+		for _, c := range []string{"goredis-fair", "rueidis-fair"} {
+			im := "lockswap-" + c // Options.FairWait: the wait (iii) is about
 			lo, hi := r.valueRange(n(scen, "redis1", im), "fairness")
 			ts = append(ts, target15{fmt.Sprintf("%s singleredis %s: fairness", scen, c), r.med(n(scen, "redis1", im), "fairness"), lo, hi, 0.95, false})
 			add(fmt.Sprintf("%s singleredis %s: acq/s ÷ floor polling every 1 ms", scen, c), scen, "redis1", im, "floor-poll1ms", "acq/s", 1.3, false)
