@@ -79,7 +79,7 @@ func TestFenceHelperProcess(t *testing.T) {
 		var wg sync.WaitGroup
 		for g := range 3 {
 			wg.Go(func() {
-				for _, a := range churn(ctx, lk, key, n, fmt.Sprintf("child-%d", g)) {
+				for _, a := range churn(ctx, lk, key, n, fmt.Sprintf("child-%d", g), nil) {
 					report("acq %d %d %d", a.start, a.end, a.fence)
 				}
 			})
@@ -190,11 +190,75 @@ func TestFenceHolderPaused(t *testing.T) {
 	}
 }
 
+// writeLog is a fenced.Resource that also records the order of the writes
+// it accepts, per acquisition: a holder whose write is accepted after
+// another holder's was is an interleaving, what a fenced resource exists to
+// prevent (and lets through when two holders carry the same fence).
+type writeLog struct {
+	mu          sync.Mutex
+	res         fenced.Resource
+	last        string          // the acquisition of the last accepted write
+	overtaken   map[string]bool // acquisitions another's accepted write followed
+	interleaved []string
+	lateWrites  int // writes made after a later holder wrote
+	lateStale   int // of those, rejected as stale
+}
+
+var acquisitionIDs atomic.Int64
+
+// write writes for acquisition id with fence and reports whether the
+// resource accepted it.
+func (w *writeLog) write(id string, fence uint64) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.res.Write(id, fence); err != nil {
+		return false
+	}
+	if w.last != id {
+		if w.overtaken[id] {
+			w.interleaved = append(w.interleaved, fmt.Sprintf("%s (fence %d) after %s", id, fence, w.last))
+		}
+		if w.last != "" {
+			w.overtaken[w.last] = true
+		}
+		w.last = id
+	}
+	return true
+}
+
+// writeLate waits (bounded) until another holder's write is accepted after
+// id's, then writes for id again, as a holder paused past its validity
+// would, and counts whether the resource rejected it.
+func (w *writeLog) writeLate(ctx context.Context, id string, fence uint64) {
+	until := time.Now().Add(time.Second)
+	for {
+		w.mu.Lock()
+		overtaken := w.overtaken[id]
+		w.mu.Unlock()
+		if overtaken {
+			break
+		}
+		if time.Now().After(until) || ctx.Err() != nil {
+			return // nobody wrote after id meanwhile: nothing to show
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	accepted := w.write(id, fence)
+	w.mu.Lock()
+	w.lateWrites++
+	if !accepted {
+		w.lateStale++
+	}
+	w.mu.Unlock()
+}
+
 // churn acquires key n times, with a TTL of 40 ms (which a loaded machine
 // running -race can spend in one acquisition) and 120 ms in turn,
 // releasing four locks in five and letting the fifth expire, and returns
-// the acquisitions.
-func churn(ctx context.Context, lk lockswap.Locker, key string, n int, who string) []acquisition {
+// the acquisitions. With a writeLog, each holder writes its fence when
+// granted and again before releasing; the holder of the fifth lock writes
+// again only after a later holder has written (writeLate).
+func churn(ctx context.Context, lk lockswap.Locker, key string, n int, who string, log *writeLog) []acquisition {
 	var out []acquisition
 	for i := 0; i < n && ctx.Err() == nil; i++ {
 		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -211,8 +275,17 @@ func churn(ctx context.Context, lk lockswap.Locker, key string, n int, who strin
 		}
 		f, _ := l.Fence()
 		out = append(out, acquisition{start, end, f, who})
+		id := fmt.Sprintf("%s#%d", who, acquisitionIDs.Add(1))
+		if log != nil {
+			log.write(id, f)
+		}
 		if i%5 != 4 {
+			if log != nil {
+				log.write(id, f)
+			}
 			l.Release(ctx)
+		} else if log != nil {
+			log.writeLate(ctx, id, f)
 		}
 	}
 	return out
@@ -234,7 +307,7 @@ func TestFenceChurnTwoProcesses(t *testing.T) {
 	var wg sync.WaitGroup
 	for g := range 3 {
 		wg.Go(func() {
-			a := churn(ctx, lk, "churn2", perGoroutine, fmt.Sprintf("parent-%d", g))
+			a := churn(ctx, lk, "churn2", perGoroutine, fmt.Sprintf("parent-%d", g), nil)
 			mu.Lock()
 			acqs = append(acqs, a...)
 			mu.Unlock()
@@ -270,7 +343,11 @@ func TestFenceChurnTwoProcesses(t *testing.T) {
 // Lockers per key (go-redis, redigo, rueidis) acquire with a TTL of 40 ms
 // while instances are killed and restarted empty (their counters lost) and
 // paused: over at least 1000 acquisitions, no fence repeats for a key and an
-// acquisition that started after another returned has a larger fence.
+// acquisition that started after another returned has a larger fence. Each
+// key has a fenced.Resource that every holder writes to: no holder's write
+// is accepted after another holder's (no interleaving), and every write a
+// holder makes after its lock expired and a later holder wrote is
+// rejected as stale.
 func TestFenceChurnFaults(t *testing.T) {
 	addrs, srvs := realN(t, 5)
 	seedOldEpoch(t, rawClients(t, addrs))
@@ -314,15 +391,17 @@ func TestFenceChurnFaults(t *testing.T) {
 	})
 	var mu sync.Mutex
 	acqs := make([][]acquisition, keys)
+	logs := make([]*writeLog, keys)
 	var wg sync.WaitGroup
 	for k := range keys {
+		logs[k] = &writeLog{overtaken: map[string]bool{}}
 		for _, c := range redistest.Clients {
 			lk := newLocker(t, addrs, c.New, redlock.Options{Fence: true, RestartSafety: true, MaxTTL: 200 * time.Millisecond,
 				InstanceTimeout: 20 * time.Millisecond, Retry: lockswap.JitterRetry(time.Millisecond, 5*time.Millisecond)})
 			key := fmt.Sprintf("churn-%d", k)
 			wg.Go(func() {
 				for total.Load() < want && ctx.Err() == nil {
-					a := churn(ctx, lk, key, 10, c.Name)
+					a := churn(ctx, lk, key, 10, c.Name, logs[k])
 					total.Add(int64(len(a)))
 					mu.Lock()
 					acqs[k] = append(acqs[k], a...)
@@ -348,6 +427,19 @@ func TestFenceChurnFaults(t *testing.T) {
 		if err := fenceViolation(a); err != nil {
 			t.Fatalf("key %d: %v", k, err)
 		}
+	}
+	late, stale, accepted := 0, 0, 0
+	for k, w := range logs {
+		if len(w.interleaved) > 0 {
+			t.Errorf("key %d: writes of two holders interleaved at the fenced resource: %v", k, w.interleaved)
+		}
+		late += w.lateWrites
+		stale += w.lateStale
+		accepted += w.res.Stats().Accepted
+	}
+	t.Logf("fenced resources: %d writes accepted; %d late writes (after the lock expired and a later holder wrote), %d rejected as stale", accepted, late, stale)
+	if late == 0 || stale != late {
+		t.Fatalf("%d of %d late writes rejected as stale: want all of them, and some", stale, late)
 	}
 }
 
