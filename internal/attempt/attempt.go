@@ -21,6 +21,7 @@ package attempt
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/lockswap/lockswap"
@@ -99,10 +100,32 @@ type Request struct {
 	done          chan struct{} // made by the first Done; closed when err is set
 	bound         bool          // parent cannot be cancelled: no Done, no Err
 	cancelSeen    bool          // parent's cancellation was taken into end
-	timer         *time.Timer   // runs check at end; made by the first Done
-	update        func()        // r.check, for the timer and context.AfterFunc
-	stopParent    func() bool   // undoes context.AfterFunc(parent, update)
+	wake          *wakeup       // the timer and callback; taken by the first Done
+	stopParent    func() bool   // undoes context.AfterFunc(parent, wake.fire)
 }
+
+// wakeup is a Request's timer and the callback of the timer and of the
+// caller context's registration (fire, bound once). Requests share them
+// through a pool: Stop gives one back only when neither can run any more
+// (the timer stopped before it fired, the registration removed before it
+// ran), so a wakeup never calls into another request than its own.
+type wakeup struct {
+	t    *time.Timer
+	r    atomic.Pointer[Request]
+	fire func() // w.run
+}
+
+func (w *wakeup) run() {
+	if r := w.r.Load(); r != nil {
+		r.check()
+	}
+}
+
+var wakeups = sync.Pool{New: func() any {
+	w := new(wakeup)
+	w.fire = w.run
+	return w
+}}
 
 // closedChan is the Done of a request that ended before anyone asked.
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
@@ -138,12 +161,17 @@ func New(ctx context.Context, max time.Duration) *Request {
 func (r *Request) Stop() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	idle := true
 	if r.stopParent != nil {
-		r.stopParent()
+		idle = r.stopParent()
 		r.stopParent = nil
 	}
-	if r.timer != nil {
-		r.timer.Stop()
+	if w := r.wake; w != nil {
+		r.wake = nil
+		if w.t.Stop() && idle {
+			w.r.Store(nil)
+			wakeups.Put(w)
+		}
 	}
 	if r.err == nil {
 		r.finish(context.Canceled)
@@ -183,11 +211,11 @@ func (r *Request) noteCancel(now time.Time) {
 
 // arm sets the timer to run check after d. r.mu is held.
 func (r *Request) arm(d time.Duration) {
-	if r.timer == nil {
-		r.timer = time.AfterFunc(d, r.update)
+	if r.wake.t == nil {
+		r.wake.t = time.AfterFunc(d, r.wake.fire)
 		return
 	}
-	r.timer.Reset(d)
+	r.wake.t.Reset(d)
 }
 
 // finish ends the request with err. r.mu is held.
@@ -223,11 +251,12 @@ func (r *Request) Done() <-chan struct{} {
 		return closedChan
 	}
 	r.done = make(chan struct{})
-	r.update = r.check
+	r.wake = wakeups.Get().(*wakeup)
+	r.wake.r.Store(r)
 	if !r.cancelSeen {
 		// From now on a cancellation (as opposed to the deadline) ends
 		// the request Grace after it happens.
-		r.stopParent = context.AfterFunc(r.parent, r.update)
+		r.stopParent = context.AfterFunc(r.parent, r.wake.fire)
 	}
 	r.arm(r.end.Sub(now))
 	return r.done

@@ -230,3 +230,41 @@ func (c *countingCtx) cancel() {
 		go f()
 	}
 }
+
+// TestRequestWakeupReuse: the timer and callback a stopped request gives
+// back serve later requests only: cancelling the callers of stopped
+// requests ends none of the live ones, and each live one still ends at its
+// own cancellation.
+func TestRequestWakeupReuse(t *testing.T) {
+	var cancels []context.CancelFunc
+	for range 50 {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancels = append(cancels, cancel)
+		r := attempt.New(ctx, time.Minute)
+		r.Done()
+		r.Stop()
+	}
+	live, cancelLive := context.WithCancel(context.Background())
+	defer cancelLive()
+	rs := make([]*attempt.Request, 50)
+	for i := range rs {
+		rs[i] = attempt.New(live, time.Minute)
+		defer rs[i].Stop()
+		rs[i].Done()
+	}
+	for _, cancel := range cancels {
+		cancel()
+	}
+	for i, r := range rs {
+		if err := r.Err(); err != nil {
+			t.Fatalf("request %d ended (%v) on another request's cancellation", i, err)
+		}
+	}
+	cancelLive()
+	for _, r := range rs {
+		waitDone(t, r)
+		if err := r.Err(); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Err = %v, want Canceled", err)
+		}
+	}
+}
