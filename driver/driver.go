@@ -591,7 +591,7 @@ func (lk *Locker[D]) TryAcquire(ctx context.Context, key string, opts ...lockswa
 func (lk *Locker[D]) try(ctx context.Context, key string, ttl time.Duration, first bool, n *Attempts) (lockswap.Lock, error) {
 	l := lk.newLock(key, ttl, first)
 	n.add()
-	rctx := attempt.New(ctx, attempt.Timeout)
+	rctx := attempt.Once(&l.acqReq, ctx, attempt.Timeout)
 	start := time.Now()
 	g, err := lk.d.Acquire(rctx, &l.c)
 	rctx.Stop()
@@ -743,6 +743,9 @@ type lock[D any] struct {
 	released atomic.Bool
 	flags    atomic.Uint32 // flagLost (see Claim.Lose), flagHeld, flagReported
 	gate     gate          // one Extend or Release at a time
+	// The request contexts of the acquire and of the release, kept here
+	// to spare an allocation each (attempt.Once).
+	acqReq, relReq attempt.Request
 }
 
 // Deadline is the kit's deadline, or the driver's Bound when earlier.
@@ -899,7 +902,7 @@ func (l *lock[D]) release(ctx context.Context, afterClose bool) error {
 	// One request answers almost every release; the retries and the
 	// background continuation (attempt.Release) are for the rest.
 	start := time.Now()
-	rctx := attempt.New(ctx, time.Until(limit))
+	rctx := attempt.Once(&l.relReq, ctx, time.Until(limit))
 	limit, _ = rctx.Deadline()
 	err := lk.d.Release(rctx, &l.c)
 	rctx.Stop()
@@ -962,7 +965,7 @@ func (l *lock[D]) handOver(ctx context.Context, t *localq.Ticket, limit time.Tim
 	next := lk.newLock(key, t.TTL(), false)
 	// The claimed waiter waits for this request whatever its own context
 	// does, so the request is bounded even when ctx is not.
-	hctx := attempt.New(ctx, time.Until(limit))
+	hctx := attempt.Once(&l.relReq, ctx, time.Until(limit))
 	defer hctx.Stop()
 	start := time.Now()
 	g, acqErr, released := lk.ho.HandOver(hctx, &l.c, &next.c)

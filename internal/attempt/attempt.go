@@ -77,9 +77,10 @@ func Context(ctx context.Context, max time.Duration) (context.Context, func()) {
 // their socket operations, and callers that loop check the time against
 // Deadline (see [Ended]).
 //
-// It costs one allocation until a client asks for Done: then it makes its
-// channel and timer and registers with the caller's context
-// (context.AfterFunc), so that a waiter wakes at the end. Clients that only
+// It costs one allocation ([New]; none with [Once]) until a client asks
+// for Done: then it makes its channel, takes a timer from a pool and
+// registers with the caller's context (context.AfterFunc), so that a
+// waiter wakes at the end. Clients that only
 // read the deadline (rueidis outside auto-pipelining) or only poll Err pay
 // for none of that; a cancellation that Err notices before anyone asked
 // for Done counts from then.
@@ -102,6 +103,7 @@ type Request struct {
 	cancelSeen    bool          // parent's cancellation was taken into end
 	wake          *wakeup       // the timer and callback; taken by the first Done
 	stopParent    func() bool   // undoes context.AfterFunc(parent, wake.fire)
+	begun         atomic.Bool   // see Once
 }
 
 // wakeup is a Request's timer and the callback of the timer and of the
@@ -133,6 +135,25 @@ var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); retu
 // New returns the context of one request made for ctx (see [Context]); its
 // Stop method releases its resources.
 func New(ctx context.Context, max time.Duration) *Request {
+	r := new(Request)
+	r.init(ctx, max)
+	return r
+}
+
+// Once returns r, a Request that the caller keeps in a value it allocates
+// anyway (a lock), begun for ctx as [New] would, when r has not been begun
+// before; otherwise it returns a new Request. It spares the allocation of
+// the one request such a value usually makes, and a Request still serves
+// one request only.
+func Once(r *Request, ctx context.Context, max time.Duration) *Request {
+	if !r.begun.CompareAndSwap(false, true) {
+		return New(ctx, max)
+	}
+	r.init(ctx, max)
+	return r
+}
+
+func (r *Request) init(ctx context.Context, max time.Duration) {
 	now := time.Now()
 	limit := now.Add(max)
 	ended := ctx.Err() != nil
@@ -145,18 +166,13 @@ func New(ctx context.Context, max time.Duration) *Request {
 			limit = g
 		}
 	}
-	return &Request{
-		parent:     ctx,
-		deadline:   limit,
-		end:        limit,
-		endErr:     context.DeadlineExceeded,
-		bound:      !ended && ctx.Done() == nil,
-		cancelSeen: ended,
-	}
+	r.parent, r.deadline, r.end = ctx, limit, limit
+	r.endErr = context.DeadlineExceeded
+	r.bound, r.cancelSeen = !ended && ctx.Done() == nil, ended
 }
 
 // Stop ends the request and releases what it holds: its registration
-// with the caller's context and its timer. A client still waiting on Done
+// with the caller's context, its timer, and the caller's context itself. A client still waiting on Done
 // sees it closed, with Err context.Canceled, as after a CancelFunc.
 func (r *Request) Stop() {
 	r.mu.Lock()
@@ -176,6 +192,9 @@ func (r *Request) Stop() {
 	if r.err == nil {
 		r.finish(context.Canceled)
 	}
+	// Let the caller's context go: r may live on in the value that
+	// holds it.
+	r.parent = nil
 }
 
 // check is the callback of the caller context's cancellation and of the
@@ -283,7 +302,16 @@ func (r *Request) Err() error {
 }
 
 // Value is the caller's context's value for key.
-func (r *Request) Value(key any) any { return r.parent.Value(key) }
+// After Stop it has no values.
+func (r *Request) Value(key any) any {
+	r.mu.Lock()
+	p := r.parent
+	r.mu.Unlock()
+	if p == nil {
+		return nil
+	}
+	return p.Value(key)
+}
 
 // String names the context, for debugging.
 func (r *Request) String() string { return "attempt.Request" }

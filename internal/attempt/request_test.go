@@ -268,3 +268,32 @@ func TestRequestWakeupReuse(t *testing.T) {
 		}
 	}
 }
+
+// TestRequestOnce: Once begins the Request it is given the first time
+// only; later calls get a new one, so that a stopped request never comes
+// back to life. After Stop a request lets its caller's context go.
+func TestRequestOnce(t *testing.T) {
+	var keep attempt.Request
+	ctx := context.WithValue(context.Background(), ctxKey{}, "v")
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	r1 := attempt.Once(&keep, ctx, time.Minute)
+	if r1 != &keep {
+		t.Fatal("Once did not use the Request it was given")
+	}
+	if r1.Value(ctxKey{}) != "v" {
+		t.Fatal("values lost")
+	}
+	r1.Stop()
+	if r1.Value(ctxKey{}) != nil {
+		t.Fatal("a stopped request still holds its caller's context")
+	}
+	r2 := attempt.Once(&keep, ctx, time.Minute)
+	defer r2.Stop()
+	if r2 == &keep {
+		t.Fatal("Once began the same Request twice")
+	}
+	if r2.Err() != nil || r1.Err() == nil {
+		t.Fatalf("Err = %v for the new request, %v for the stopped one; want nil and Canceled", r2.Err(), r1.Err())
+	}
+}
