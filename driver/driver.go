@@ -591,10 +591,10 @@ func (lk *Locker[D]) TryAcquire(ctx context.Context, key string, opts ...lockswa
 func (lk *Locker[D]) try(ctx context.Context, key string, ttl time.Duration, first bool, n *Attempts) (lockswap.Lock, error) {
 	l := lk.newLock(key, ttl, first)
 	n.add()
-	rctx, stop := attempt.Context(ctx, attempt.Timeout)
+	rctx := attempt.Once(&l.acqReq, ctx, attempt.Timeout)
 	start := time.Now()
 	g, err := lk.d.Acquire(rctx, &l.c)
-	stop()
+	rctx.Stop()
 	if err != nil {
 		if lk.cfg.Undo != nil && lk.cfg.Undo(err) {
 			lk.undo(ctx, l.c)
@@ -743,6 +743,9 @@ type lock[D any] struct {
 	released atomic.Bool
 	flags    atomic.Uint32 // flagLost (see Claim.Lose), flagHeld, flagReported
 	gate     gate          // one Extend or Release at a time
+	// The request contexts of the acquire and of the release, kept here
+	// to spare an allocation each (attempt.Once).
+	acqReq, relReq attempt.Request
 }
 
 // Deadline is the kit's deadline, or the driver's Bound when earlier.
@@ -843,9 +846,9 @@ func (l *lock[D]) Extend(ctx context.Context, ttl time.Duration) error {
 		return lk.fail("extend", key, fmt.Errorf("validity already over: %w", lockswap.ErrLost))
 	}
 	start := time.Now()
-	rctx, stop := attempt.Context(ctx, time.Until(limit))
+	rctx := attempt.New(ctx, time.Until(limit))
 	g, err := lk.d.Extend(rctx, &l.c, ttl)
-	stop()
+	rctx.Stop()
 	if err != nil {
 		if errors.Is(err, lockswap.ErrLost) {
 			l.End()
@@ -899,10 +902,10 @@ func (l *lock[D]) release(ctx context.Context, afterClose bool) error {
 	// One request answers almost every release; the retries and the
 	// background continuation (attempt.Release) are for the rest.
 	start := time.Now()
-	rctx, stop := attempt.Context(ctx, time.Until(limit))
+	rctx := attempt.Once(&l.relReq, ctx, time.Until(limit))
 	limit, _ = rctx.Deadline()
 	err := lk.d.Release(rctx, &l.c)
-	stop()
+	rctx.Stop()
 	if lk.uncertain(err) {
 		c := l.c // the background release keeps its own copy
 		var pending bool
@@ -962,8 +965,8 @@ func (l *lock[D]) handOver(ctx context.Context, t *localq.Ticket, limit time.Tim
 	next := lk.newLock(key, t.TTL(), false)
 	// The claimed waiter waits for this request whatever its own context
 	// does, so the request is bounded even when ctx is not.
-	hctx, stop := attempt.Context(ctx, time.Until(limit))
-	defer stop()
+	hctx := attempt.Once(&l.relReq, ctx, time.Until(limit))
+	defer hctx.Stop()
 	start := time.Now()
 	g, acqErr, released := lk.ho.HandOver(hctx, &l.c, &next.c)
 	if acqErr == nil {

@@ -42,11 +42,26 @@ func LogSetGetFallback(l *slog.Logger, c Client) {
 // run nothing: [IsSyntaxError] accepts that error, and the caller falls
 // back to [Client.SetNXPX].
 func SetNXPXGet(ctx context.Context, c Client, key, value string, ttl time.Duration) (bool, error) {
-	ms := ttl.Milliseconds()
-	if ms < 1 {
-		ms = 1
-	}
-	v, err := c.Do(ctx, "SET", key, value, "NX", "PX", ms, "GET")
+	var a SetGetArgs
+	a.Fill(key, value, TTLArg(ttl))
+	return a.Run(ctx, c)
+}
+
+// SetGetArgs are the arguments of one SET key value NX PX ms GET
+// ([SetNXPXGet]), for a caller that keeps them (in a value it allocates
+// anyway) to spare the allocation of the argument list per request.
+type SetGetArgs [7]any
+
+// Fill sets the arguments: key and value (strings), and ms, the TTL in
+// milliseconds as [TTLArg] gives it.
+func (a *SetGetArgs) Fill(key, value, ms any) {
+	*a = SetGetArgs{"SET", key, value, "NX", "PX", ms, "GET"}
+}
+
+// Run runs the command on c, as [SetNXPXGet] does: it reports whether it
+// set the key.
+func (a *SetGetArgs) Run(ctx context.Context, c Client) (bool, error) {
+	v, err := c.Do(ctx, a[:]...)
 	if err != nil {
 		return false, err
 	}
@@ -55,9 +70,18 @@ func SetNXPXGet(ctx context.Context, c Client, key, value string, ttl time.Durat
 	return v == nil, nil
 }
 
+// TTLArg returns ttl in whole milliseconds (at least 1) as a command
+// argument (an int64).
+func TTLArg(ttl time.Duration) any {
+	return max(ttl.Milliseconds(), 1)
+}
+
 // IsSyntaxError reports whether err is Redis's "ERR syntax error" reply: the
 // server did not understand the command's options and ran nothing.
 func IsSyntaxError(err error) bool {
+	if err == nil {
+		return false
+	}
 	var re *ReplyError
 	return errors.As(err, &re) && strings.HasPrefix(re.Msg, "ERR syntax error")
 }

@@ -271,6 +271,26 @@ type proto struct {
 	plainSet atomic.Bool
 	// log is Options.Logger with the backend attribute; nil: silent.
 	log *slog.Logger
+	// ttlArg is the last TTL of SET NX PX GET as its boxed argument, so
+	// that locks of the same TTL share one.
+	ttlArg atomic.Pointer[ttlArg]
+}
+
+// ttlArg is a TTL in milliseconds and its argument (redisclient.TTLArg).
+type ttlArg struct {
+	ms  int64
+	arg any
+}
+
+// msArg returns redisclient.TTLArg(ttl), boxed once per TTL in a row.
+func (p *proto) msArg(ttl time.Duration) any {
+	ms := max(ttl.Milliseconds(), 1)
+	if t := p.ttlArg.Load(); t != nil && t.ms == ms {
+		return t.arg
+	}
+	t := &ttlArg{ms, redisclient.TTLArg(ttl)}
+	p.ttlArg.Store(t)
+	return t.arg
 }
 
 // ref is a lock's Data: its Redis key and token as the scripts take them,
@@ -278,6 +298,7 @@ type proto struct {
 type ref struct {
 	keys     [1]string // KEYS of the scripts
 	tokenArg [1]any    // ARGV[1] of the release script
+	setGet   redisclient.SetGetArgs
 }
 
 func (r *ref) set(k, token string) { r.keys[0], r.tokenArg[0] = k, token }
@@ -308,7 +329,8 @@ func (p *proto) Acquire(ctx context.Context, c *driver.Claim[ref]) (driver.Grant
 			}
 		}
 	case !p.plainSet.Load():
-		ok, err = redisclient.SetNXPXGet(ctx, p.c, k, c.Token, c.TTL)
+		c.Data.setGet.Fill(k, c.Data.tokenArg[0], p.msArg(c.TTL))
+		ok, err = c.Data.setGet.Run(ctx, p.c)
 		if !redisclient.IsSyntaxError(err) {
 			break
 		}

@@ -21,6 +21,7 @@ package attempt
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/lockswap/lockswap"
@@ -60,64 +61,260 @@ func Limit(ctx context.Context, max time.Duration) time.Time {
 // Context returns the context for one request made for ctx: it keeps ctx's
 // values, ends Grace after ctx ends (Grace from now if ctx has already
 // ended) and at the latest max from now, and carries that bound as its
-// deadline. The returned function releases its resources.
+// deadline. The returned function releases its resources. [New] is the
+// same without the function value.
 func Context(ctx context.Context, max time.Duration) (context.Context, func()) {
+	r := New(ctx, max)
+	return r, r.Stop
+}
+
+// Request is the context of one request, as [Context] describes it, in one
+// value: its deadline is the caller's plus Grace, at most max from [New];
+// a cancellation of the caller's context ends it Grace later; [Request.Stop]
+// ends it and releases what it holds. A caller whose context nothing can
+// cancel (Done returns nil) gets a context that nothing cancels either,
+// with the bound as its deadline only: clients read it as the deadline of
+// their socket operations, and callers that loop check the time against
+// Deadline (see [Ended]).
+//
+// It costs one allocation ([New]; none with [Once]) until a client asks
+// for Done: then it makes its channel, takes a timer from a pool and
+// registers with the caller's context (context.AfterFunc), so that a
+// waiter wakes at the end. Clients that only
+// read the deadline (rueidis outside auto-pipelining) or only poll Err pay
+// for none of that; a cancellation that Err notices before anyone asked
+// for Done counts from then.
+//
+// A Request serves one request and is not reused, so that a client that
+// keeps the context after the request (a pool watching it, a goroutine
+// reading Err after Done) never sees it come back to life for another one
+// (as redlock's callCtx). Its methods are safe for concurrent use.
+type Request struct {
+	mu     sync.Mutex
+	parent context.Context // values; its cancellation ends the request Grace later
+	// deadline is what Deadline reports; end is when the request ends:
+	// deadline, or Grace after parent's cancellation when that is earlier;
+	// endErr is Err from then.
+	deadline, end time.Time
+	endErr        error
+	err           error         // set when the request ended or was stopped
+	done          chan struct{} // made by the first Done; closed when err is set
+	bound         bool          // parent cannot be cancelled: no Done, no Err
+	cancelSeen    bool          // parent's cancellation was taken into end
+	wake          *wakeup       // the timer and callback; taken by the first Done
+	stopParent    func() bool   // undoes context.AfterFunc(parent, wake.fire)
+	begun         atomic.Bool   // see Once
+}
+
+// wakeup is a Request's timer and the callback of the timer and of the
+// caller context's registration (fire, bound once). Requests share them
+// through a pool: Stop gives one back only when neither can run any more
+// (the timer stopped before it fired, the registration removed before it
+// ran), so a wakeup never calls into another request than its own.
+type wakeup struct {
+	t    *time.Timer
+	r    atomic.Pointer[Request]
+	fire func() // w.run
+}
+
+func (w *wakeup) run() {
+	if r := w.r.Load(); r != nil {
+		r.check()
+	}
+}
+
+var wakeups = sync.Pool{New: func() any {
+	w := new(wakeup)
+	w.fire = w.run
+	return w
+}}
+
+// closedChan is the Done of a request that ended before anyone asked.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// New returns the context of one request made for ctx (see [Context]); its
+// Stop method releases its resources.
+func New(ctx context.Context, max time.Duration) *Request {
+	r := new(Request)
+	r.init(ctx, max)
+	return r
+}
+
+// Once returns r, a Request that the caller keeps in a value it allocates
+// anyway (a lock), begun for ctx as [New] would, when r has not been begun
+// before; otherwise it returns a new Request. It spares the allocation of
+// the one request such a value usually makes, and a Request still serves
+// one request only.
+func Once(r *Request, ctx context.Context, max time.Duration) *Request {
+	if !r.begun.CompareAndSwap(false, true) {
+		return New(ctx, max)
+	}
+	r.init(ctx, max)
+	return r
+}
+
+func (r *Request) init(ctx context.Context, max time.Duration) {
 	now := time.Now()
 	limit := now.Add(max)
-	if ctx.Err() != nil {
+	ended := ctx.Err() != nil
+	if ended {
 		if g := now.Add(Grace); g.Before(limit) {
 			limit = g
 		}
-		return context.WithDeadline(context.WithoutCancel(ctx), limit)
-	}
-	if d, ok := ctx.Deadline(); ok {
+	} else if d, ok := ctx.Deadline(); ok {
 		if g := d.Add(Grace); g.Before(limit) {
 			limit = g
 		}
 	}
-	if ctx.Done() == nil {
-		// Nothing can cancel ctx: the request needs only the bound, which
-		// clients read as a socket deadline. No timer, no channel.
-		return &boundCtx{Context: ctx, deadline: limit}, func() {}
+	r.parent, r.deadline, r.end = ctx, limit, limit
+	r.endErr = context.DeadlineExceeded
+	r.bound, r.cancelSeen = !ended && ctx.Done() == nil, ended
+}
+
+// Stop ends the request and releases what it holds: its registration
+// with the caller's context, its timer, and the caller's context itself. A client still waiting on Done
+// sees it closed, with Err context.Canceled, as after a CancelFunc.
+func (r *Request) Stop() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	idle := true
+	if r.stopParent != nil {
+		idle = r.stopParent()
+		r.stopParent = nil
 	}
-	rctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), limit)
-	// A cancellation (as opposed to the deadline) ends the request Grace
-	// later.
-	var (
-		mu      sync.Mutex
-		stopped bool
-		timer   *time.Timer
-	)
-	stopAfter := context.AfterFunc(ctx, func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if !stopped {
-			timer = time.AfterFunc(Grace, cancel)
+	if w := r.wake; w != nil {
+		r.wake = nil
+		if w.t.Stop() && idle {
+			w.r.Store(nil)
+			wakeups.Put(w)
 		}
-	})
-	return rctx, func() {
-		stopAfter()
-		mu.Lock()
-		stopped = true
-		if timer != nil {
-			timer.Stop()
-		}
-		mu.Unlock()
-		cancel()
+	}
+	if r.err == nil {
+		r.finish(context.Canceled)
+	}
+	// Let the caller's context go: r may live on in the value that
+	// holds it.
+	r.parent = nil
+}
+
+// check is the callback of the caller context's cancellation and of the
+// timer: it takes a cancellation into the end, ends the request when its
+// end has come, and otherwise sets the timer for the end (a late run
+// changes nothing that is not due).
+func (r *Request) check() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.err != nil {
+		return
+	}
+	now := time.Now()
+	r.noteCancel(now)
+	if !now.Before(r.end) {
+		r.finish(r.endErr)
+		return
+	}
+	r.arm(r.end.Sub(now))
+}
+
+// noteCancel takes a cancellation of the caller's context, if any, into
+// the end: Grace from now. r.mu is held.
+func (r *Request) noteCancel(now time.Time) {
+	if r.cancelSeen || r.parent.Err() == nil {
+		return
+	}
+	r.cancelSeen = true
+	if g := now.Add(Grace); g.Before(r.end) {
+		r.end, r.endErr = g, context.Canceled
 	}
 }
 
-// boundCtx is a context that nothing cancels, with a deadline: the bound
-// of one request, read by the clients as the deadline of their socket
-// operations. Like any context, it reports no error until something
-// cancels it, which nothing does; callers that loop check the time
-// against [Deadline] instead.
-type boundCtx struct {
-	context.Context
-	deadline time.Time
+// arm sets the timer to run check after d. r.mu is held.
+func (r *Request) arm(d time.Duration) {
+	if r.wake.t == nil {
+		r.wake.t = time.AfterFunc(d, r.wake.fire)
+		return
+	}
+	r.wake.t.Reset(d)
 }
 
-func (c *boundCtx) Deadline() (time.Time, bool) { return c.deadline, true }
+// finish ends the request with err. r.mu is held.
+func (r *Request) finish(err error) {
+	r.err = err
+	if r.done != nil {
+		close(r.done)
+	}
+}
+
+// Deadline is the request's bound.
+func (r *Request) Deadline() (time.Time, bool) { return r.deadline, true }
+
+// Done is closed when the request ends; nil when the caller's context
+// cannot be cancelled.
+func (r *Request) Done() <-chan struct{} {
+	if r.bound {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.done != nil {
+		return r.done
+	}
+	now := time.Now()
+	if r.err == nil {
+		r.noteCancel(now)
+		if !now.Before(r.end) {
+			r.finish(r.endErr)
+		}
+	}
+	if r.err != nil {
+		return closedChan
+	}
+	r.done = make(chan struct{})
+	r.wake = wakeups.Get().(*wakeup)
+	r.wake.r.Store(r)
+	if !r.cancelSeen {
+		// From now on a cancellation (as opposed to the deadline) ends
+		// the request Grace after it happens.
+		r.stopParent = context.AfterFunc(r.parent, r.wake.fire)
+	}
+	r.arm(r.end.Sub(now))
+	return r.done
+}
+
+// Err is context.DeadlineExceeded once the deadline has passed,
+// context.Canceled once the grace after the caller's cancellation has run
+// out or Stop was called, nil before (and always nil when the caller's
+// context cannot be cancelled).
+func (r *Request) Err() error {
+	if r.bound {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.err == nil {
+		now := time.Now()
+		r.noteCancel(now)
+		if !now.Before(r.end) {
+			r.finish(r.endErr)
+		}
+	}
+	return r.err
+}
+
+// Value is the caller's context's value for key.
+// After Stop it has no values.
+func (r *Request) Value(key any) any {
+	r.mu.Lock()
+	p := r.parent
+	r.mu.Unlock()
+	if p == nil {
+		return nil
+	}
+	return p.Value(key)
+}
+
+// String names the context, for debugging.
+func (r *Request) String() string { return "attempt.Request" }
 
 // Ended reports whether rctx, a context from [Context], has ended: its
 // deadline has passed or it was cancelled.

@@ -53,6 +53,9 @@ func (r *redigo) String() string { return r.name }
 func (r *redigo) Addr() string { return r.addr }
 
 func redigoErr(err error) error {
+	if err == nil {
+		return nil
+	}
 	if re, ok := err.(redis.Error); ok {
 		return &redisclient.ReplyError{Msg: string(re)}
 	}

@@ -1,0 +1,299 @@
+package attempt_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lockswap/lockswap/internal/attempt"
+)
+
+// waitDone waits for ctx's Done, at most 10 s, and returns when it closed.
+func waitDone(t *testing.T, ctx context.Context) time.Time {
+	t.Helper()
+	select {
+	case <-ctx.Done():
+		return time.Now()
+	case <-time.After(10 * time.Second):
+		t.Fatal("request context still running 10 s on")
+	}
+	return time.Time{}
+}
+
+// TestRequestCancelEndsGraceLater: a cancellation of the caller's context
+// ends the request context Grace later (not at once), with Canceled, and
+// before its deadline.
+func TestRequestCancelEndsGraceLater(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r := attempt.New(ctx, time.Minute)
+	defer r.Stop()
+	done := r.Done() // a waiter, as a client that blocks on the request
+	before := time.Now()
+	cancel()
+	end := waitDone(t, r)
+	if gap := end.Sub(before); gap < attempt.Grace {
+		t.Fatalf("the request ended %v after the cancellation, before the grace %v", gap, attempt.Grace)
+	}
+	if err := r.Err(); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Err = %v after the grace, want Canceled", err)
+	}
+	select {
+	case <-done:
+	default:
+		t.Fatal("the channel Done returned first is still open")
+	}
+}
+
+// TestRequestCancelSeenByErr: a client that only polls Err (never asks for
+// Done) also sees the request end, Grace after it noticed the
+// cancellation.
+func TestRequestCancelSeenByErr(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	r := attempt.New(ctx, time.Minute)
+	defer r.Stop()
+	before := time.Now()
+	cancel()
+	if err := r.Err(); err != nil && time.Since(before) < attempt.Grace {
+		t.Fatalf("Err = %v at once after the cancellation; want the grace first", err)
+	}
+	end := waitDone(t, r)
+	if gap := end.Sub(before); gap < attempt.Grace {
+		t.Fatalf("the request ended %v after the cancellation, before the grace %v", gap, attempt.Grace)
+	}
+	if err := r.Err(); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Err = %v, want Canceled", err)
+	}
+}
+
+// TestRequestDeadline: the request ends at its deadline (the caller's
+// plus the grace, or max from now), not before, with DeadlineExceeded.
+func TestRequestDeadline(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		parent func() (context.Context, context.CancelFunc)
+		max    time.Duration
+	}{
+		{"caller's deadline plus grace", func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), 20*time.Millisecond)
+		}, time.Minute},
+		{"max from now", func() (context.Context, context.CancelFunc) {
+			return context.WithCancel(context.Background())
+		}, 50 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := tc.parent()
+			defer cancel()
+			r := attempt.New(ctx, tc.max)
+			defer r.Stop()
+			d, ok := r.Deadline()
+			if !ok {
+				t.Fatal("no deadline")
+			}
+			if pd, ok := ctx.Deadline(); ok && !d.Equal(pd.Add(attempt.Grace)) {
+				t.Fatalf("deadline %v, want the caller's %v plus the grace", d, pd)
+			}
+			end := waitDone(t, r)
+			if end.Before(d) {
+				t.Fatalf("ended %v before its deadline", d.Sub(end))
+			}
+			if err := r.Err(); !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("Err = %v, want DeadlineExceeded", err)
+			}
+		})
+	}
+}
+
+// TestRequestStop: Stop ends the request at once (Canceled, Done closed,
+// also for a Done asked afterwards) and removes its registration with the
+// caller's context; a later cancellation changes nothing.
+func TestRequestStop(t *testing.T) {
+	parent := &countingCtx{Context: context.Background(), done: make(chan struct{})}
+	r := attempt.New(parent, time.Minute)
+	done := r.Done()
+	if n := parent.live(); n != 1 {
+		t.Fatalf("%d registrations with the caller's context after Done, want 1", n)
+	}
+	r.Stop()
+	if n := parent.live(); n != 0 {
+		t.Fatalf("%d registrations with the caller's context left after Stop", n)
+	}
+	select {
+	case <-done:
+	default:
+		t.Fatal("Done still open after Stop")
+	}
+	select {
+	case <-r.Done():
+	default:
+		t.Fatal("Done asked after Stop is open")
+	}
+	if err := r.Err(); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Err = %v after Stop, want Canceled", err)
+	}
+	parent.cancel()
+	if err := r.Err(); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Err = %v after Stop and a cancellation, want Canceled", err)
+	}
+}
+
+// TestRequestNotCancellable: a caller's context that nothing can cancel
+// gives a request that nothing cancels (Done nil, Err nil), keeps its
+// values and is bounded by its deadline.
+func TestRequestNotCancellable(t *testing.T) {
+	ctx := context.WithValue(context.Background(), ctxKey{}, "v")
+	r := attempt.New(ctx, time.Minute)
+	defer r.Stop()
+	if r.Done() != nil || r.Err() != nil {
+		t.Fatal("a request for an uncancellable caller can be cancelled")
+	}
+	if r.Value(ctxKey{}) != "v" {
+		t.Fatal("values lost")
+	}
+	if d, ok := r.Deadline(); !ok || time.Until(d) > time.Minute {
+		t.Fatalf("deadline %v, %v; want at most a minute from now", d, ok)
+	}
+}
+
+// TestRequestConcurrent runs the context's methods, Stop and a
+// cancellation at once (for the race detector); the request ends.
+func TestRequestConcurrent(t *testing.T) {
+	for range 100 {
+		ctx, cancel := context.WithCancel(context.Background())
+		r := attempt.New(ctx, time.Minute)
+		var wg sync.WaitGroup
+		wg.Add(3)
+		go func() { defer wg.Done(); <-r.Done() }()
+		go func() { defer wg.Done(); _ = r.Err(); cancel() }()
+		go func() { defer wg.Done(); _, _ = r.Deadline(); _ = r.Value(ctxKey{}); r.Stop() }()
+		wg.Wait()
+		if r.Err() == nil {
+			t.Fatal("Err is nil after Stop")
+		}
+	}
+}
+
+// countingCtx is a cancellable context that implements AfterFunc, as
+// context.AfterFunc uses it, and counts the registrations not yet
+// stopped.
+type countingCtx struct {
+	context.Context
+	mu    sync.Mutex
+	done  chan struct{}
+	err   error
+	funcs map[int]func()
+	next  int
+}
+
+func (c *countingCtx) Done() <-chan struct{} { return c.done }
+
+func (c *countingCtx) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+func (c *countingCtx) AfterFunc(f func()) func() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.funcs == nil {
+		c.funcs = map[int]func(){}
+	}
+	id := c.next
+	c.next++
+	c.funcs[id] = f
+	return func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		_, ok := c.funcs[id]
+		delete(c.funcs, id)
+		return ok
+	}
+}
+
+func (c *countingCtx) live() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.funcs)
+}
+
+func (c *countingCtx) cancel() {
+	c.mu.Lock()
+	c.err = context.Canceled
+	close(c.done)
+	fs := c.funcs
+	c.funcs = nil
+	c.mu.Unlock()
+	for _, f := range fs {
+		go f()
+	}
+}
+
+// TestRequestWakeupReuse: the timer and callback a stopped request gives
+// back serve later requests only: cancelling the callers of stopped
+// requests ends none of the live ones, and each live one still ends at its
+// own cancellation.
+func TestRequestWakeupReuse(t *testing.T) {
+	var cancels []context.CancelFunc
+	for range 50 {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancels = append(cancels, cancel)
+		r := attempt.New(ctx, time.Minute)
+		r.Done()
+		r.Stop()
+	}
+	live, cancelLive := context.WithCancel(context.Background())
+	defer cancelLive()
+	rs := make([]*attempt.Request, 50)
+	for i := range rs {
+		rs[i] = attempt.New(live, time.Minute)
+		defer rs[i].Stop()
+		rs[i].Done()
+	}
+	for _, cancel := range cancels {
+		cancel()
+	}
+	for i, r := range rs {
+		if err := r.Err(); err != nil {
+			t.Fatalf("request %d ended (%v) on another request's cancellation", i, err)
+		}
+	}
+	cancelLive()
+	for _, r := range rs {
+		waitDone(t, r)
+		if err := r.Err(); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Err = %v, want Canceled", err)
+		}
+	}
+}
+
+// TestRequestOnce: Once begins the Request it is given the first time
+// only; later calls get a new one, so that a stopped request never comes
+// back to life. After Stop a request lets its caller's context go.
+func TestRequestOnce(t *testing.T) {
+	var keep attempt.Request
+	ctx := context.WithValue(context.Background(), ctxKey{}, "v")
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	r1 := attempt.Once(&keep, ctx, time.Minute)
+	if r1 != &keep {
+		t.Fatal("Once did not use the Request it was given")
+	}
+	if r1.Value(ctxKey{}) != "v" {
+		t.Fatal("values lost")
+	}
+	r1.Stop()
+	if r1.Value(ctxKey{}) != nil {
+		t.Fatal("a stopped request still holds its caller's context")
+	}
+	r2 := attempt.Once(&keep, ctx, time.Minute)
+	defer r2.Stop()
+	if r2 == &keep {
+		t.Fatal("Once began the same Request twice")
+	}
+	if r2.Err() != nil || r1.Err() == nil {
+		t.Fatalf("Err = %v for the new request, %v for the stopped one; want nil and Canceled", r2.Err(), r1.Err())
+	}
+}
