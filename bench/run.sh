@@ -25,7 +25,7 @@ results="$here/results"
 mkdir -p "$results"
 raw="$results/raw.txt"
 latest="$results/latest.md"
-if [ -n "$REPORT" ]; then
+if [ -n "${REPORT:-}" ]; then
 	raw="$REPORT.raw"
 	latest="$REPORT"
 fi
