@@ -29,8 +29,12 @@
 // with a compare-and-set (applied only where the counter is below v);
 // Acquire returns v only when a majority of all the instances applied it
 // and validity remains. No two grants get the same fence, and an Acquire
-// that starts after another returned gets a larger one. It costs one more
-// round trip per acquisition. See docs/redlock-fencing.md for the proof.
+// that starts after another returned gets a larger one. The acquire script
+// also compare-and-sets a fence the Locker guesses (the last one it saw for
+// the key plus one, else its clock in microseconds plus 5 ms): when a
+// majority applied the guess, Acquire returns it in one round trip, as
+// unfenced; otherwise the write-back is a second round trip. See
+// docs/redlock-fencing.md for the proof.
 package redlock
 
 import (
@@ -118,13 +122,14 @@ type Options struct {
 	// Fence gives every lock a fencing number (Lock.Fence), unique and
 	// increasing across the holders of a key, from a counter per key on
 	// each instance (the key plus FenceSuffix, without expiry, in the lock
-	// key's hash slot), at the cost of one more round trip per
-	// acquisition: see the package doc and docs/redlock-fencing.md. A
-	// counter that a restart without persistence lost is seeded again from
-	// the server's clock in microseconds (see Guarantees for the clock
-	// assumption). A hand-over to a local waiter (release and the
-	// waiter's acquire in one request) takes the waiter's write-back as a
-	// second round.
+	// key's hash slot), in one round trip per acquisition when the
+	// Locker's guess of the fence applies and two when it does not: see
+	// the package doc and docs/redlock-fencing.md. A counter that a
+	// restart without persistence lost is seeded again from the server's
+	// clock in microseconds (see Guarantees for the clock assumption). A
+	// hand-over to a local waiter (release and the waiter's acquire in one
+	// request) guesses the releaser's fence plus one: one round trip in
+	// all when that applies.
 	Fence bool
 	// MaxTTL is the longest TTL any client uses on these instances,
 	// required with RestartSafety. Acquire rejects longer TTLs.
