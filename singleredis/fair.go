@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/lockswap/lockswap"
@@ -30,6 +32,13 @@ const (
 	// milliseconds).
 	WaitersSuffix = ":fairw"
 )
+
+// MsgWakeRefused is the message logged (once per Locker, at Warn) when a
+// release with FairWait handed the key to the next waiter but Redis
+// refused the PUBLISH that wakes it, as an ACL without PUBLISH on the
+// wake-up channels does. The release has succeeded; the waiter takes the
+// key at its next check instead, up to a TTL late.
+const MsgWakeRefused = "lockswap: the release handed the key to the next waiter but Redis refused to wake it (PUBLISH denied: grant +publish on the wake-up channels, see docs/security.md); waiters take the key at their next check instead, up to a TTL late"
 
 // FairQueueKey and FairWaitersKey return the keys of the fair wait's queue
 // and registrations for the Redis key k, in k's hash slot (as FenceKey).
@@ -84,6 +93,8 @@ type fair struct {
 	closed bool
 	active io.Closer                 // the subscription, once open
 	wakes  map[string]chan<- handoff // waiting tokens -> their wake-up
+
+	wakeRefused atomic.Bool // a refused wake-up was logged (once per Locker)
 }
 
 // handoff is a wake-up: the lock was handed to the waiter at the server
@@ -180,7 +191,8 @@ func requestCtx(ctx context.Context, o *driver.Outage) (context.Context, context
 	return context.WithTimeout(ctx, d)
 }
 
-// fairReply is a reply of the fair scripts: four integers.
+// fairReply is a reply of the fair scripts: two to four integers (the
+// ones missing are 0).
 func fairReply(v any) (r [4]int64, ok bool) {
 	a, isArr := v.([]any)
 	if !isArr || len(a) < 2 {
@@ -377,6 +389,11 @@ func (f *fair) Release(ctx context.Context, c *driver.Claim[ref]) error {
 	}
 	if r[0] != 1 {
 		return errNotOurs
+	}
+	if r[2] == 1 && f.log != nil && f.wakeRefused.CompareAndSwap(false, true) {
+		// The key went to the next waiter all the same: the release
+		// succeeded, and the waiter finds the key at its next check.
+		f.log.Warn(MsgWakeRefused, slog.String("key", lockstate.QuoteKey(k)))
 	}
 	return nil
 }

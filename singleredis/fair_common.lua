@@ -40,6 +40,10 @@ local function take(w, ttl)
   redis.call("SET", KEYS[1], w, "PX", ttl)
   return fence
 end
+-- wake_refused is set to 1 when hand's PUBLISH was refused (an ACL without
+-- PUBLISH on the wake-up channel): the key was handed over all the same,
+-- and the waiter finds it at its next check.
+local wake_refused = 0
 -- hand(now) gives the free lock key to the first live waiter, removes it
 -- from the queue and wakes it on its channel with "token fence now".
 -- It returns the fence given (0: nobody waits; < 0: a fence code).
@@ -50,6 +54,7 @@ local function hand(now)
   if fence < 0 then return fence end
   redis.call("LPOP", KEYS[2])
   redis.call("HDEL", KEYS[3], w)
-  redis.call("PUBLISH", ch, w .. " " .. string.format("%.0f", fence) .. " " .. now)
+  local p = redis.pcall("PUBLISH", ch, w .. " " .. string.format("%.0f", fence) .. " " .. now)
+  if type(p) == "table" and p.err then wake_refused = 1 end
   return fence
 end

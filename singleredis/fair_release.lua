@@ -1,7 +1,8 @@
 -- ARGV: our token. Compare-and-delete, then the key goes to the first live
 -- waiter. Returns {released, fence handed (0: nobody waits, < 0: a fence
--- code, the key stays free)}.
-if redis.call("GET", KEYS[1]) ~= ARGV[1] then return {0, 0} end
+-- code, the key stays free), 1 if the wake-up was refused else 0}.
+if redis.call("GET", KEYS[1]) ~= ARGV[1] then return {0, 0, 0} end
 redis.call("DEL", KEYS[1])
-if redis.call("EXISTS", KEYS[2]) == 0 then return {1, 0} end
-return {1, hand(now_ms())}
+if redis.call("EXISTS", KEYS[2]) == 0 then return {1, 0, 0} end
+local fence = hand(now_ms())
+return {1, fence, wake_refused}

@@ -3,18 +3,21 @@
 -- otherwise registers us (or renews our registration) at the queue's tail.
 -- Returns {status, a, b, now}:
 --   {1, fence, ttl, now}: taken now;
---   {2, fence, pttl, now}: it was handed to us already;
+--   {2, fence, ttl, now}: it was handed to us already (its TTL renewed);
 --   {0, head (1: we are the first live waiter), the lock's PTTL, now}: wait;
 --   {-n, 0, 0, now}: fence code n, nothing written.
 local token = ARGV[1]
 local cur = redis.call("GET", KEYS[1])
 local now = now_ms()
 if cur == token then
+  -- Handed to us and not woken (a wake-up lost or refused): the key is
+  -- ours from now, for a whole TTL.
   redis.call("LREM", KEYS[2], 0, token)
   redis.call("HDEL", KEYS[3], token)
+  redis.call("PEXPIRE", KEYS[1], ARGV[2])
   local fence = 1
   if fenced() then fence = tonumber(redis.call("GET", KEYS[4])) or 0 end
-  return {2, fence, redis.call("PTTL", KEYS[1]), now}
+  return {2, fence, tonumber(ARGV[2]), now}
 end
 if not cur then
   local w = prune(now)

@@ -14,11 +14,13 @@ import (
 	"github.com/lockswap/lockswap"
 	"github.com/lockswap/lockswap/backend"
 	"github.com/lockswap/lockswap/conformance"
+	"github.com/lockswap/lockswap/internal/logtest"
 	"github.com/lockswap/lockswap/internal/redistest"
 	"github.com/lockswap/lockswap/internal/testserver"
 	"github.com/lockswap/lockswap/redisclient"
 	"github.com/lockswap/lockswap/redisclient/goredis"
 	"github.com/lockswap/lockswap/redlock"
+	"github.com/lockswap/lockswap/singleredis"
 )
 
 // aclPrefix is the key prefix of the least-privilege rules, as in
@@ -216,4 +218,64 @@ func aclRedlock(t *testing.T, addrs []string, params string) lockswap.Locker {
 		t.Fatal(err)
 	}
 	return lk
+}
+
+// TestACLFairWaitWithoutPublish: with fair_wait=true and a user whose ACL
+// lacks PUBLISH (the wake-up), a release that hands the key to a waiter
+// still succeeds (the key was handed over; the script does not fail
+// halfway), logs singleredis.MsgWakeRefused, and the waiter takes the key
+// at its next check instead of being woken.
+func TestACLFairWaitWithoutPublish(t *testing.T) {
+	var rules string
+	for _, c := range aclCases {
+		if c.name == "singleredis-fair-wait" {
+			rules = strings.Replace(c.rule(), " +publish", "", 1)
+		}
+	}
+	if rules == "" || strings.Contains(rules, "publish") {
+		t.Fatalf("no fair-wait ACL case to take +publish from: %q", rules)
+	}
+	srv := startTLS(t, 1, testserver.RedisTLSOptions{CA: testserver.CAT(t, "acl"), Users: []string{rules}})[0]
+	rec := logtest.New()
+	newLocker := func() lockswap.Locker {
+		rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), Username: "locker", Password: aclPassword, MaxRetries: -1})
+		t.Cleanup(func() { rdb.Close() })
+		lk, err := singleredis.New(goredis.New(rdb), singleredis.Options{Prefix: aclPrefix, FairWait: true, Logger: rec.Logger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { lk.Close() })
+		return lk
+	}
+	holder, waiter := newLocker(), newLocker()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	const ttl = time.Second
+	l, err := holder.Acquire(ctx, "job", lockswap.WithTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		wl, err := waiter.Acquire(ctx, "job", lockswap.WithTTL(ttl))
+		if err == nil {
+			err = wl.Release(ctx)
+		}
+		got <- err
+	}()
+	// Wait (bounded) until the waiter is in the queue.
+	raw := redistest.GoRedisClient(t, srv.Addr())
+	for raw.LLen(ctx, singleredis.FairQueueKey(aclPrefix+"job")).Val() == 0 {
+		if ctx.Err() != nil {
+			t.Fatal("the waiter never joined the queue")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatalf("Release that handed the key over without PUBLISH: %v, want success", err)
+	}
+	rec.Wait(t, singleredis.MsgWakeRefused, 5*time.Second)
+	if err := <-got; err != nil {
+		t.Fatalf("the waiter, not woken, did not take the key at its next check: %v", err)
+	}
 }
