@@ -208,12 +208,22 @@ func (r *Request) check() {
 		return
 	}
 	now := time.Now()
-	r.noteCancel(now)
-	if !now.Before(r.end) {
-		r.finish(r.endErr)
+	if r.catchUp(now) {
 		return
 	}
 	r.arm(r.end.Sub(now))
+}
+
+// catchUp takes a cancellation of the caller's context into the end and
+// ends the request when its end has come by now; it reports whether the
+// request has ended. r.mu is held and r.err is nil.
+func (r *Request) catchUp(now time.Time) bool {
+	r.noteCancel(now)
+	if !now.Before(r.end) {
+		r.finish(r.endErr)
+		return true
+	}
+	return false
 }
 
 // noteCancel takes a cancellation of the caller's context, if any, into
@@ -260,13 +270,7 @@ func (r *Request) Done() <-chan struct{} {
 		return r.done
 	}
 	now := time.Now()
-	if r.err == nil {
-		r.noteCancel(now)
-		if !now.Before(r.end) {
-			r.finish(r.endErr)
-		}
-	}
-	if r.err != nil {
+	if r.err != nil || r.catchUp(now) {
 		return closedChan
 	}
 	r.done = make(chan struct{})
@@ -292,11 +296,7 @@ func (r *Request) Err() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.err == nil {
-		now := time.Now()
-		r.noteCancel(now)
-		if !now.Before(r.end) {
-			r.finish(r.endErr)
-		}
+		r.catchUp(time.Now())
 	}
 	return r.err
 }
