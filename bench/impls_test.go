@@ -228,7 +228,7 @@ func redlockImpls(b *testing.B, s *servers, n int) []impl {
 	b.Cleanup(func() { grLocker.Close(); rgLocker.Close(); grFenced.Close(); rgFenced.Close() })
 	rsGR, rsRG := redsync.New(rsGRPools...), redsync.New(rsRGPools...)
 	addrs := s.redisAddrs[:n]
-	return []impl{
+	return append([]impl{
 		{"floor-redigo", func(b *testing.B) cycleFunc { return redlockFloor(b, addrs, retry) }},
 		{"lockswap-goredis", func(*testing.B) cycleFunc { return lockswapCycle(grLocker) }},
 		{"redsync-goredis", func(*testing.B) cycleFunc { return redsyncCycle(rsGR, retry) }},
@@ -237,8 +237,7 @@ func redlockImpls(b *testing.B, s *servers, n int) []impl {
 		{"redsync-redigo-defaultretry", func(*testing.B) cycleFunc { return redsyncCycle(rsRG, nil) }},
 		{"lockswap-fenced-goredis", func(*testing.B) cycleFunc { return lockswapCycle(grFenced) }},
 		{"lockswap-fenced-redigo", func(*testing.B) cycleFunc { return lockswapCycle(rgFenced) }},
-		redlockRueidisImpl(b, s, n),
-	}
+	}, redlockRueidisImpls(b, s, n)...)
 }
 
 // redlockFloor is the least work the Redlock protocol costs: one goroutine

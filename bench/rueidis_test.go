@@ -109,17 +109,32 @@ func redis1RueidisImpls(b *testing.B, s *servers) []impl {
 	}
 }
 
-// redlockRueidisImpl: redlock on the first n servers through the rueidis
-// adapter.
-func redlockRueidisImpl(b *testing.B, s *servers, n int) impl {
+// redlockRueidisImpls: redlock on the first n servers through the rueidis
+// adapter, which groups the concurrent callers' commands to each instance
+// (redisclient.Grouper), and the same without grouping (each command by
+// itself, rueidis's own pipelining only): the A/B of the group commit.
+func redlockRueidisImpls(b *testing.B, s *servers, n int) []impl {
 	cs := make([]redisclient.Client, n)
+	plain := make([]redisclient.Client, n)
 	for i := range n {
 		cs[i] = lsrueidis.NewNamed(s.rueidis[i], s.redisAddrs[i])
+		plain[i] = ungrouped{cs[i]}
 	}
 	lk, err := redlock.New(cs, redlock.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { lk.Close() })
-	return impl{"lockswap-rueidis", func(*testing.B) cycleFunc { return lockswapCycle(lk) }}
+	lkPlain, err := redlock.New(plain, redlock.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { lk.Close(); lkPlain.Close() })
+	return []impl{
+		{"lockswap-rueidis", func(*testing.B) cycleFunc { return lockswapCycle(lk) }},
+		{"lockswap-rueidis-ungrouped", func(*testing.B) cycleFunc { return lockswapCycle(lkPlain) }},
+	}
 }
+
+// ungrouped is a client without its Grouper (redlock then sends each
+// command by itself).
+type ungrouped struct{ redisclient.Client }

@@ -218,3 +218,16 @@ type SplitConn interface {
 	// replies is closed instead by the pool's own check).
 	Close() error
 }
+
+// Grouper is implemented by adapters that can send the commands of
+// concurrent callers together (group commit): while one command is in
+// flight, the commands other callers send wait and then go as one batch,
+// one write and one read. Redlock asks each instance's client for its
+// grouped form, as its instances share the machine's CPUs with many
+// callers at once and fewer, larger writes serve them better. The rueidis
+// adapter implements it.
+type Grouper interface {
+	// Grouped returns an adapter of the same client that groups; it has
+	// the same identity (Addr, String) as the one it comes from.
+	Grouped() Client
+}

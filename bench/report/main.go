@@ -329,6 +329,7 @@ func targets15(w io.Writer, r results) {
 		for _, rs := range []string{"redsync-redigo", "redsync-goredis"} {
 			add(g+" rueidis parallel: throughput ÷ "+rs, "parallel", g, rs, "lockswap-rueidis", "ns/op", 2, false)
 		}
+		add("("+g+" rueidis parallel: throughput grouped ÷ ungrouped)", "parallel", g, "lockswap-rueidis-ungrouped", "lockswap-rueidis", "ns/op", 1, false)
 		add(g+" rueidis serial: latency ÷ redsync-redigo", "serial", g, "lockswap-rueidis", "redsync-redigo", "ns/op", 0.8, true)
 		add(g+" redigo serial: latency ÷ redsync-redigo", "serial", g, "lockswap-redigo", "redsync-redigo", "ns/op", 0.8, true)
 	}

@@ -5,7 +5,10 @@
 // rueidis pipelines automatically: the commands of concurrent callers on
 // one connection share its writes and reads, so many goroutines taking
 // locks at once need fewer round trips and system calls than with one
-// connection per request.
+// connection per request. The adapters implement [redisclient.Grouper]:
+// their Grouped form, which redlock uses, goes further (group commit: the
+// commands callers send while one is in flight wait, and go together once
+// it returns).
 //
 // Every command is bounded by its context: rueidis returns when the
 // context ends or its deadline passes, and the command's outcome is then
@@ -41,6 +44,9 @@ type adapter struct {
 	c    rueidis.Client
 	name string
 	addr string // Addr; "" when unknown
+	// grouped: concurrent commands go in batches (group.go); see Grouped.
+	grouped bool
+	group   group
 }
 
 // New adapts a rueidis client. rueidis does not tell the database a client
@@ -67,6 +73,21 @@ func NewNamed(c rueidis.Client, name string) redisclient.Client {
 		return nil
 	}
 	return &adapter{c: c, name: "rueidis " + name, addr: adapt.ParseAddr(name)}
+}
+
+// Grouped returns an adapter of the same client whose concurrent commands
+// go in batches, one at a time (group commit): a command sent while
+// another is in flight waits for it, with the other commands that arrive
+// meanwhile, and they go together as one DoMulti. A command sent alone
+// goes at once. Each caller still returns by its own context. A cluster
+// client's adapter is returned as it is. It implements
+// [redisclient.Grouper]; redlock uses it for each instance.
+func (a *adapter) Grouped() redisclient.Client {
+	if a.c.Mode() == rueidis.ClientModeCluster {
+		return a
+	}
+	g := &adapter{c: a.c, name: a.name, addr: a.addr, grouped: true}
+	return g
 }
 
 func (a *adapter) String() string { return a.name }
@@ -136,10 +157,6 @@ func normalize(v any) any {
 }
 
 // do runs cmd, bounded by ctx.
-func (a *adapter) do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
-	return a.c.Do(ctx, cmd)
-}
-
 func (a *adapter) SetNXPX(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
 	r := a.do(ctx, a.c.B().Set().Key(key).Value(value).Nx().PxMilliseconds(adapt.Millis(ttl)).Build())
 	err := r.Error()
