@@ -36,8 +36,7 @@ import (
 // asks for them ([redisclient.Grouper]); singleredis does not: with one
 // server, rueidis's own pipelining does better there (the hand-off from
 // the batch's goroutine to each caller costs more than the batching
-// saves: 0.92–0.94× against 0.77× the go-redis floor's cost at 32
-// goroutines).
+// saves: 18.0–18.7 against 15.4–15.5 µs per cycle at 32 goroutines).
 type group struct {
 	mu      sync.Mutex
 	busy    bool      // a command or batch is in flight
