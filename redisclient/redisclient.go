@@ -228,6 +228,7 @@ type SplitConn interface {
 // adapter implements it.
 type Grouper interface {
 	// Grouped returns an adapter of the same client that groups; it has
-	// the same identity (Addr, String) as the one it comes from.
+	// the same identity (Addr, String) as the one it comes from. A batch
+	// goes under a context of its own, without the callers' values.
 	Grouped() Client
 }

@@ -29,6 +29,8 @@ import (
 // a context of its own that ends at the latest deadline of its commands,
 // in a goroutine that lives until the batch's replies come or that
 // deadline passes, so no caller's end cuts short another caller's command.
+// That context carries no caller's values: a rueidis hook (tracing, for
+// one) sees the batch as one DoMulti outside any caller's trace.
 //
 // A blocking command (BLPOP and the like) goes alone, as it would hold up
 // the batch. Only [adapter.Grouped] adapters group, and a cluster client's
@@ -63,9 +65,10 @@ func (a *adapter) do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisRe
 	if !g.busy {
 		g.busy = true
 		g.mu.Unlock()
-		r := a.c.Do(ctx, cmd)
-		a.sendPending()
-		return r
+		// Deferred: the commands that gathered are sent even if Do
+		// panics.
+		defer a.sendPending()
+		return a.c.Do(ctx, cmd)
 	}
 	if err := ctx.Err(); err != nil {
 		g.mu.Unlock()
