@@ -147,11 +147,12 @@ func (a *adapter) sendBatch(batch []*member) {
 	if len(sent) == 0 {
 		return
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx := context.Background()
 	if !unbounded {
-		ctx, cancel = context.WithDeadline(context.Background(), latest)
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, latest)
+		defer cancel()
 	}
-	defer cancel()
 	if len(sent) == 1 {
 		sent[0].done <- a.c.Do(ctx, cmds[0])
 		return
