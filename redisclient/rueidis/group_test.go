@@ -13,6 +13,20 @@ import (
 	"github.com/lockswap/lockswap/redisclient"
 )
 
+// groupedBehindProxy starts a redis-server behind a proxy and returns the
+// grouped form of a rueidis adapter to the proxy, its connection open (a
+// command answered) before the test slows or silences the proxy.
+func groupedBehindProxy(t *testing.T) (redisclient.Client, *testserver.Proxy) {
+	t.Helper()
+	srv := testserver.RedisT(t, testserver.RedisOptions{})
+	p := testserver.ProxyT(t, srv.Addr())
+	c := grouped(t, p.Addr())
+	if _, err := c.SetNXPX(context.Background(), "warm", "v", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	return c, p
+}
+
 // grouped returns the grouped form of a rueidis adapter to addr.
 func grouped(t *testing.T, addr string) redisclient.Client {
 	t.Helper()
@@ -42,14 +56,9 @@ func waitPending(t *testing.T, p *testserver.Proxy) {
 // (held by a slow proxy), 32 callers send theirs; they go together, and
 // each caller gets the reply to its own command.
 func TestGroupedRepliesReachTheirCallers(t *testing.T) {
-	srv := testserver.RedisT(t, testserver.RedisOptions{})
-	p := testserver.ProxyT(t, srv.Addr())
-	c := grouped(t, p.Addr())
+	c, p := groupedBehindProxy(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if _, err := c.SetNXPX(ctx, "warm", "v", time.Minute); err != nil {
-		t.Fatal(err)
-	}
 	p.SetDelay(50 * time.Millisecond)
 	first := make(chan error, 1)
 	go func() { _, err := c.SetNXPX(ctx, "first", "v", time.Minute); first <- err }()
@@ -81,13 +90,8 @@ func TestGroupedRepliesReachTheirCallers(t *testing.T) {
 // command is not sent; the callers beside it, with time to spare, get
 // their replies.
 func TestGroupedCallerLeaves(t *testing.T) {
-	srv := testserver.RedisT(t, testserver.RedisOptions{})
-	p := testserver.ProxyT(t, srv.Addr())
-	c := grouped(t, p.Addr())
+	c, p := groupedBehindProxy(t)
 	ctx := context.Background()
-	if _, err := c.SetNXPX(ctx, "warm", "v", time.Minute); err != nil {
-		t.Fatal(err)
-	}
 	const delay = 300 * time.Millisecond // each way: the first command is in flight 600 ms
 	p.SetDelay(delay)
 	lctx, cancel := context.WithTimeout(ctx, 20*time.Second)
@@ -133,13 +137,8 @@ func TestGroupedCallerLeaves(t *testing.T) {
 // answers, the command in flight and the commands waiting behind it each
 // return within their own deadline with a transport error.
 func TestGroupedDeadlineOnSilentServer(t *testing.T) {
-	srv := testserver.RedisT(t, testserver.RedisOptions{})
-	p := testserver.ProxyT(t, srv.Addr())
-	c := grouped(t, p.Addr())
+	c, p := groupedBehindProxy(t)
 	ctx := context.Background()
-	if _, err := c.SetNXPX(ctx, "warm", "v", time.Minute); err != nil {
-		t.Fatal(err)
-	}
 	p.Blackhole(true)
 	const timeout = 200 * time.Millisecond
 	const bound = timeout + 2*time.Second // generous: -race under load

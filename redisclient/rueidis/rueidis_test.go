@@ -147,11 +147,7 @@ func TestOneCallersDeadlineSparesTheOthers(t *testing.T) {
 	}()
 	// Wait (bounded) until the short caller's request is held in the
 	// proxy, then send the patient one on the same connection.
-	for deadline := time.Now().Add(5 * time.Second); p.Pending() == 0; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the first request never reached the proxy")
-		}
-	}
+	waitPending(t, p)
 	// 8 patient callers: at random, some share the short one's
 	// connection.
 	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
