@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/lockswap/lockswap/internal/attempt"
 	"github.com/lockswap/lockswap/redisclient"
 )
 
@@ -54,7 +55,7 @@ type call struct {
 	conns  []redisclient.SplitConn // pipelined path: connections awaiting a reply
 	sargs  []any                   // pipelined path: scratch command arguments
 	epochs []*epochState           // RestartSafety: the epoch each request sent as known
-	cctx   *callCtx                // c.ctx: the call's deadline, new for each run
+	cctx   *attempt.Request        // c.ctx: the call's deadline, new for each run
 }
 
 // task is one instance's part of a call, handed to a worker.
@@ -217,7 +218,7 @@ func (f *fanout) run(ctx context.Context, c *call, deadline time.Time) {
 		c.do(first)
 	}
 	c.wg.Wait()
-	c.cctx.end()
+	c.cctx.Stop()
 }
 
 // dispatch hands instance i's request of c to an idle worker, or to a new
@@ -264,7 +265,7 @@ func (f *fanout) runSplit(ctx context.Context, c *call, deadline time.Time) {
 	// each pool (a dial, or a wait for a free connection) and the suspect
 	// instances' requests. It arms its timer only if someone waits on it.
 	cc := c.newCtx(ctx, deadline)
-	defer cc.end()
+	defer cc.Stop()
 	deadline, _ = cc.Deadline()
 	ictx := c.ctx
 	var direct uint64
@@ -612,137 +613,15 @@ func (c *call) safeReply(i int, v any) {
 	}
 }
 
-// callCtx is the context of one run of a call: it ends at the call's
-// deadline or when the parent ends. Each run gets a new one, so that a
-// client library that keeps a context it was handed (a connection pool
-// watching it, a goroutine that reads Err after Done) never sees it come
-// back to life for another request. It costs what a context must: its
-// Done channel and timer are made only if someone asks for Done (the
-// pipelined path usually never does), and a cancellable parent is followed
-// through context.AfterFunc (Background and WithoutCancel parents, as in
-// Release's and the undo's cleanup, need nothing).
-type callCtx struct {
-	mu         sync.Mutex
-	parent     context.Context
-	deadline   time.Time
-	live       bool
-	armed      bool
-	done       chan struct{}
-	err        error
-	timer      *time.Timer
-	stopParent func() bool
-}
-
 // newCtx gives c a new context for one run, bounded by parent and
-// deadline, and returns it; its end method finishes the run.
-func (c *call) newCtx(parent context.Context, deadline time.Time) *callCtx {
-	c.cctx = new(callCtx)
-	c.cctx.init(parent, deadline)
+// deadline (attempt.Until), and returns it; its Stop method finishes the
+// run. Each run gets a new one, so that a client library that keeps a
+// context it was handed (a connection pool watching it, a goroutine that
+// reads Err after Done) never sees it come back to life for another
+// request. Its Done channel and timer are made only if someone asks for
+// Done (the pipelined path usually never does).
+func (c *call) newCtx(parent context.Context, deadline time.Time) *attempt.Request {
+	c.cctx = attempt.Until(parent, deadline)
 	c.ctx = c.cctx
 	return c.cctx
-}
-
-// init starts a use of c, ending at deadline (at the latest).
-func (c *callCtx) init(parent context.Context, deadline time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if d, ok := parent.Deadline(); ok && d.Before(deadline) {
-		deadline = d
-	}
-	c.parent, c.deadline, c.live, c.armed = parent, deadline, true, false
-	if c.err != nil {
-		c.err, c.done = nil, nil // the old channel is closed
-	}
-	if parent.Done() != nil {
-		c.stopParent = context.AfterFunc(parent, func() { c.parentDone(parent) })
-	}
-	if err := parent.Err(); err != nil {
-		c.cancel(err)
-	}
-}
-
-// end finishes the use: later events do not touch c until the next init.
-func (c *callCtx) end() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.live = false
-	c.parent = context.Background()
-	if c.armed && c.timer != nil { // armed past its deadline: no timer was made
-		c.timer.Stop()
-	}
-	if c.stopParent != nil {
-		c.stopParent()
-		c.stopParent = nil
-	}
-}
-
-func (c *callCtx) cancel(err error) {
-	if c.err == nil {
-		c.err = err
-		if c.done != nil {
-			close(c.done)
-		}
-	}
-}
-
-// fire runs on the timer. A late run from an earlier use is told apart by
-// the clock: it comes before this use's deadline.
-func (c *callCtx) fire() {
-	c.mu.Lock()
-	if c.live && !time.Now().Before(c.deadline) {
-		c.cancel(context.DeadlineExceeded)
-	}
-	c.mu.Unlock()
-}
-
-func (c *callCtx) parentDone(p context.Context) {
-	c.mu.Lock()
-	if c.live && c.parent == p {
-		c.cancel(p.Err())
-	}
-	c.mu.Unlock()
-}
-
-func (c *callCtx) Deadline() (time.Time, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.deadline, true
-}
-
-func (c *callCtx) Done() <-chan struct{} {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.done == nil {
-		c.done = make(chan struct{})
-		if c.err != nil {
-			close(c.done)
-		}
-	}
-	if c.live && !c.armed && c.err == nil {
-		c.armed = true
-		if d := time.Until(c.deadline); d <= 0 {
-			c.cancel(context.DeadlineExceeded)
-		} else if c.timer == nil {
-			c.timer = time.AfterFunc(d, c.fire)
-		} else {
-			c.timer.Reset(d)
-		}
-	}
-	return c.done
-}
-
-func (c *callCtx) Err() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.err == nil && c.live && !time.Now().Before(c.deadline) {
-		c.cancel(context.DeadlineExceeded)
-	}
-	return c.err
-}
-
-func (c *callCtx) Value(key any) any {
-	c.mu.Lock()
-	p := c.parent
-	c.mu.Unlock()
-	return p.Value(key)
 }

@@ -75,36 +75,53 @@ func Context(ctx context.Context, max time.Duration) (context.Context, func()) {
 // cancel (Done returns nil) gets a context that nothing cancels either,
 // with the bound as its deadline only: clients read it as the deadline of
 // their socket operations, and callers that loop check the time against
-// Deadline (see [Ended]).
+// Deadline (see [Ended]). [Until] makes the other kind of Request: the
+// context of a call that ends at a deadline of its own or as soon as its
+// parent ends.
 //
 // It costs one allocation ([New]; none with [Once]) until a client asks
-// for Done: then it makes its channel, takes a timer from a pool and
-// registers with the caller's context (context.AfterFunc), so that a
-// waiter wakes at the end. Clients that only
-// read the deadline (rueidis outside auto-pipelining) or only poll Err pay
-// for none of that; a cancellation that Err notices before anyone asked
-// for Done counts from then.
+// for Done: then it makes its channel and takes a timer from a pool, so
+// that a waiter wakes at the end. It registers with the caller's context
+// (context.AfterFunc) only when a request waited on through Done is still
+// running [Watch] after its start: a request that ends sooner, nearly all
+// of them, costs the caller's context nothing (registering takes the
+// caller context's lock, which the goroutines sharing it would contend
+// for, and allocates). The timer checks the caller's context at that
+// point, so a cancellation in the first [Watch] is seen at most [Watch]
+// late, and one after it at once. Clients that only read the deadline
+// (rueidis outside auto-pipelining) or only poll Err pay for none of
+// that; a cancellation that Err notices before anyone asked for Done
+// counts from then.
 //
 // A Request serves one request and is not reused, so that a client that
 // keeps the context after the request (a pool watching it, a goroutine
-// reading Err after Done) never sees it come back to life for another one
-// (as redlock's callCtx). Its methods are safe for concurrent use.
+// reading Err after Done) never sees it come back to life for another one.
+// Its methods are safe for concurrent use.
 type Request struct {
 	mu     sync.Mutex
-	parent context.Context // values; its cancellation ends the request Grace later
+	parent context.Context // values; its cancellation ends the request grace later
+	// grace is how long the request outlives its parent's cancellation:
+	// Grace ([New]), or 0 ([Until]: it ends at once, with the parent's
+	// Err).
+	grace time.Duration
 	// deadline is what Deadline reports; end is when the request ends:
-	// deadline, or Grace after parent's cancellation when that is earlier;
+	// deadline, or grace after parent's cancellation when that is earlier;
 	// endErr is Err from then.
 	deadline, end time.Time
 	endErr        error
 	err           error         // set when the request ended or was stopped
 	done          chan struct{} // made by the first Done; closed when err is set
-	bound         bool          // parent cannot be cancelled: no Done, no Err
+	bound         bool          // parent cannot be cancelled, and neither can the request: no Done, no Err
+	cancellable   bool          // parent can be cancelled (its Done is not nil)
 	cancelSeen    bool          // parent's cancellation was taken into end
 	wake          *wakeup       // the timer and callback; taken by the first Done
 	stopParent    func() bool   // undoes context.AfterFunc(parent, wake.fire)
 	begun         atomic.Bool   // see Once
 }
+
+// Watch is how long a request waited on through Done runs before it
+// registers with its caller's context (see [Request]).
+const Watch = 10 * time.Millisecond
 
 // wakeup is a Request's timer and the callback of the timer and of the
 // caller context's registration (fire, bound once). Requests share them
@@ -140,6 +157,33 @@ func New(ctx context.Context, max time.Duration) *Request {
 	return r
 }
 
+// Until returns the context of one call made for parent: it keeps
+// parent's values, ends at deadline (or at parent's, when that is
+// earlier) with context.DeadlineExceeded, and as soon as parent ends with
+// parent's Err (as context.WithDeadline would; a waiter on Done learns of
+// it within [Watch], see [Request]). Unlike [New]'s, its Done is never
+// nil. Its Stop method ends it and releases its resources.
+func Until(parent context.Context, deadline time.Time) *Request {
+	r := new(Request)
+	if d, ok := parent.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	r.parent, r.deadline, r.end = parent, deadline, deadline
+	r.endErr = context.DeadlineExceeded
+	if p, ok := parent.(*Request); ok {
+		// Asking a Request for Done would arm its timer for nothing.
+		r.cancellable = !p.bound
+	} else {
+		r.cancellable = parent.Done() != nil
+	}
+	if r.cancellable && parent.Err() != nil {
+		r.cancelSeen = true
+		r.end, r.endErr = time.Now(), parent.Err()
+	}
+	r.begun.Store(true)
+	return r
+}
+
 // Once returns r, a Request that the caller keeps in a value it allocates
 // anyway (a lock), begun for ctx as [New] would, when r has not been begun
 // before; otherwise it returns a new Request. It spares the allocation of
@@ -166,9 +210,10 @@ func (r *Request) init(ctx context.Context, max time.Duration) {
 			limit = g
 		}
 	}
-	r.parent, r.deadline, r.end = ctx, limit, limit
+	r.parent, r.grace, r.deadline, r.end = ctx, Grace, limit, limit
 	r.endErr = context.DeadlineExceeded
-	r.bound, r.cancelSeen = !ended && ctx.Done() == nil, ended
+	r.cancellable = ended || ctx.Done() != nil
+	r.bound, r.cancelSeen = !r.cancellable, ended
 }
 
 // Stop ends the request and releases what it holds: its registration
@@ -197,9 +242,10 @@ func (r *Request) Stop() {
 	r.parent = nil
 }
 
-// check is the callback of the caller context's cancellation and of the
-// timer: it takes a cancellation into the end, ends the request when its
-// end has come, and otherwise sets the timer for the end (a late run
+// check is the callback of the timer and of the caller context's
+// registration: it takes a cancellation into the end, ends the request
+// when its end has come, registers with the caller's context once the
+// request has run [Watch], and sets the timer for the end (a late run
 // changes nothing that is not due).
 func (r *Request) check() {
 	r.mu.Lock()
@@ -211,7 +257,16 @@ func (r *Request) check() {
 	if r.catchUp(now) {
 		return
 	}
+	if r.watching() {
+		r.stopParent = context.AfterFunc(r.parent, r.wake.fire)
+	}
 	r.arm(r.end.Sub(now))
+}
+
+// watching reports whether the request must still register with the
+// caller's context to learn of its cancellation. r.mu is held.
+func (r *Request) watching() bool {
+	return r.cancellable && !r.cancelSeen && r.stopParent == nil
 }
 
 // catchUp takes a cancellation of the caller's context into the end and
@@ -227,13 +282,21 @@ func (r *Request) catchUp(now time.Time) bool {
 }
 
 // noteCancel takes a cancellation of the caller's context, if any, into
-// the end: Grace from now. r.mu is held.
+// the end: grace from now (Canceled), or now with the caller context's
+// Err for a request of [Until]. r.mu is held.
 func (r *Request) noteCancel(now time.Time) {
-	if r.cancelSeen || r.parent.Err() == nil {
+	if r.cancelSeen || !r.cancellable {
+		return
+	}
+	err := r.parent.Err()
+	if err == nil {
 		return
 	}
 	r.cancelSeen = true
-	if g := now.Add(Grace); g.Before(r.end) {
+	switch g := now.Add(r.grace); {
+	case r.grace == 0:
+		r.end, r.endErr = now, err
+	case g.Before(r.end):
 		r.end, r.endErr = g, context.Canceled
 	}
 }
@@ -259,7 +322,7 @@ func (r *Request) finish(err error) {
 func (r *Request) Deadline() (time.Time, bool) { return r.deadline, true }
 
 // Done is closed when the request ends; nil when the caller's context
-// cannot be cancelled.
+// cannot be cancelled (for a request of [New]).
 func (r *Request) Done() <-chan struct{} {
 	if r.bound {
 		return nil
@@ -276,19 +339,21 @@ func (r *Request) Done() <-chan struct{} {
 	r.done = make(chan struct{})
 	r.wake = wakeups.Get().(*wakeup)
 	r.wake.r.Store(r)
-	if !r.cancelSeen {
-		// From now on a cancellation (as opposed to the deadline) ends
-		// the request Grace after it happens.
-		r.stopParent = context.AfterFunc(r.parent, r.wake.fire)
+	d := r.end.Sub(now)
+	if r.watching() {
+		// Look at the caller's context again in Watch, and register
+		// with it then if the request is still running.
+		d = min(d, Watch)
 	}
-	r.arm(r.end.Sub(now))
+	r.arm(d)
 	return r.done
 }
 
 // Err is context.DeadlineExceeded once the deadline has passed,
 // context.Canceled once the grace after the caller's cancellation has run
-// out or Stop was called, nil before (and always nil when the caller's
-// context cannot be cancelled).
+// out or Stop was called (a request of [Until]: the caller context's Err
+// as soon as it ends), nil before (and always nil when the caller's
+// context cannot be cancelled, for a request of [New]).
 func (r *Request) Err() error {
 	if r.bound {
 		return nil

@@ -108,14 +108,13 @@ func TestRequestDeadline(t *testing.T) {
 
 // TestRequestStop: Stop ends the request at once (Canceled, Done closed,
 // also for a Done asked afterwards) and removes its registration with the
-// caller's context; a later cancellation changes nothing.
+// caller's context, which a request waited on registers once it has run
+// Watch; a later cancellation changes nothing.
 func TestRequestStop(t *testing.T) {
 	parent := &countingCtx{Context: context.Background(), done: make(chan struct{})}
 	r := attempt.New(parent, time.Minute)
 	done := r.Done()
-	if n := parent.live(); n != 1 {
-		t.Fatalf("%d registrations with the caller's context after Done, want 1", n)
-	}
+	waitFor(t, "the registration with the caller's context", func() bool { return parent.live() == 1 })
 	r.Stop()
 	if n := parent.live(); n != 0 {
 		t.Fatalf("%d registrations with the caller's context left after Stop", n)
@@ -136,6 +135,42 @@ func TestRequestStop(t *testing.T) {
 	parent.cancel()
 	if err := r.Err(); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Err = %v after Stop and a cancellation, want Canceled", err)
+	}
+}
+
+// TestRequestShortCostsCallerNothing: a request waited on through Done
+// that is stopped before Watch has passed never registers with the
+// caller's context (registering locks the context that the caller's
+// goroutines share). Runs whose stop came later than Watch/2 (a stalled
+// machine) are tried again.
+func TestRequestShortCostsCallerNothing(t *testing.T) {
+	for try := 0; ; try++ {
+		parent := &countingCtx{Context: context.Background(), done: make(chan struct{})}
+		start := time.Now()
+		r := attempt.New(parent, time.Minute)
+		r.Done()
+		r.Stop()
+		if time.Since(start) >= attempt.Watch/2 {
+			if try == 100 {
+				t.Skip("no run stopped its request within Watch/2: the machine is too slow for this check")
+			}
+			continue
+		}
+		if n := parent.registered(); n != 0 {
+			t.Fatalf("a request stopped %v after its start registered %d times with the caller's context", time.Since(start), n)
+		}
+		return
+	}
+}
+
+// waitFor waits, at most 10 s, until cond holds.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(10 * time.Second); !cond(); {
+		if time.Now().After(end) {
+			t.Fatalf("no %s within 10 s", what)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 
@@ -184,7 +219,7 @@ type countingCtx struct {
 	done  chan struct{}
 	err   error
 	funcs map[int]func()
-	next  int
+	next  int // registrations made
 }
 
 func (c *countingCtx) Done() <-chan struct{} { return c.done }
@@ -217,6 +252,13 @@ func (c *countingCtx) live() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.funcs)
+}
+
+// registered is how many registrations were ever made.
+func (c *countingCtx) registered() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.next
 }
 
 func (c *countingCtx) cancel() {
@@ -296,4 +338,120 @@ func TestRequestOnce(t *testing.T) {
 	if r2.Err() != nil || r1.Err() == nil {
 		t.Fatalf("Err = %v for the new request, %v for the stopped one; want nil and Canceled", r2.Err(), r1.Err())
 	}
+}
+
+// TestUntil: a request of Until keeps its parent's values, ends at its
+// own deadline with DeadlineExceeded, takes an earlier deadline of its
+// parent, and its Done is never nil (also under an uncancellable parent).
+func TestUntil(t *testing.T) {
+	ctx := context.WithValue(context.Background(), ctxKey{}, "v")
+	r := attempt.Until(ctx, time.Now().Add(20*time.Millisecond))
+	defer r.Stop()
+	if r.Value(ctxKey{}) != "v" {
+		t.Fatal("values lost")
+	}
+	if r.Done() == nil {
+		t.Fatal("Done is nil under an uncancellable parent")
+	}
+	if err := r.Err(); err != nil {
+		t.Fatalf("Err = %v before the deadline", err)
+	}
+	d, _ := r.Deadline()
+	if end := waitDone(t, r); end.Before(d) {
+		t.Fatalf("ended %v before its deadline", d.Sub(end))
+	}
+	if err := r.Err(); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Err = %v, want DeadlineExceeded", err)
+	}
+
+	pd, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r2 := attempt.Until(pd, time.Now().Add(time.Hour))
+	defer r2.Stop()
+	if d, _ := r2.Deadline(); d.After(time.Now().Add(time.Minute)) {
+		t.Fatalf("Deadline %v is past the parent's", d)
+	}
+}
+
+// TestUntilParentEnds: a request of Until ends as soon as its parent
+// does, with the parent's Err and without a grace: at once for a
+// cancelled context (Err sees it right away, a waiter on Done within
+// Watch), and when a parent Request ends at the end of its own grace.
+func TestUntilParentEnds(t *testing.T) {
+	t.Run("cancelled", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		r := attempt.Until(ctx, time.Now().Add(time.Hour))
+		defer r.Stop()
+		r.Done()
+		cancel()
+		if err := r.Err(); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Err = %v right after the parent's cancellation, want Canceled", err)
+		}
+		waitDone(t, r)
+	})
+	t.Run("waiter", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		r := attempt.Until(ctx, time.Now().Add(time.Hour))
+		defer r.Stop()
+		done := r.Done()
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatal("Done still open 10 s after the parent's cancellation")
+		}
+		if err := r.Err(); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Err = %v, want Canceled", err)
+		}
+	})
+	t.Run("already ended", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		r := attempt.Until(ctx, time.Now().Add(time.Hour))
+		defer r.Stop()
+		select {
+		case <-r.Done():
+		default:
+			t.Fatal("Done of a call whose parent had ended is open")
+		}
+		if err := r.Err(); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Err = %v, want Canceled", err)
+		}
+	})
+	t.Run("past deadline", func(t *testing.T) {
+		r := attempt.Until(context.Background(), time.Now().Add(-time.Millisecond))
+		defer r.Stop()
+		select {
+		case <-r.Done():
+		default:
+			t.Fatal("Done of a call past its deadline is open")
+		}
+		if err := r.Err(); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Err = %v, want DeadlineExceeded", err)
+		}
+	})
+	t.Run("parent request", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		parent := attempt.New(ctx, time.Minute)
+		defer parent.Stop()
+		r := attempt.Until(parent, time.Now().Add(time.Hour))
+		defer r.Stop()
+		done := r.Done()
+		start := time.Now()
+		cancel()
+		if err := r.Err(); err != nil {
+			t.Fatalf("Err = %v during the parent request's grace", err)
+		}
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatal("Done still open 10 s after the parent request's cancellation")
+		}
+		if gap := time.Since(start); gap < attempt.Grace {
+			t.Fatalf("ended %v after the cancellation, before the parent request's grace %v", gap, attempt.Grace)
+		}
+		if err := r.Err(); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Err = %v, want Canceled", err)
+		}
+	})
 }
