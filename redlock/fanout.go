@@ -47,6 +47,7 @@ type call struct {
 	fkey   any // Fence, opAcquire: the counter's key, boxed once per lock (pipelined path)
 	guess  any // Fence, opAcquire: the guessed fence (int64; 0: none), the acquire script's last argument
 	args   []any
+	setGet *redisclient.SetGetArgs // opAcquire: SET key token NX PX ms GET, kept in the lock (no argument list per instance)
 	ttl    time.Duration
 	mask   uint64 // instances to address; 0 means all
 	ctx    context.Context
@@ -183,7 +184,7 @@ func (f *fanout) get() *call {
 }
 
 func (f *fanout) put(c *call) {
-	c.keys, c.key, c.fkey, c.guess, c.args, c.ctx, c.cctx = nil, nil, nil, nil, nil, nil, nil
+	c.keys, c.key, c.fkey, c.guess, c.args, c.setGet, c.ctx, c.cctx = nil, nil, nil, nil, nil, nil, nil, nil
 	clear(c.sargs[:cap(c.sargs)])
 	clear(c.epochs)
 	f.pool.Put(c)
@@ -470,7 +471,7 @@ func (c *call) do(i int) {
 			break
 		}
 		if !in.plainSet.Load() {
-			v, err = in.c.Do(c.ctx, "SET", c.keys[0], c.args[0], "NX", "PX", c.args[1], "GET")
+			v, err = in.c.Do(c.ctx, c.setGet[:]...)
 			if !c.plainSetRefused(i, err) {
 				break
 			}

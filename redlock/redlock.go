@@ -756,13 +756,14 @@ func ones(m uint64) int { return bits.OnesCount64(m) }
 // so its fields need no lock of their own.
 type rlock struct {
 	keys       [1]string
-	key        any       // keys[0], boxed once
-	akeys      [3]string // Fence: the acquire script's KEYS (key, [EpochKey,] counter)
-	nakeys     int       // Fence: how many of akeys
-	fkeys      [1]string // Fence: the fence counter's key
-	fkey       any       // Fence: fkeys[0], boxed once
-	guess      int64     // Fence: the fence the acquire tries first (fenceHints.guess; 0: none)
-	args       [2]any    // token, ttl in ms (the scripts' ARGV)
+	key        any                    // keys[0], boxed once
+	akeys      [3]string              // Fence: the acquire script's KEYS (key, [EpochKey,] counter)
+	nakeys     int                    // Fence: how many of akeys
+	fkeys      [1]string              // Fence: the fence counter's key
+	fkey       any                    // Fence: fkeys[0], boxed once
+	guess      int64                  // Fence: the fence the acquire tries first (fenceHints.guess; 0: none)
+	args       [2]any                 // token, ttl in ms (the scripts' ARGV)
+	setGet     redisclient.SetGetArgs // the acquire's SET key token NX PX ms GET, from key and args
 	acquired   time.Time
 	deadline   time.Time // the validity's end, as last granted
 	unknown    uint64    // instances whose SET of the acquisition had an unknown outcome
@@ -788,6 +789,7 @@ func (p *proto) newRlock(c *driver.Claim[*rlock]) *rlock {
 		}
 	}
 	l.args[0], l.args[1] = c.Token, c.TTL.Milliseconds()
+	l.setGet.Fill(l.key, l.args[0], l.args[1])
 	if p.opts.Fence {
 		l.guess = p.hints.guess(l.keys[0])
 	}
@@ -810,7 +812,7 @@ func (p *proto) Acquire(ctx context.Context, cl *driver.Claim[*rlock]) (driver.G
 	ttl := cl.TTL
 	c := p.fan.get()
 	defer p.fan.put(c)
-	c.op, c.keys, c.key, c.args, c.ttl = opAcquire, l.keys[:], l.key, l.args[:], ttl
+	c.op, c.keys, c.key, c.args, c.ttl, c.setGet = opAcquire, l.keys[:], l.key, l.args[:], ttl, &l.setGet
 	if p.opts.Fence {
 		c.keys, c.fkey, c.guess = l.akeys[:l.nakeys], l.fkey, l.guess
 	}

@@ -353,14 +353,17 @@ func (r *Request) Done() <-chan struct{} {
 // context.Canceled once the grace after the caller's cancellation has run
 // out or Stop was called (a request of [Until]: the caller context's Err
 // as soon as it ends), nil before (and always nil when the caller's
-// context cannot be cancelled, for a request of [New]).
+// context cannot be cancelled, for a request of [New]). Once someone has
+// asked for Done, Err is what closed Done, as for the standard library's
+// contexts (the timer ends the request); before, Err looks at the clock
+// and the caller's context itself, for clients that only poll it.
 func (r *Request) Err() error {
 	if r.bound {
 		return nil
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.err == nil {
+	if r.err == nil && r.done == nil {
 		r.catchUp(time.Now())
 	}
 	return r.err
