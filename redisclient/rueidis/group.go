@@ -43,6 +43,11 @@ type group struct {
 	mu      sync.Mutex
 	busy    bool      // a command or batch is in flight
 	pending []*member // commands waiting for the next batch, in arrival order
+	// spare is the array of the batch before the one in flight, given
+	// back empty for the next pending list: one batch is in flight at a
+	// time, so two arrays serve them all.
+	spare []*member
+	cmds  []rueidis.Completed // the sender's scratch (one sender at a time)
 }
 
 // member is one caller's command in a batch.
@@ -110,7 +115,7 @@ func (a *adapter) nextBatch() []*member {
 		g.busy = false
 		return nil
 	}
-	g.pending = nil
+	g.pending, g.spare = g.spare[:0], nil
 	return batch
 }
 
@@ -119,6 +124,10 @@ func (a *adapter) nextBatch() []*member {
 func (a *adapter) sendBatches(batch []*member) {
 	for ; batch != nil; batch = a.nextBatch() {
 		a.sendBatch(batch)
+		clear(batch)
+		a.group.mu.Lock()
+		a.group.spare = batch[:0]
+		a.group.mu.Unlock()
 	}
 }
 
@@ -126,7 +135,11 @@ func (a *adapter) sendBatches(batch []*member) {
 // DoMulti, under a context that ends at their latest deadline, and gives
 // each caller its reply.
 func (a *adapter) sendBatch(batch []*member) {
-	cmds := make([]rueidis.Completed, 0, len(batch))
+	cmds := a.group.cmds[:0]
+	defer func() {
+		clear(cmds)
+		a.group.cmds = cmds[:0]
+	}()
 	sent := batch[:0]
 	var latest time.Time
 	unbounded := false
