@@ -42,9 +42,21 @@ func LogSetGetFallback(l *slog.Logger, c Client) {
 // run nothing: [IsSyntaxError] accepts that error, and the caller falls
 // back to [Client.SetNXPX].
 func SetNXPXGet(ctx context.Context, c Client, key, value string, ttl time.Duration) (bool, error) {
+	if sg, ok := c.(SetGetter); ok {
+		return sg.SetNXPXGet(ctx, key, value, ttl)
+	}
 	var a SetGetArgs
 	a.Fill(key, value, TTLArg(ttl))
 	return a.Run(ctx, c)
+}
+
+// SetGetter is implemented by adapters that run [SetNXPXGet] from its
+// arguments as they are, without boxing them into a generic command's
+// argument list (an allocation each). The rueidis adapter implements it.
+type SetGetter interface {
+	// SetNXPXGet runs SET key value NX PX ttl GET and reports whether it
+	// set the key, as [SetNXPXGet] describes.
+	SetNXPXGet(ctx context.Context, key, value string, ttl time.Duration) (bool, error)
 }
 
 // SetGetArgs are the arguments of one SET key value NX PX ms GET

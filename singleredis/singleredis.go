@@ -181,6 +181,7 @@ func New(c redisclient.Client, opts Options) (*Locker, error) {
 		opts.Retry = DefaultRetry
 	}
 	p := &proto{c: c, prefix: opts.Prefix, fence: opts.Fence}
+	p.sg, _ = c.(redisclient.SetGetter)
 	if opts.Logger != nil {
 		p.log = opts.Logger.With(slog.String("backend", "singleredis"))
 	}
@@ -267,6 +268,9 @@ type proto struct {
 	c      redisclient.Client
 	prefix string
 	fence  bool
+	// sg is c when it runs SET NX PX GET from typed arguments (no
+	// boxing); nil otherwise.
+	sg redisclient.SetGetter
 	// plainSet: the server rejected SET NX GET (Redis before 7.0).
 	plainSet atomic.Bool
 	// log is Options.Logger with the backend attribute; nil: silent.
@@ -329,8 +333,12 @@ func (p *proto) Acquire(ctx context.Context, c *driver.Claim[ref]) (driver.Grant
 			}
 		}
 	case !p.plainSet.Load():
-		c.Data.setGet.Fill(k, c.Data.tokenArg[0], p.msArg(c.TTL))
-		ok, err = c.Data.setGet.Run(ctx, p.c)
+		if p.sg != nil {
+			ok, err = p.sg.SetNXPXGet(ctx, k, c.Token, c.TTL)
+		} else {
+			c.Data.setGet.Fill(k, c.Data.tokenArg[0], p.msArg(c.TTL))
+			ok, err = c.Data.setGet.Run(ctx, p.c)
+		}
 		if !redisclient.IsSyntaxError(err) {
 			break
 		}

@@ -166,6 +166,18 @@ func (a *adapter) SetNXPX(ctx context.Context, key, value string, ttl time.Durat
 	return err == nil, replyErr(err)
 }
 
+// SetNXPXGet implements [redisclient.SetGetter]: SET key value NX PX ttl
+// GET, built from its arguments as they are.
+func (a *adapter) SetNXPXGet(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
+	_, held, err := str(a.do(ctx, a.setGet(key, value, adapt.Millis(ttl))))
+	return err == nil && !held, err
+}
+
+// setGet builds SET key value NX GET PX ms.
+func (a *adapter) setGet(key, value string, ms int64) rueidis.Completed {
+	return a.c.B().Set().Key(key).Value(value).Nx().Get().PxMilliseconds(ms).Build()
+}
+
 func (a *adapter) SetNX(ctx context.Context, key, value string) (bool, error) {
 	n, err := a.do(ctx, a.c.B().Setnx().Key(key).Value(value).Build()).AsInt64()
 	return n == 1, replyErr(err)
@@ -278,7 +290,7 @@ func (a *adapter) Do(ctx context.Context, args ...any) (any, error) {
 	if key, value, ms, ok := setNXPXGet(args); ok {
 		// A lock's acquire (redisclient.SetNXPXGet), built without the
 		// generic path's conversions.
-		v, ok, err := str(a.do(ctx, a.c.B().Set().Key(key).Value(value).Nx().Get().PxMilliseconds(ms).Build()))
+		v, ok, err := str(a.do(ctx, a.setGet(key, value, ms)))
 		if err != nil || !ok {
 			return nil, err
 		}

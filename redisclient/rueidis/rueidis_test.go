@@ -2,6 +2,7 @@ package rueidis_test
 
 import (
 	"context"
+	"fmt"
 	"errors"
 	"net"
 	"strings"
@@ -168,12 +169,25 @@ func TestOneCallersDeadlineSparesTheOthers(t *testing.T) {
 }
 
 // TestSetNXPXGet: a lock's acquire, which the adapter builds with rueidis's
-// typed builder, sets an absent key with its TTL, leaves a held key as it
-// is, and refuses a key of another type with WRONGTYPE, untouched.
+// typed builder (from typed arguments, redisclient.SetGetter, and from
+// the generic Do's), sets an absent key with its TTL, leaves a held key as
+// it is, and refuses a key of another type with WRONGTYPE, untouched.
 func TestSetNXPXGet(t *testing.T) {
 	srv := testserver.RedisT(t, testserver.RedisOptions{})
-	c := redistest.Rueidis(t, srv.Addr())
+	typed := redistest.Rueidis(t, srv.Addr())
+	if _, ok := typed.(redisclient.SetGetter); !ok {
+		t.Fatal("the rueidis adapter is not a redisclient.SetGetter")
+	}
+	for _, c := range []redisclient.Client{typed, struct{ redisclient.Client }{typed}} {
+		t.Run(fmt.Sprintf("%T", c), func(t *testing.T) { testSetNXPXGet(t, c) })
+	}
+}
+
+func testSetNXPXGet(t *testing.T, c redisclient.Client) {
 	ctx := context.Background()
+	if _, err := c.Del(ctx, "k", "h"); err != nil {
+		t.Fatal(err)
+	}
 	ok, err := redisclient.SetNXPXGet(ctx, c, "k", "a", time.Minute)
 	if err != nil || !ok {
 		t.Fatalf("SetNXPXGet on an absent key: %v, %v; want set", ok, err)
