@@ -253,14 +253,14 @@ func (r *Request) check() {
 	if r.err != nil {
 		return
 	}
-	now := time.Now()
-	if r.catchUp(now) {
+	left, ended := r.catchUp()
+	if ended {
 		return
 	}
 	if r.watching() {
 		r.stopParent = context.AfterFunc(r.parent, r.wake.fire)
 	}
-	r.arm(r.end.Sub(now))
+	r.arm(left)
 }
 
 // watching reports whether the request must still register with the
@@ -270,21 +270,23 @@ func (r *Request) watching() bool {
 }
 
 // catchUp takes a cancellation of the caller's context into the end and
-// ends the request when its end has come by now; it reports whether the
-// request has ended. r.mu is held and r.err is nil.
-func (r *Request) catchUp(now time.Time) bool {
-	r.noteCancel(now)
-	if !now.Before(r.end) {
+// ends the request when its end has come; it reports whether the request
+// has ended, and otherwise the time left to its end. r.mu is held and
+// r.err is nil. It reads the monotonic clock only (time.Until), not the
+// wall clock as well, when nothing was cancelled.
+func (r *Request) catchUp() (left time.Duration, ended bool) {
+	r.noteCancel()
+	if left = time.Until(r.end); left <= 0 {
 		r.finish(r.endErr)
-		return true
+		return 0, true
 	}
-	return false
+	return left, false
 }
 
 // noteCancel takes a cancellation of the caller's context, if any, into
 // the end: grace from now (Canceled), or now with the caller context's
 // Err for a request of [Until]. r.mu is held.
-func (r *Request) noteCancel(now time.Time) {
+func (r *Request) noteCancel() {
 	if r.cancelSeen || !r.cancellable {
 		return
 	}
@@ -292,6 +294,7 @@ func (r *Request) noteCancel(now time.Time) {
 	if err == nil {
 		return
 	}
+	now := time.Now()
 	r.cancelSeen = true
 	switch g := now.Add(r.grace); {
 	case r.grace == 0:
@@ -332,14 +335,16 @@ func (r *Request) Done() <-chan struct{} {
 	if r.done != nil {
 		return r.done
 	}
-	now := time.Now()
-	if r.err != nil || r.catchUp(now) {
+	if r.err != nil {
+		return closedChan
+	}
+	d, ended := r.catchUp()
+	if ended {
 		return closedChan
 	}
 	r.done = make(chan struct{})
 	r.wake = wakeups.Get().(*wakeup)
 	r.wake.r.Store(r)
-	d := r.end.Sub(now)
 	if r.watching() {
 		// Look at the caller's context again in Watch, and register
 		// with it then if the request is still running.
@@ -364,7 +369,7 @@ func (r *Request) Err() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.err == nil && r.done == nil {
-		r.catchUp(time.Now())
+		r.catchUp()
 	}
 	return r.err
 }
