@@ -199,7 +199,10 @@ func IsNil(c any) bool {
 // Splitter is implemented by adapters that can hold one connection and
 // split sending from receiving, so that one goroutine can pipeline commands
 // to several servers: send to all, flush all, then read every reply
-// (Redlock's fan-out). The redigo adapter implements it.
+// (Redlock's fan-out). The redigo adapter implements it, and so does the
+// grouped form of a rueidis adapter to one server ([Grouper]), whose
+// split conns hand their commands to its batches instead of holding a
+// connection.
 type Splitter interface {
 	// Split takes a connection from the pool; Close returns it.
 	Split(ctx context.Context) (SplitConn, error)

@@ -245,7 +245,10 @@ func (f *fanout) dispatch(c *call, i int) {
 // common deadline (a read deadline on the connection: no goroutine, no
 // timer per instance). A reply that does not come in time is an unknown
 // outcome; its connection is closed, not pooled (redigo marks a connection
-// whose read failed as broken, and its pool discards it on Close).
+// whose read failed as broken, and its pool discards it on Close). The
+// grouped rueidis adapter's split conns hold no connection: they hand the
+// request to the instance's next batch and wait for its reply until the
+// call's context ends.
 //
 // An instance that has not answered yet, or whose last request failed for
 // want of a connection or an answer, is suspect: its requests go to the

@@ -32,6 +32,12 @@ import (
 // That context carries no caller's values: a rueidis hook (tracing, for
 // one) sees the batch as one DoMulti outside any caller's trace.
 //
+// The grouped adapter's split conns ([splitter], split.go) use the same
+// batches without a caller waiting in do: start adds a command to the
+// batch in the making, or, when nothing is in flight, sends it at once
+// from a goroutine of its own (sendAlone), and the caller waits for the
+// replies afterwards.
+//
 // A blocking command (BLPOP and the like) goes alone, as it would hold up
 // the batch. Only [adapter.Grouped] adapters group, and a cluster client's
 // adapter never does (a batch would wait for its slowest node). redlock
@@ -55,6 +61,7 @@ type member struct {
 	ctx  context.Context
 	cmd  rueidis.Completed
 	done chan rueidis.RedisResult // buffered: the batch never blocks on a caller that left
+	late bool                     // a split conn's command flushed after its context ended (split.go)
 }
 
 var members = sync.Pool{New: func() any { return &member{done: make(chan rueidis.RedisResult, 1)} }}

@@ -8,7 +8,9 @@
 // connection per request. The adapters implement [redisclient.Grouper]:
 // their Grouped form, which redlock uses, goes further (group commit: the
 // commands callers send while one is in flight wait, and go together once
-// it returns).
+// it returns), and, for a client of one server, implements
+// [redisclient.Splitter], so that redlock hands its commands to every
+// instance from the caller's goroutine.
 //
 // Every command is bounded by its context: rueidis returns when the
 // context ends or its deadline passes, and the command's outcome is then
@@ -79,15 +81,15 @@ func NewNamed(c rueidis.Client, name string) redisclient.Client {
 // go in batches, one at a time (group commit): a command sent while
 // another is in flight waits for it, with the other commands that arrive
 // meanwhile, and they go together as one DoMulti. A command sent alone
-// goes at once. Each caller still returns by its own context. A cluster
+// goes at once. Each caller still returns by its own context. The grouped
+// adapter also implements [redisclient.Splitter] (split.go). A cluster
 // client's adapter is returned as it is. It implements
 // [redisclient.Grouper]; redlock uses it for each instance.
 func (a *adapter) Grouped() redisclient.Client {
 	if a.c.Mode() == rueidis.ClientModeCluster {
 		return a
 	}
-	g := &adapter{c: a.c, name: a.name, addr: a.addr, grouped: true}
-	return g
+	return splitter{&adapter{c: a.c, name: a.name, addr: a.addr, grouped: true}}
 }
 
 func (a *adapter) String() string { return a.name }
@@ -296,6 +298,13 @@ func (a *adapter) Do(ctx context.Context, args ...any) (any, error) {
 		}
 		return v, nil
 	}
+	return result(a.do(ctx, a.arbitrary(args)))
+}
+
+// arbitrary builds any command (args: its name and arguments) as Do sends
+// it: the first argument after the name as a key, except for keyless
+// commands.
+func (a *adapter) arbitrary(args []any) rueidis.Completed {
 	argv := strs(args)
 	cmd := a.c.B().Arbitrary(argv[0])
 	if len(argv) > 1 && !keyless[strings.ToUpper(argv[0])] {
@@ -303,7 +312,7 @@ func (a *adapter) Do(ctx context.Context, args ...any) (any, error) {
 	} else {
 		cmd = cmd.Args(argv[1:]...)
 	}
-	return result(a.do(ctx, cmd.Build()))
+	return cmd.Build()
 }
 
 // setNXPXGet reports whether args are SET key value NX PX ms GET, with

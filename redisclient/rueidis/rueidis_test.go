@@ -2,8 +2,8 @@ package rueidis_test
 
 import (
 	"context"
-	"fmt"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"sync"

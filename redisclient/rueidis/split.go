@@ -1,0 +1,241 @@
+package rueidis
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/lockswap/lockswap/redisclient"
+)
+
+// splitter is the grouped adapter of a single-server client (Grouped): it
+// implements [redisclient.Splitter] on top of the group commit, so that
+// redlock's fan-out hands its commands to every instance's batch from the
+// caller's goroutine and then waits for the replies, instead of one
+// goroutine per instance waiting for each.
+type splitter struct{ *adapter }
+
+// Split implements [redisclient.Splitter]. The conn it returns holds no
+// connection: its commands go in the adapter's batches (group.go), a
+// command flushed while nothing else of the adapter's is in flight in a
+// batch of its own, sent by a goroutine. Each command is bounded by ctx,
+// as with [redisclient.Client.Do], and Receive by its timeout. A command
+// flushed after ctx has ended still goes, bounded by [lateSend] of its
+// own, and Receive waits for its reply that long even when given a
+// shorter timeout: on a connection a request written after the deadline
+// (the fan-out's second request to an instance whose first reply was read
+// late: EVAL after NOSCRIPT, SET NX PX after a refused SET NX PX GET)
+// gets a short read timeout (1 ms) for a reply that travels no further
+// than the socket, while here it goes through goroutines (the sender,
+// rueidis's writer and reader), which a loaded machine delays.
+func (s splitter) Split(ctx context.Context) (redisclient.SplitConn, error) {
+	sc := splitConns.Get().(*splitConn)
+	sc.a, sc.ctx = s.adapter, ctx
+	return sc, nil
+}
+
+// splitConn is one [splitter.Split]: the commands sent and not yet
+// flushed, and those flushed and not yet received, in order.
+type splitConn struct {
+	a        *adapter
+	ctx      context.Context
+	unsent   []rueidis.Completed
+	inflight []*member
+	next     int                  // inflight[next] is the next reply to receive
+	cancels  []context.CancelFunc // of the contexts of commands flushed after ctx ended
+}
+
+// lateSend bounds a command flushed after its Split's context ended.
+const lateSend = 10 * time.Millisecond
+
+var splitConns = sync.Pool{New: func() any { return new(splitConn) }}
+
+// Send builds cmd with args and keeps it for Flush.
+func (sc *splitConn) Send(cmd string, args ...any) error {
+	c, err := sc.a.build(cmd, args)
+	if err != nil {
+		return err
+	}
+	sc.unsent = append(sc.unsent, c)
+	return nil
+}
+
+// Flush hands the commands sent to the adapter's next batch.
+func (sc *splitConn) Flush() error {
+	ctx := sc.ctx
+	if len(sc.unsent) > 0 && ctx.Err() != nil {
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lateSend)
+		sc.cancels = append(sc.cancels, cancel)
+		ctx = lctx
+	}
+	for _, c := range sc.unsent {
+		m := sc.a.start(ctx, c)
+		m.late = ctx != sc.ctx
+		sc.inflight = append(sc.inflight, m)
+	}
+	clear(sc.unsent)
+	sc.unsent = sc.unsent[:0]
+	return nil
+}
+
+// Receive waits for the reply of the oldest command flushed and not yet
+// received, at most timeout and until the command's context ends. A
+// reply that has already come is returned even when both have passed.
+func (sc *splitConn) Receive(timeout time.Duration) (any, error) {
+	if sc.next == len(sc.inflight) {
+		return nil, fmt.Errorf("redisclient/rueidis: Receive without a command in flight")
+	}
+	m := sc.inflight[sc.next]
+	sc.inflight[sc.next] = nil
+	sc.next++
+	if m.late {
+		timeout = max(timeout, lateSend)
+	}
+	return result(sc.a.wait(m, timeout))
+}
+
+// Close forgets the commands not received (their batches answer into
+// buffers no one reads; a late command is given up) and returns sc to its
+// pool.
+func (sc *splitConn) Close() error {
+	for _, cancel := range sc.cancels {
+		cancel()
+	}
+	clear(sc.cancels)
+	sc.cancels = sc.cancels[:0]
+	clear(sc.unsent)
+	clear(sc.inflight)
+	sc.a, sc.ctx, sc.unsent, sc.inflight, sc.next = nil, nil, sc.unsent[:0], sc.inflight[:0], 0
+	splitConns.Put(sc)
+	return nil
+}
+
+// start hands cmd to the adapter's next batch and returns its member,
+// whose done channel gets the reply: the batch in the making when one is
+// in flight, else a batch of its own, sent at once by a goroutine.
+func (a *adapter) start(ctx context.Context, cmd rueidis.Completed) *member {
+	m := members.Get().(*member)
+	m.ctx, m.cmd = ctx, cmd
+	if err := ctx.Err(); err != nil {
+		m.done <- rueidis.NewErrorResult(err)
+		return m
+	}
+	if cmd.IsBlock() {
+		// It would hold up a batch: alone, beside the batches.
+		go func() { m.done <- a.c.Do(m.ctx, m.cmd) }()
+		return m
+	}
+	g := &a.group
+	g.mu.Lock()
+	g.pending = append(g.pending, m)
+	if g.busy {
+		g.mu.Unlock()
+		return m
+	}
+	g.busy = true
+	g.pending = g.pending[:0]
+	g.mu.Unlock()
+	go a.sendAlone(m)
+	return m
+}
+
+// sendAlone sends m, the command of a Split flushed while nothing of the
+// adapter's was in flight, under its caller's context, and then the
+// commands that gathered meanwhile.
+func (a *adapter) sendAlone(m *member) {
+	defer a.sendPending()
+	m.done <- a.c.Do(m.ctx, m.cmd)
+}
+
+// wait returns m's reply, waiting at most timeout and until its context
+// ends. A member given up on is not reused (its batch still answers into
+// it).
+func (a *adapter) wait(m *member, timeout time.Duration) rueidis.RedisResult {
+	ctx := m.ctx
+	select {
+	case r := <-m.done:
+		m.ctx, m.cmd, m.late = nil, rueidis.Completed{}, false
+		members.Put(m)
+		return r
+	default:
+	}
+	var expired <-chan time.Time
+	if d, ok := ctx.Deadline(); !ok || time.Until(d) > timeout {
+		// The timeout comes before the context's end (the fan-out's
+		// timeouts are the time left to it): a timer of its own.
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		expired = t.C
+	}
+	select {
+	case r := <-m.done:
+		m.ctx, m.cmd, m.late = nil, rueidis.Completed{}, false
+		members.Put(m)
+		return r
+	case <-ctx.Done():
+		return rueidis.NewErrorResult(ctx.Err())
+	case <-expired:
+		return rueidis.NewErrorResult(context.DeadlineExceeded)
+	}
+}
+
+// build makes the command cmd args as Do would send it: a lock's SET NX
+// PX [GET] and scripts (EVALSHA, EVAL) through rueidis's typed builders,
+// anything else through the generic one.
+func (a *adapter) build(cmd string, args []any) (rueidis.Completed, error) {
+	switch {
+	case strings.EqualFold(cmd, "SET"):
+		if key, value, ms, get, ok := setNXPX(args); ok {
+			if get {
+				return a.setGet(key, value, ms), nil
+			}
+			return a.c.B().Set().Key(key).Value(value).Nx().PxMilliseconds(ms).Build(), nil
+		}
+	case strings.EqualFold(cmd, "EVALSHA"), strings.EqualFold(cmd, "EVAL"):
+		if len(args) >= 2 {
+			script, ok1 := args[0].(string)
+			n, ok2 := args[1].(int)
+			if ok1 && ok2 && n >= 0 && 2+n <= len(args) {
+				var kbuf, abuf [4]string
+				keys := appendStrs(kbuf[:0], args[2:2+n])
+				argv := appendStrs(abuf[:0], args[2+n:])
+				if strings.EqualFold(cmd, "EVAL") {
+					return a.script("", script, keys, argv)
+				}
+				return a.script(script, "", keys, argv)
+			}
+		}
+	}
+	all := make([]any, 0, 1+len(args))
+	all = append(append(all, cmd), args...)
+	return a.arbitrary(all), nil
+}
+
+// setNXPX reports whether args are key value NX PX ms [GET], with string
+// key and value and an int64 ms, and returns those.
+func setNXPX(args []any) (key, value string, ms int64, get, ok bool) {
+	if len(args) != 5 && len(args) != 6 {
+		return "", "", 0, false, false
+	}
+	for _, w := range [...]struct {
+		i    int
+		word string
+	}{{2, "NX"}, {3, "PX"}} {
+		if s, isStr := args[w.i].(string); !isStr || !strings.EqualFold(s, w.word) {
+			return "", "", 0, false, false
+		}
+	}
+	if len(args) == 6 {
+		if s, isStr := args[5].(string); !isStr || !strings.EqualFold(s, "GET") {
+			return "", "", 0, false, false
+		}
+	}
+	key, ok1 := args[0].(string)
+	value, ok2 := args[1].(string)
+	ms, ok3 := args[4].(int64)
+	return key, value, ms, len(args) == 6, ok1 && ok2 && ok3
+}
