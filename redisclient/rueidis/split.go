@@ -73,9 +73,7 @@ func (sc *splitConn) Flush() error {
 		ctx = lctx
 	}
 	for _, c := range sc.unsent {
-		m := sc.a.start(ctx, c)
-		m.late = ctx != sc.ctx
-		sc.inflight = append(sc.inflight, m)
+		sc.inflight = append(sc.inflight, sc.a.start(ctx, c, ctx != sc.ctx))
 	}
 	clear(sc.unsent)
 	sc.unsent = sc.unsent[:0]
@@ -116,10 +114,11 @@ func (sc *splitConn) Close() error {
 
 // start hands cmd to the adapter's next batch and returns its member,
 // whose done channel gets the reply: the batch in the making when one is
-// in flight, else a batch of its own, sent at once by a goroutine.
-func (a *adapter) start(ctx context.Context, cmd rueidis.Completed) *member {
+// in flight, else a batch of its own, sent at once by a goroutine. late
+// marks a command flushed after its Split's context ended.
+func (a *adapter) start(ctx context.Context, cmd rueidis.Completed, late bool) *member {
 	m := members.Get().(*member)
-	m.ctx, m.cmd = ctx, cmd
+	m.ctx, m.cmd, m.late = ctx, cmd, late
 	if err := ctx.Err(); err != nil {
 		m.done <- rueidis.NewErrorResult(err)
 		return m
@@ -131,13 +130,12 @@ func (a *adapter) start(ctx context.Context, cmd rueidis.Completed) *member {
 	}
 	g := &a.group
 	g.mu.Lock()
-	g.pending = append(g.pending, m)
 	if g.busy {
+		g.pending = append(g.pending, m)
 		g.mu.Unlock()
 		return m
 	}
 	g.busy = true
-	g.pending = g.pending[:0]
 	g.mu.Unlock()
 	go a.sendAlone(m)
 	return m
