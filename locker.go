@@ -139,9 +139,9 @@ const CleanupTimeout = 2 * time.Second
 // the servers do: answer, refuse, hang, or answer ten seconds late. A
 // cancellation of the context (as opposed to its deadline) that comes
 // while a request is in flight may be noticed up to 10 ms late: a
-// request registers with its caller's context only once it has run that
-// long, so that the short ones cost the context (shared by the caller's
-// goroutines) nothing.
+// request registers with its caller's context only once it has been
+// waited on that long, so that the short ones cost the context (shared by
+// the caller's goroutines) nothing.
 const DeadlineGrace = 100 * time.Millisecond
 
 // RequestTimeout bounds one request of the Redis backends whatever the

@@ -82,8 +82,8 @@ func Context(ctx context.Context, max time.Duration) (context.Context, func()) {
 // It costs one allocation ([New]; none with [Once]) until a client asks
 // for Done: then it makes its channel and takes a timer from a pool, so
 // that a waiter wakes at the end. It registers with the caller's context
-// (context.AfterFunc) only when a request waited on through Done is still
-// running [Watch] after its start: a request that ends sooner, nearly all
+// (context.AfterFunc) only when it is still running [Watch] after a
+// client first asked for its Done: a request that ends sooner, nearly all
 // of them, costs the caller's context nothing (registering takes the
 // caller context's lock, which the goroutines sharing it would contend
 // for, and allocates). The timer checks the caller's context at that
@@ -119,8 +119,9 @@ type Request struct {
 	begun         atomic.Bool   // see Once
 }
 
-// Watch is how long a request waited on through Done runs before it
-// registers with its caller's context (see [Request]).
+// Watch is how long after a client first asks for a request's Done the
+// request, if it is still running, registers with its caller's context
+// (see [Request]).
 const Watch = 10 * time.Millisecond
 
 // wakeup is a Request's timer and the callback of the timer and of the
