@@ -21,6 +21,7 @@ import (
 	"errors"
 	"reflect"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -170,10 +171,29 @@ type Script struct {
 }
 
 // NewScript returns a Script for src. Scripts must take every key and value
-// through KEYS and ARGV, never by string building.
+// through KEYS and ARGV, never by string building. The script is known by
+// its SHA from then on ([ScriptBySHA]).
 func NewScript(src string) *Script {
 	sum := sha1.Sum([]byte(src))
-	return &Script{src: src, sha: hex.EncodeToString(sum[:])}
+	s := &Script{src: src, sha: hex.EncodeToString(sum[:])}
+	if known, loaded := scripts.LoadOrStore(s.sha, s); loaded {
+		return known.(*Script)
+	}
+	return s
+}
+
+// scripts are the scripts NewScript made, by SHA.
+var scripts sync.Map
+
+// ScriptBySHA returns the script NewScript made whose SHA1 is sha, or nil.
+// An adapter that is given a script as a generic EVALSHA command (a
+// [SplitConn]) uses it to fall back to EVAL on a NOSCRIPT reply by itself,
+// as [Client.Run] does.
+func ScriptBySHA(sha string) *Script {
+	if s, ok := scripts.Load(sha); ok {
+		return s.(*Script)
+	}
+	return nil
 }
 
 // Source returns the script's Lua source.

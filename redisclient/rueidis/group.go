@@ -62,6 +62,7 @@ type member struct {
 	cmd  rueidis.Completed
 	done chan rueidis.RedisResult // buffered: the batch never blocks on a caller that left
 	late bool                     // a split conn's command flushed after its context ended (split.go)
+	fb   scriptFallback           // a split conn's EVALSHA: its EVAL, sent on NOSCRIPT (split.go)
 }
 
 var members = sync.Pool{New: func() any { return &member{done: make(chan rueidis.RedisResult, 1)} }}
@@ -174,10 +175,10 @@ func (a *adapter) sendBatch(batch []*member) {
 		defer cancel()
 	}
 	if len(sent) == 1 {
-		sent[0].done <- a.c.Do(ctx, cmds[0])
+		sent[0].done <- a.evalOnNoScript(ctx, sent[0], a.c.Do(ctx, cmds[0]))
 		return
 	}
 	for i, r := range a.c.DoMulti(ctx, cmds...) {
-		sent[i].done <- r
+		sent[i].done <- a.evalOnNoScript(ctx, sent[i], r)
 	}
 }

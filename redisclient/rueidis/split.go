@@ -28,10 +28,12 @@ type splitter struct{ *adapter }
 // own, and Receive waits for its reply that long even when given a
 // shorter timeout: on a connection a request written after the deadline
 // (the fan-out's second request to an instance whose first reply was read
-// late: EVAL after NOSCRIPT, SET NX PX after a refused SET NX PX GET)
-// gets a short read timeout (1 ms) for a reply that travels no further
-// than the socket, while here it goes through goroutines (the sender,
-// rueidis's writer and reader), which a loaded machine delays.
+// late: SET NX PX after a refused SET NX PX GET, EVAL after the NOSCRIPT
+// of a script NewScript did not make) gets a short read timeout (1 ms)
+// for a reply that travels no further than the socket, while here it goes
+// through goroutines (the sender, rueidis's writer and reader), which a
+// loaded machine delays. The EVALSHA of a script NewScript made is
+// followed by its EVAL as soon as NOSCRIPT comes (scriptFallback).
 func (s splitter) Split(ctx context.Context) (redisclient.SplitConn, error) {
 	sc := splitConns.Get().(*splitConn)
 	sc.a, sc.ctx = s.adapter, ctx
@@ -43,10 +45,29 @@ func (s splitter) Split(ctx context.Context) (redisclient.SplitConn, error) {
 type splitConn struct {
 	a        *adapter
 	ctx      context.Context
-	unsent   []rueidis.Completed
+	unsent   []queued
 	inflight []*member
 	next     int                  // inflight[next] is the next reply to receive
 	cancels  []context.CancelFunc // of the contexts of commands flushed after ctx ended
+}
+
+// queued is a command sent on a split conn and not yet flushed.
+type queued struct {
+	cmd rueidis.Completed
+	fb  scriptFallback
+}
+
+// scriptFallback is what the EVAL of a script takes, for a split conn's
+// EVALSHA of a script that NewScript made (redisclient.ScriptBySHA): a
+// NOSCRIPT reply (the server restarted, or its scripts were flushed) gets
+// the EVAL at once, from the goroutine that got the reply, as Run sends
+// it, rather than when the fan-out reads that reply, which may be after
+// the replies of slower instances and past its deadline.
+type scriptFallback struct {
+	script       *redisclient.Script // nil: no fallback
+	keys         [4]string
+	argv         [6]string
+	nkeys, nargv int
 }
 
 // lateSend bounds a command flushed after its Split's context ended.
@@ -56,11 +77,14 @@ var splitConns = sync.Pool{New: func() any { return new(splitConn) }}
 
 // Send builds cmd with args and keeps it for Flush.
 func (sc *splitConn) Send(cmd string, args ...any) error {
-	c, err := sc.a.build(cmd, args)
+	sc.unsent = append(sc.unsent, queued{})
+	q := &sc.unsent[len(sc.unsent)-1]
+	c, err := sc.a.build(cmd, args, &q.fb)
 	if err != nil {
+		sc.unsent = sc.unsent[:len(sc.unsent)-1]
 		return err
 	}
-	sc.unsent = append(sc.unsent, c)
+	q.cmd = c
 	return nil
 }
 
@@ -72,8 +96,8 @@ func (sc *splitConn) Flush() error {
 		sc.cancels = append(sc.cancels, cancel)
 		ctx = lctx
 	}
-	for _, c := range sc.unsent {
-		sc.inflight = append(sc.inflight, sc.a.start(ctx, c, ctx != sc.ctx))
+	for i := range sc.unsent {
+		sc.inflight = append(sc.inflight, sc.a.start(ctx, &sc.unsent[i], ctx != sc.ctx))
 	}
 	clear(sc.unsent)
 	sc.unsent = sc.unsent[:0]
@@ -116,9 +140,10 @@ func (sc *splitConn) Close() error {
 // whose done channel gets the reply: the batch in the making when one is
 // in flight, else a batch of its own, sent at once by a goroutine. late
 // marks a command flushed after its Split's context ended.
-func (a *adapter) start(ctx context.Context, cmd rueidis.Completed, late bool) *member {
+func (a *adapter) start(ctx context.Context, q *queued, late bool) *member {
 	m := members.Get().(*member)
-	m.ctx, m.cmd, m.late = ctx, cmd, late
+	m.ctx, m.cmd, m.late, m.fb = ctx, q.cmd, late, q.fb
+	cmd := q.cmd
 	if err := ctx.Err(); err != nil {
 		m.done <- rueidis.NewErrorResult(err)
 		return m
@@ -146,7 +171,25 @@ func (a *adapter) start(ctx context.Context, cmd rueidis.Completed, late bool) *
 // commands that gathered meanwhile.
 func (a *adapter) sendAlone(m *member) {
 	defer a.sendPending()
-	m.done <- a.c.Do(m.ctx, m.cmd)
+	m.done <- a.evalOnNoScript(m.ctx, m, a.c.Do(m.ctx, m.cmd))
+}
+
+// evalOnNoScript returns r, m's reply, unless m is an EVALSHA with a
+// fallback and r is NOSCRIPT: then it sends the script's EVAL under ctx
+// and returns that reply.
+func (a *adapter) evalOnNoScript(ctx context.Context, m *member, r rueidis.RedisResult) rueidis.RedisResult {
+	fb := &m.fb
+	if fb.script == nil {
+		return r
+	}
+	if re, ok := rueidis.IsRedisErr(r.Error()); !ok || !strings.HasPrefix(re.Error(), "NOSCRIPT") {
+		return r
+	}
+	cmd, err := a.script("", fb.script.Source(), fb.keys[:fb.nkeys], fb.argv[:fb.nargv])
+	if err != nil {
+		return rueidis.NewErrorResult(err)
+	}
+	return a.c.Do(ctx, cmd)
 }
 
 // wait returns m's reply, waiting at most timeout and until its context
@@ -156,7 +199,7 @@ func (a *adapter) wait(m *member, timeout time.Duration) rueidis.RedisResult {
 	ctx := m.ctx
 	select {
 	case r := <-m.done:
-		m.ctx, m.cmd, m.late = nil, rueidis.Completed{}, false
+		m.ctx, m.cmd, m.late, m.fb = nil, rueidis.Completed{}, false, scriptFallback{}
 		members.Put(m)
 		return r
 	default:
@@ -171,7 +214,7 @@ func (a *adapter) wait(m *member, timeout time.Duration) rueidis.RedisResult {
 	}
 	select {
 	case r := <-m.done:
-		m.ctx, m.cmd, m.late = nil, rueidis.Completed{}, false
+		m.ctx, m.cmd, m.late, m.fb = nil, rueidis.Completed{}, false, scriptFallback{}
 		members.Put(m)
 		return r
 	case <-ctx.Done():
@@ -183,8 +226,9 @@ func (a *adapter) wait(m *member, timeout time.Duration) rueidis.RedisResult {
 
 // build makes the command cmd args as Do would send it: a lock's SET NX
 // PX [GET] and scripts (EVALSHA, EVAL) through rueidis's typed builders,
-// anything else through the generic one.
-func (a *adapter) build(cmd string, args []any) (rueidis.Completed, error) {
+// anything else through the generic one. For the EVALSHA of a script
+// NewScript made it fills fb, the script's EVAL.
+func (a *adapter) build(cmd string, args []any, fb *scriptFallback) (rueidis.Completed, error) {
 	switch {
 	case strings.EqualFold(cmd, "SET"):
 		if key, value, ms, get, ok := setNXPX(args); ok {
@@ -203,6 +247,10 @@ func (a *adapter) build(cmd string, args []any) (rueidis.Completed, error) {
 				argv := appendStrs(abuf[:0], args[2+n:])
 				if strings.EqualFold(cmd, "EVAL") {
 					return a.script("", script, keys, argv)
+				}
+				if s := redisclient.ScriptBySHA(script); s != nil && len(keys) <= len(fb.keys) && len(argv) <= len(fb.argv) {
+					fb.script = s
+					fb.nkeys, fb.nargv = copy(fb.keys[:], keys), copy(fb.argv[:], argv)
 				}
 				return a.script(script, "", keys, argv)
 			}

@@ -24,10 +24,12 @@ var incrScript = redisclient.NewScript(`return redis.call("INCRBY", KEYS[1], ARG
 
 // TestSplitRepliesInOrder: commands sent on a split conn, flushed, are
 // answered in order, each reply normalised as Do gives it: SET NX PX GET
-// (nil when set, the holder's value when held), a script by EVALSHA, its
-// NOSCRIPT reply as an error reply, and any other command. Sent before
-// and after the conn's first replies: the same conn serves the redlock
-// fan-out's second request (NOSCRIPT, the plain SET fallback).
+// (nil when set, the holder's value when held), a script by EVALSHA (one
+// the server does not know yet: NewScript's scripts fall back to EVAL by
+// themselves, as Run does; an unknown SHA's NOSCRIPT is an error reply),
+// and any other command. Sent before and after the conn's first replies:
+// the same conn serves the redlock fan-out's second request (EVAL, the
+// plain SET fallback).
 func TestSplitRepliesInOrder(t *testing.T) {
 	c, _ := groupedBehindProxy(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -51,6 +53,7 @@ func TestSplitRepliesInOrder(t *testing.T) {
 	send("SET", "k", "b", "NX", "PX", int64(60000), "GET")
 	send("SET", "p", "c", "NX", "PX", int64(60000))
 	send("EVALSHA", incrScript.SHA(), 1, "n", int64(5))
+	send("EVALSHA", "0123456789012345678901234567890123456789", 1, "n", int64(5))
 	send("GET", "k")
 	if err := sc.Flush(); err != nil {
 		t.Fatal(err)
@@ -64,8 +67,11 @@ func TestSplitRepliesInOrder(t *testing.T) {
 	if v, err := receive("SET NX PX"); err != nil || v != "OK" {
 		t.Errorf("SET NX PX on an absent key: %v, %v; want OK", v, err)
 	}
+	if v, err := receive("EVALSHA not loaded"); err != nil || v != int64(5) {
+		t.Errorf("EVALSHA of a script the server does not know yet: %v, %v; want 5 (EVAL sent on NOSCRIPT)", v, err)
+	}
 	if v, err := receive("EVALSHA unknown"); !errors.Is(err, redisclient.ErrReply) || v != nil {
-		t.Errorf("EVALSHA of an unloaded script: %v, %v; want a NOSCRIPT error reply", v, err)
+		t.Errorf("EVALSHA of an unknown SHA: %v, %v; want a NOSCRIPT error reply", v, err)
 	}
 	if v, err := receive("GET"); err != nil || v != "a" {
 		t.Errorf("GET k: %v, %v; want \"a\"", v, err)
@@ -75,8 +81,8 @@ func TestSplitRepliesInOrder(t *testing.T) {
 	if err := sc.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	if v, err := receive("EVAL"); err != nil || v != int64(5) {
-		t.Errorf("EVAL: %v, %v; want 5", v, err)
+	if v, err := receive("EVAL"); err != nil || v != int64(10) {
+		t.Errorf("EVAL: %v, %v; want 10", v, err)
 	}
 	if _, err := sc.Receive(time.Second); err == nil {
 		t.Error("Receive with nothing in flight succeeded")
