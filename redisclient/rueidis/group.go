@@ -67,6 +67,15 @@ type member struct {
 
 var members = sync.Pool{New: func() any { return &member{done: make(chan rueidis.RedisResult, 1)} }}
 
+// put gives m, whose reply has been taken, back to the pool, cleared. A
+// member whose caller gave up is never put back: its batch may still
+// answer into it.
+func (m *member) put() {
+	done := m.done
+	*m = member{done: done}
+	members.Put(m)
+}
+
 // do sends cmd: at once when nothing else of the adapter's is in flight,
 // otherwise with the next batch.
 func (a *adapter) do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
@@ -93,8 +102,7 @@ func (a *adapter) do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisRe
 	g.mu.Unlock()
 	select {
 	case r := <-m.done:
-		m.ctx, m.cmd = nil, rueidis.Completed{}
-		members.Put(m)
+		m.put()
 		return r
 	case <-ctx.Done():
 		// The batch still answers into m.done (buffered); m is not

@@ -199,8 +199,7 @@ func (a *adapter) wait(m *member, timeout time.Duration) rueidis.RedisResult {
 	ctx := m.ctx
 	select {
 	case r := <-m.done:
-		m.ctx, m.cmd, m.late, m.fb = nil, rueidis.Completed{}, false, scriptFallback{}
-		members.Put(m)
+		m.put()
 		return r
 	default:
 	}
@@ -214,8 +213,7 @@ func (a *adapter) wait(m *member, timeout time.Duration) rueidis.RedisResult {
 	}
 	select {
 	case r := <-m.done:
-		m.ctx, m.cmd, m.late, m.fb = nil, rueidis.Completed{}, false, scriptFallback{}
-		members.Put(m)
+		m.put()
 		return r
 	case <-ctx.Done():
 		return rueidis.NewErrorResult(ctx.Err())
