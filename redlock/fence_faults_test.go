@@ -9,12 +9,15 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/lockswap/lockswap"
 	"github.com/lockswap/lockswap/fenced"
@@ -606,17 +609,33 @@ func TestFenceOldSnapshotRepeats(t *testing.T) {
 		}
 		return f
 	}
+	// The counters exist before the first acquisition, as after earlier
+	// ones: a missing counter is seeded from its server's clock when the
+	// acquire reaches it, so that an instance reached late (a loaded
+	// machine) would seed it above the guess of the others and keep a
+	// counter of its own.
+	for _, c := range raws {
+		if err := c.Set(ctx, redlock.FenceKey("snap"), 1, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
 	first := newLocker(t, addrs, redistest.GoRedis, redlock.Options{Fence: true})
-	cycle(first)
+	// A cycle returns once a majority has answered: the last instance's
+	// request may still be on its way, and would land after the snapshot
+	// or after the restart. Wait for every instance.
+	everywhere(t, raws, "snap", cycle(first))
 	for _, c := range raws {
 		if err := c.Save(ctx).Err(); err != nil { // the snapshot: counters as they are now
 			t.Fatal(err)
 		}
 	}
 	issued := map[uint64]bool{}
+	var last uint64
 	for range 3 {
-		issued[cycle(first)] = true
+		last = cycle(first)
+		issued[last] = true
 	}
+	everywhere(t, raws, "snap", last)
 	for _, s := range srvs {
 		s.Kill() // a crash: the snapshot is all that is left
 		if err := s.Restart(); err != nil {
@@ -630,4 +649,22 @@ func TestFenceOldSnapshotRepeats(t *testing.T) {
 		t.Fatalf("after restarts from an old snapshot the fence is %d, not one of those issued since it (%v): the weakness is gone? update the docs", f, issued)
 	}
 	t.Logf("fence %d issued again after the masters restarted from an older snapshot", f)
+}
+
+// everywhere waits, bounded, until the fence counter of key is fence on
+// every instance.
+func everywhere(t *testing.T, raws []*goredis.Client, key string, fence uint64) {
+	t.Helper()
+	want := strconv.FormatUint(fence, 10)
+	until := time.Now().Add(10 * time.Second)
+	for {
+		got := counters(t, raws, key)
+		if !slices.ContainsFunc(got, func(v string) bool { return v != want }) {
+			return
+		}
+		if time.Now().After(until) {
+			t.Fatalf("the fence counters of %q are %v; want %s on every instance", key, got, want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
