@@ -48,14 +48,21 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
 	addr := fs.String("redis", "", "Redis address host[:port] (required; the port defaults to "+inspect.DefaultPort+")")
 	prefix := fs.String("prefix", "", "key prefix to list, e.g. lock.")
-	limit := fs.Int("limit", 1000, "list at most this many keys")
+	limit := fs.Int("limit", 1000, "list at most this many keys (0: all); the output says when others may match")
+	timeout := fs.Duration("timeout", 30*time.Second, "give up after this long, printing the keys listed so far")
+	showProgress := fs.Bool("progress", false, "print progress on stderr even when it is not a terminal")
 	password := fs.String("password", "", "Redis password; prefer the REDIS_PASSWORD environment variable (a flag shows in ps)")
 	fs.Usage = commandUsage(fs, "--redis host[:port] [flags]", "Lists lock keys under a prefix in a Redis server, with the unit (s or ms) of legacy\ntimestamps.")
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
-	if *addr == "" {
+	switch {
+	case *addr == "":
 		return usageError("inspect: --redis host[:port] is required (run \"lockswap inspect -h\")")
+	case *limit < 0:
+		return usageError("inspect: --limit %d is negative (0 lists every key)", *limit)
+	case *timeout <= 0:
+		return usageError("inspect: --timeout %v must be positive", *timeout)
 	}
 	*addr = inspect.Addr(*addr)
 	pw := *password
@@ -64,14 +71,43 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	c := redis.NewClient(&redis.Options{Addr: *addr, Password: pw, ContextTimeoutEnabled: true})
 	defer c.Close()
-	ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	ictx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	now := time.Now()
-	entries, err := inspect.Scan(ictx, goredis.New(c), *prefix, *limit, now)
-	if err != nil {
-		return err // it names the command, the server and the cause once
+	q := inspect.Query{Prefix: *prefix, Limit: *limit, Now: now}
+	if *showProgress || isTerminal(stderr) {
+		q.Progress = inspectProgress(stderr, time.Second)
 	}
-	return inspect.Print(stdout, entries, now)
+	l, err := inspect.Scan(ictx, goredis.New(c), q)
+	if err == nil {
+		return inspect.Print(stdout, l, now)
+	}
+	// What was listed before the failure is still worth showing, marked as
+	// incomplete by the error after it.
+	if len(l.Entries) > 0 {
+		if perr := inspect.Print(stdout, l, now); perr != nil {
+			return perr
+		}
+	}
+	switch {
+	case ctx.Err() != nil:
+		return exitCode{exitInterrupted, fmt.Sprintf("inspect: interrupted; printed the %d keys listed so far", len(l.Entries))}
+	case ictx.Err() != nil:
+		return fmt.Errorf("%w (stopped by --timeout %v: raise it, or narrow --prefix)", err, *timeout)
+	}
+	return err // it names the command, the server and the cause once
+}
+
+// inspectProgress returns an inspect.Query.Progress that writes a line to
+// w at most once per every.
+func inspectProgress(w io.Writer, every time.Duration) func(listed, calls int) {
+	var last time.Time
+	return func(listed, calls int) {
+		if now := time.Now(); now.Sub(last) >= every {
+			last = now
+			fmt.Fprintf(w, "inspect: %d keys listed after %d SCAN calls ...\n", listed, calls)
+		}
+	}
 }
 
 func runVersion(args []string, stdout io.Writer) error {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 
 	"github.com/lockswap/lockswap/cmd/lockswap/internal/compare"
+	"github.com/lockswap/lockswap/internal/redistest"
 	"github.com/lockswap/lockswap/internal/testserver"
 )
 
@@ -158,5 +160,65 @@ func TestCompareLogsQuarantine(t *testing.T) {
 	if len(lines) != 1 || !strings.Contains(lines[0], `msg="restart-safety quarantine"`) ||
 		!strings.Contains(lines[0], "reason=") || !strings.Contains(lines[0], "left=") {
 		t.Errorf("stderr:\n%s\nwant one line: the restart-safety quarantine with its reason and the time left", errOut)
+	}
+}
+
+// pauseOnWrite pauses every client of a Redis (CLIENT PAUSE) when the
+// first progress line is written, so that the server stops answering
+// halfway through a listing.
+type pauseOnWrite struct {
+	bytes.Buffer
+	pause func()
+}
+
+func (p *pauseOnWrite) Write(b []byte) (int, error) {
+	if p.Len() == 0 {
+		p.pause()
+	}
+	return p.Buffer.Write(b)
+}
+
+// TestInspectCommandTimeout: a server that stops answering halfway through
+// the listing ends inspect at --timeout, with the keys listed so far
+// printed and an error (exit 1) that says the listing is incomplete and
+// which flag bounds it. Bad --limit and --timeout values are usage
+// errors.
+func TestInspectCommandTimeout(t *testing.T) {
+	srv := testserver.RedisT(t, testserver.RedisOptions{})
+	raw := redistest.GoRedisClient(t, srv.Addr())
+	ctx := context.Background()
+	pipe := raw.Pipeline()
+	for i := range 3000 {
+		pipe.Set(ctx, fmt.Sprintf("lock.%04d", i), "0123456789abcdef0123456789abcdef", 0)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	stderr := &pauseOnWrite{pause: func() {
+		// Longer than the --timeout below; the server is stopped at the
+		// end of the test all the same.
+		if err := raw.Do(ctx, "CLIENT", "PAUSE", "5000", "ALL").Err(); err != nil {
+			t.Error(err)
+		}
+	}}
+	var stdout bytes.Buffer
+	start := time.Now()
+	code := run(ctx, []string{"inspect", "--redis", srv.Addr(), "--prefix", "lock.", "--limit", "0", "--timeout", "1s", "--progress"}, &stdout, stderr)
+	if code != exitError {
+		t.Fatalf("exit %d after %v, want %d; stderr:\n%s", code, time.Since(start), exitError, stderr.String())
+	}
+	listed := strings.Count(stdout.String(), "\nlock.")
+	if listed == 0 || listed >= 3000 {
+		t.Errorf("printed %d keys; want those listed before the server paused, some and not all", listed)
+	}
+	for _, want := range []string{fmt.Sprintf("listing incomplete (%d keys listed)", listed), "stopped by --timeout 1s"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
+		}
+	}
+	for _, args := range [][]string{{"--limit", "-1"}, {"--timeout", "0s"}} {
+		if code, _, errOut := runCLI(append([]string{"inspect", "--redis", srv.Addr()}, args...)...); code != exitUsage || !strings.Contains(errOut, args[0]) {
+			t.Errorf("inspect %v: exit %d, stderr %q; want %d naming %s", args, code, errOut, exitUsage, args[0])
+		}
 	}
 }

@@ -59,40 +59,83 @@ type Entry struct {
 	Expired bool
 }
 
-// Scan lists keys matching prefix* (at most limit of them), sorted by key.
-func Scan(ctx context.Context, c redisclient.Client, prefix string, limit int, now time.Time) ([]Entry, error) {
-	var out []Entry
+// Query is what Scan lists.
+type Query struct {
+	// Prefix: Scan lists the keys that start with it (SCAN MATCH, with
+	// the glob characters in Prefix escaped).
+	Prefix string
+	// Limit stops the listing at this many keys; 0 lists them all.
+	Limit int
+	// Now is the time legacy timestamps are compared with.
+	Now time.Time
+	// Progress, when set, is called after each SCAN call with the keys
+	// listed so far and the SCAN calls made.
+	Progress func(listed, calls int)
+}
+
+// Listing is what Scan found.
+type Listing struct {
+	// Entries are the keys listed, sorted by key.
+	Entries []Entry
+	// More reports that Scan stopped at Query.Limit before the end of the
+	// keyspace: other keys may match, which Entries (and the summary)
+	// do not cover.
+	More bool
+}
+
+// Scan lists the keys under q.Prefix, at most q.Limit of them, reading
+// each one's value and TTL. A key that expires or is deleted between
+// SCAN and its reads is left out. When a request fails (ctx ended, the
+// server went away), Scan returns the keys listed until then with the
+// error, which says, when there are some, that the listing is incomplete.
+func Scan(ctx context.Context, c redisclient.Client, q Query) (l Listing, err error) {
+	defer func() { sort.Slice(l.Entries, func(i, j int) bool { return l.Entries[i].Key < l.Entries[j].Key }) }()
+	incomplete := func(err error) error {
+		if len(l.Entries) == 0 {
+			return fmt.Errorf("inspect: %w", err)
+		}
+		return fmt.Errorf("inspect: listing incomplete (%d keys listed): %w", len(l.Entries), err)
+	}
+	full := func() bool { return q.Limit > 0 && len(l.Entries) >= q.Limit }
 	cursor := "0"
-	pattern := escapeGlob(prefix) + "*"
-	for {
+	pattern := escapeGlob(q.Prefix) + "*"
+	for calls := 1; ; calls++ {
 		v, err := c.Do(ctx, "SCAN", cursor, "MATCH", pattern, "COUNT", 500)
 		if err != nil {
-			return nil, fmt.Errorf("inspect: SCAN on %s: %w", c, err)
+			return l, incomplete(fmt.Errorf("SCAN on %s: %w", c, err))
 		}
 		arr, ok := v.([]any)
 		if !ok || len(arr) != 2 {
-			return nil, fmt.Errorf("inspect: unexpected SCAN reply %v", v)
+			return l, incomplete(fmt.Errorf("unexpected SCAN reply %v", v))
 		}
 		cursor, _ = arr[0].(string)
 		keys, _ := arr[1].([]any)
 		for _, k := range keys {
+			if full() {
+				l.More = true // this key matches, and is not listed
+				return l, nil
+			}
 			key, _ := k.(string)
-			e, err := describe(ctx, c, key, now)
+			e, gone, err := describe(ctx, c, key, q.Now)
 			if err != nil {
-				return nil, err
+				return l, incomplete(err)
 			}
-			out = append(out, e)
-			if limit > 0 && len(out) >= limit {
-				cursor = "0"
-				break
+			if !gone {
+				l.Entries = append(l.Entries, e)
 			}
+		}
+		if q.Progress != nil {
+			q.Progress(len(l.Entries), calls)
 		}
 		if cursor == "0" {
-			break
+			return l, nil
+		}
+		if full() {
+			// The rest of the keyspace is not scanned: it may hold more.
+			l.More = true
+			return l, nil
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
-	return out, nil
 }
 
 func escapeGlob(s string) string {
@@ -100,21 +143,28 @@ func escapeGlob(s string) string {
 	return r.Replace(s)
 }
 
-func describe(ctx context.Context, c redisclient.Client, key string, now time.Time) (Entry, error) {
-	e := Entry{Key: key}
+// describe reads key; gone reports that it no longer exists.
+func describe(ctx context.Context, c redisclient.Client, key string, now time.Time) (e Entry, gone bool, err error) {
+	e = Entry{Key: key}
 	pttl, err := c.Do(ctx, "PTTL", key)
 	if err != nil {
-		return e, fmt.Errorf("inspect: PTTL %q: %w", key, err)
+		return e, false, fmt.Errorf("PTTL %q: %w", key, err)
 	}
 	ms, _ := pttl.(int64)
+	if ms == -2 { // no such key (any more)
+		return e, true, nil
+	}
 	e.TTL = time.Duration(ms) * time.Millisecond
 	val, found, err := c.Get(ctx, key)
 	if err != nil && !redisclient.IsWrongType(err) {
-		return e, fmt.Errorf("inspect: GET %q: %w", key, err)
+		return e, false, fmt.Errorf("GET %q: %w", key, err)
 	}
-	if err != nil || !found {
+	if err == nil && !found {
+		return e, true, nil // it expired or went between PTTL and GET
+	}
+	if err != nil {
 		e.Kind = KindOther
-		return e, nil
+		return e, false, nil
 	}
 	e.Value = val
 	e.Kind = Classify(key, val)
@@ -126,7 +176,7 @@ func describe(ctx context.Context, c redisclient.Client, key string, now time.Ti
 			e.Expired = !now.Before(e.Expiry)
 		}
 	}
-	return e, nil
+	return e, false, nil
 }
 
 func unitOf(u legacysetnx.Unit) Unit {
@@ -248,10 +298,12 @@ func (s Summary) String() string {
 	return counts + ": unit: unknown: no timestamp seen; read the old clients' configuration or code (seconds: ~10 digits, milliseconds: ~13)"
 }
 
-// Print writes entries as an aligned table, with the unit of each legacy
-// timestamp, followed by the Summary line (the unit the legacy keys are
-// written in).
-func Print(w io.Writer, entries []Entry, now time.Time) error {
+// Print writes the listing as an aligned table, with the unit of each
+// legacy timestamp, followed by the Summary line (the unit the legacy keys
+// are written in) and, when the listing stopped at its limit, a line
+// saying that other keys may match.
+func Print(w io.Writer, l Listing, now time.Time) error {
+	entries := l.Entries
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "KEY\tKIND\tVALUE\tREDIS TTL\tUNIT\tLEGACY EXPIRY")
 	for _, e := range entries {
@@ -279,8 +331,14 @@ func Print(w io.Writer, entries []Entry, now time.Time) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintln(w, Summarize(entries))
-	return err
+	if _, err := fmt.Fprintln(w, Summarize(entries)); err != nil {
+		return err
+	}
+	if l.More {
+		_, err := fmt.Fprintf(w, "listed the first %d matching keys (--limit): others may match, which this table and its summary do not cover\n", len(entries))
+		return err
+	}
+	return nil
 }
 
 // DefaultPort is the port Addr adds to an address without one: Redis's.

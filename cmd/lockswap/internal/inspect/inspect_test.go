@@ -3,6 +3,9 @@ package inspect_test
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,6 +16,8 @@ import (
 	"github.com/lockswap/lockswap"
 	"github.com/lockswap/lockswap/cmd/lockswap/internal/inspect"
 	"github.com/lockswap/lockswap/internal/redistest"
+	"github.com/lockswap/lockswap/internal/testserver"
+	"github.com/lockswap/lockswap/redisclient"
 	"github.com/lockswap/lockswap/singleredis"
 )
 
@@ -32,10 +37,11 @@ func TestScan(t *testing.T) {
 			mr.Set("lock:old-dead", strconv.FormatInt(now.Unix()-60, 10))
 			mr.Set("lock:junk", "hello")
 			mr.Set("other:x", "not under the prefix")
-			entries, err := inspect.Scan(ctx, rc, "lock:", 0, now)
-			if err != nil {
-				t.Fatal(err)
+			listing, err := inspect.Scan(ctx, rc, inspect.Query{Prefix: "lock:", Now: now})
+			if err != nil || listing.More {
+				t.Fatalf("Scan: more %v, %v", listing.More, err)
 			}
+			entries := listing.Entries
 			got := map[string]inspect.Entry{}
 			for _, e := range entries {
 				got[e.Key] = e
@@ -47,7 +53,8 @@ func TestScan(t *testing.T) {
 				t.Errorf("token lock = %+v", e)
 			}
 			// Fence counters carry the key in a hash tag: "{lock:a}:fence".
-			fences, err := inspect.Scan(ctx, rc, "{lock:", 0, now)
+			fl, err := inspect.Scan(ctx, rc, inspect.Query{Prefix: "{lock:", Now: now})
+			fences := fl.Entries
 			if err != nil || len(fences) != 1 || fences[0].Key != singleredis.FenceKey("lock:a") || fences[0].Kind != inspect.KindFence || !positive(fences[0].Value) {
 				t.Errorf("fence counters = %+v, %v", fences, err)
 			}
@@ -61,7 +68,7 @@ func TestScan(t *testing.T) {
 				t.Errorf("junk = %+v", e)
 			}
 			var buf bytes.Buffer
-			inspect.Print(&buf, entries, now)
+			inspect.Print(&buf, listing, now)
 			for _, want := range []string{"lock:old-dead", "expired 1m0s ago", "live, 1m0s left", l.Token(), "UNIT", "seconds",
 				"legacy timestamps: 2 in seconds, 0 in milliseconds, 0 unknown", "needs unit=s"} {
 				if !strings.Contains(buf.String(), want) {
@@ -85,16 +92,17 @@ func TestUnits(t *testing.T) {
 			now := time.UnixMilli(1_800_000_000_500)
 			scan := func() ([]inspect.Entry, map[string]inspect.Entry, string) {
 				t.Helper()
-				entries, err := inspect.Scan(ctx, rc, "lock.", 0, now)
+				l, err := inspect.Scan(ctx, rc, inspect.Query{Prefix: "lock.", Now: now})
 				if err != nil {
 					t.Fatal(err)
 				}
+				entries := l.Entries
 				got := map[string]inspect.Entry{}
 				for _, e := range entries {
 					got[e.Key] = e
 				}
 				var buf bytes.Buffer
-				if err := inspect.Print(&buf, entries, now); err != nil {
+				if err := inspect.Print(&buf, l, now); err != nil {
 					t.Fatal(err)
 				}
 				return entries, got, buf.String()
@@ -177,5 +185,135 @@ func TestAddrDefaultsThePort(t *testing.T) {
 		if got := inspect.Addr(in); got != want {
 			t.Errorf("Addr(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestScanLimit: on a real redis-server, where SCAN takes several calls,
+// Scan lists every key without a limit (reporting progress after each
+// call), and with a limit lists that many and says that others may match,
+// which Print repeats under the summary.
+func TestScanLimit(t *testing.T) {
+	srv := testserver.RedisT(t, testserver.RedisOptions{})
+	raw := redistest.GoRedisClient(t, srv.Addr())
+	ctx := context.Background()
+	const n = 1500
+	pipe := raw.Pipeline()
+	for i := range n {
+		pipe.Set(ctx, fmt.Sprintf("lock.%04d", i), "0123456789abcdef0123456789abcdef", 0)
+	}
+	pipe.Set(ctx, "other", "x", 0)
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rc := redistest.GoRedis(t, srv.Addr())
+
+	var progress [][2]int
+	all, err := inspect.Scan(ctx, rc, inspect.Query{Prefix: "lock.", Now: time.Now(),
+		Progress: func(listed, calls int) { progress = append(progress, [2]int{listed, calls}) }})
+	if err != nil || len(all.Entries) != n || all.More {
+		t.Fatalf("no limit: %d keys, more %v, %v; want %d, false", len(all.Entries), all.More, err, n)
+	}
+	if !slices.IsSortedFunc(all.Entries, func(a, b inspect.Entry) int { return strings.Compare(a.Key, b.Key) }) {
+		t.Error("the entries are not sorted by key")
+	}
+	if len(progress) < 2 || progress[len(progress)-1] != [2]int{n, len(progress)} {
+		t.Errorf("progress %v: want a call per SCAN call (several), the last with all %d keys", progress, n)
+	}
+	for i := 1; i < len(progress); i++ {
+		if progress[i][0] < progress[i-1][0] || progress[i][1] != i+1 {
+			t.Errorf("progress %v: want counts that only grow", progress)
+			break
+		}
+	}
+
+	some, err := inspect.Scan(ctx, rc, inspect.Query{Prefix: "lock.", Limit: 1000, Now: time.Now()})
+	if err != nil || len(some.Entries) != 1000 || !some.More {
+		t.Fatalf("limit 1000: %d keys, more %v, %v; want 1000, true", len(some.Entries), some.More, err)
+	}
+	var buf bytes.Buffer
+	if err := inspect.Print(&buf, some, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), "listed the first 1000 matching keys (--limit): others may match") {
+		t.Errorf("a listing cut by the limit does not say so:\n%s", tail(buf.String()))
+	}
+	buf.Reset()
+	if err := inspect.Print(&buf, all, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(buf.String(), "others may match") {
+		t.Errorf("a complete listing says others may match:\n%s", tail(buf.String()))
+	}
+}
+
+// tail is the last lines of a printed listing.
+func tail(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.Join(lines[max(0, len(lines)-3):], "\n")
+}
+
+// hooked is a client that runs before ahead of each command it is given.
+type hooked struct {
+	redisclient.Client
+	before func(cmd, key string) error
+}
+
+func (h hooked) Do(ctx context.Context, args ...any) (any, error) {
+	if key, ok := args[1].(string); ok && len(args) == 2 {
+		if err := h.before(fmt.Sprint(args[0]), key); err != nil {
+			return nil, err
+		}
+	}
+	return h.Client.Do(ctx, args...)
+}
+
+func (h hooked) Get(ctx context.Context, key string) (string, bool, error) {
+	if err := h.before("GET", key); err != nil {
+		return "", false, err
+	}
+	return h.Client.Get(ctx, key)
+}
+
+// TestScanLeavesOutVanishedKeys: a key deleted (or expired) between SCAN
+// and its reads is not listed, whether it went before its PTTL or between
+// its PTTL and its GET: it is not a lock of any kind any more.
+func TestScanLeavesOutVanishedKeys(t *testing.T) {
+	mr := miniredis.RunT(t)
+	for _, k := range []string{"lock.kept", "lock.gone-before-pttl", "lock.gone-before-get"} {
+		mr.Set(k, "0123456789abcdef0123456789abcdef")
+	}
+	rc := hooked{Client: redistest.GoRedis(t, mr.Addr()), before: func(cmd, key string) error {
+		if cmd == "PTTL" && key == "lock.gone-before-pttl" || cmd == "GET" && key == "lock.gone-before-get" {
+			mr.Del(key)
+		}
+		return nil
+	}}
+	l, err := inspect.Scan(context.Background(), rc, inspect.Query{Prefix: "lock.", Now: time.Now()})
+	if err != nil || len(l.Entries) != 1 || l.Entries[0].Key != "lock.kept" {
+		t.Fatalf("listing %+v, %v; want lock.kept alone", l.Entries, err)
+	}
+}
+
+// TestScanFailureKeepsWhatWasListed: when a request fails halfway, Scan
+// returns the keys it listed before with an error that says the listing
+// is incomplete and wraps the cause.
+func TestScanFailureKeepsWhatWasListed(t *testing.T) {
+	mr := miniredis.RunT(t)
+	for i := range 5 {
+		mr.Set(fmt.Sprintf("lock.%d", i), "0123456789abcdef0123456789abcdef")
+	}
+	broken := errors.New("connection reset")
+	reads := 0
+	rc := hooked{Client: redistest.GoRedis(t, mr.Addr()), before: func(cmd, key string) error {
+		if cmd == "PTTL" {
+			if reads++; reads == 4 {
+				return broken
+			}
+		}
+		return nil
+	}}
+	l, err := inspect.Scan(context.Background(), rc, inspect.Query{Prefix: "lock.", Now: time.Now()})
+	if !errors.Is(err, broken) || !strings.Contains(err.Error(), "listing incomplete (3 keys listed)") || len(l.Entries) != 3 {
+		t.Fatalf("Scan = %d keys, %v; want the 3 listed before the failure and an error saying so", len(l.Entries), err)
 	}
 }
