@@ -48,7 +48,7 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
 	addr := fs.String("redis", "", "Redis address host[:port] (required; the port defaults to "+inspect.DefaultPort+")")
 	prefix := fs.String("prefix", "", "key prefix to list, e.g. lock.")
-	limit := fs.Int("limit", 1000, "list at most this many keys (0: all); the output says when others may match")
+	limit := fs.Int("limit", 1000, "list at most this many keys (0: all); the output says when others may match (exit 0 all the same)")
 	timeout := fs.Duration("timeout", 30*time.Second, "give up after this long, printing the keys listed so far")
 	showProgress := fs.Bool("progress", false, "print progress on stderr even when it is not a terminal")
 	password := fs.String("password", "", "Redis password; prefer the REDIS_PASSWORD environment variable (a flag shows in ps)")
@@ -99,9 +99,9 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) er
 }
 
 // inspectProgress returns an inspect.Query.Progress that writes a line to
-// w at most once per every.
+// w at most once per every, the first one every after it was made.
 func inspectProgress(w io.Writer, every time.Duration) func(listed, calls int) {
-	var last time.Time
+	last := time.Now() // a listing that takes less than every prints nothing
 	return func(listed, calls int) {
 		if now := time.Now(); now.Sub(last) >= every {
 			last = now

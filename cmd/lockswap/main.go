@@ -70,7 +70,8 @@ const exitCodesHelp = `exit codes:
   3    compare: a measurement contradicts the declared guarantees
   4    compare: some cells are inconclusive (setup failed, servers unreachable,
        time budget used up, too few iterations) and none contradicts
-  130  interrupted (Ctrl-C); compare prints what it measured so far`
+  130  interrupted (Ctrl-C); compare prints what it measured so far, inspect
+       the keys it listed so far (and at its --timeout, with exit 1)`
 
 // Exit codes.
 const (

@@ -163,8 +163,8 @@ func TestCompareLogsQuarantine(t *testing.T) {
 	}
 }
 
-// pauseOnWrite pauses every client of a Redis (CLIENT PAUSE) when the
-// first progress line is written, so that the server stops answering
+// pauseOnWrite pauses every other client of a Redis (CLIENT PAUSE) when
+// the first progress line is written, so that the server stops answering
 // halfway through a listing.
 type pauseOnWrite struct {
 	bytes.Buffer
@@ -188,8 +188,11 @@ func TestInspectCommandTimeout(t *testing.T) {
 	raw := redistest.GoRedisClient(t, srv.Addr())
 	ctx := context.Background()
 	pipe := raw.Pipeline()
-	for i := range 3000 {
-		pipe.Set(ctx, fmt.Sprintf("lock.%04d", i), "0123456789abcdef0123456789abcdef", 0)
+	// Enough keys that the listing (two requests each) is still running
+	// when the first progress line comes, a second in.
+	const keys = 50000
+	for i := range keys {
+		pipe.Set(ctx, fmt.Sprintf("lock.%05d", i), "0123456789abcdef0123456789abcdef", 0)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		t.Fatal(err)
@@ -197,24 +200,27 @@ func TestInspectCommandTimeout(t *testing.T) {
 	stderr := &pauseOnWrite{pause: func() {
 		// Longer than the --timeout below; the server is stopped at the
 		// end of the test all the same.
-		if err := raw.Do(ctx, "CLIENT", "PAUSE", "5000", "ALL").Err(); err != nil {
+		if err := raw.Do(ctx, "CLIENT", "PAUSE", "10000").Err(); err != nil {
 			t.Error(err)
 		}
 	}}
 	var stdout bytes.Buffer
 	start := time.Now()
-	code := run(ctx, []string{"inspect", "--redis", srv.Addr(), "--prefix", "lock.", "--limit", "0", "--timeout", "1s", "--progress"}, &stdout, stderr)
+	code := run(ctx, []string{"inspect", "--redis", srv.Addr(), "--prefix", "lock.", "--limit", "0", "--timeout", "3s", "--progress"}, &stdout, stderr)
 	if code != exitError {
 		t.Fatalf("exit %d after %v, want %d; stderr:\n%s", code, time.Since(start), exitError, stderr.String())
 	}
 	listed := strings.Count(stdout.String(), "\nlock.")
-	if listed == 0 || listed >= 3000 {
+	if listed == 0 || listed >= keys {
 		t.Errorf("printed %d keys; want those listed before the server paused, some and not all", listed)
 	}
-	for _, want := range []string{fmt.Sprintf("listing incomplete (%d keys listed)", listed), "stopped by --timeout 1s"} {
+	for _, want := range []string{fmt.Sprintf("listing incomplete (%d keys listed)", listed), "stopped by --timeout 3s"} {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
 		}
+	}
+	if want := fmt.Sprintf("listing incomplete: it stopped after %d keys", listed); !strings.Contains(stdout.String(), want) {
+		t.Errorf("stdout does not end by saying the listing is incomplete (%q):\n...%s", want, stdout.String()[max(0, stdout.Len()-300):])
 	}
 	for _, args := range [][]string{{"--limit", "-1"}, {"--timeout", "0s"}} {
 		if code, _, errOut := runCLI(append([]string{"inspect", "--redis", srv.Addr()}, args...)...); code != exitUsage || !strings.Contains(errOut, args[0]) {

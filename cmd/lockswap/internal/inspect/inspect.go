@@ -68,8 +68,8 @@ type Query struct {
 	Limit int
 	// Now is the time legacy timestamps are compared with.
 	Now time.Time
-	// Progress, when set, is called after each SCAN call with the keys
-	// listed so far and the SCAN calls made.
+	// Progress, when set, is called after each key read and after each
+	// SCAN call, with the keys listed so far and the SCAN calls made.
 	Progress func(listed, calls int)
 }
 
@@ -81,22 +81,35 @@ type Listing struct {
 	// keyspace: other keys may match, which Entries (and the summary)
 	// do not cover.
 	More bool
+	// Incomplete reports that Scan stopped at a failure (its error):
+	// Entries are the keys listed before it.
+	Incomplete bool
 }
 
 // Scan lists the keys under q.Prefix, at most q.Limit of them, reading
-// each one's value and TTL. A key that expires or is deleted between
-// SCAN and its reads is left out. When a request fails (ctx ended, the
-// server went away), Scan returns the keys listed until then with the
-// error, which says, when there are some, that the listing is incomplete.
+// each one's value and TTL, in the order SCAN returns them (the hash
+// table's, not the keys'); the Entries come back sorted by key. A key that
+// SCAN returns twice (it may, while Redis resizes its table) is listed
+// once; a key that expires or is deleted between SCAN and its reads is
+// left out. When a request fails (ctx ended, the server went away), Scan
+// returns the keys listed until then, marked Incomplete, with the error,
+// which says, when there are some, that the listing is incomplete.
 func Scan(ctx context.Context, c redisclient.Client, q Query) (l Listing, err error) {
 	defer func() { sort.Slice(l.Entries, func(i, j int) bool { return l.Entries[i].Key < l.Entries[j].Key }) }()
 	incomplete := func(err error) error {
+		l.Incomplete = true
 		if len(l.Entries) == 0 {
 			return fmt.Errorf("inspect: %w", err)
 		}
 		return fmt.Errorf("inspect: listing incomplete (%d keys listed): %w", len(l.Entries), err)
 	}
 	full := func() bool { return q.Limit > 0 && len(l.Entries) >= q.Limit }
+	progress := func(calls int) {
+		if q.Progress != nil {
+			q.Progress(len(l.Entries), calls)
+		}
+	}
+	seen := map[string]bool{}
 	cursor := "0"
 	pattern := escapeGlob(q.Prefix) + "*"
 	for calls := 1; ; calls++ {
@@ -111,11 +124,15 @@ func Scan(ctx context.Context, c redisclient.Client, q Query) (l Listing, err er
 		cursor, _ = arr[0].(string)
 		keys, _ := arr[1].([]any)
 		for _, k := range keys {
+			key, _ := k.(string)
+			if seen[key] {
+				continue
+			}
 			if full() {
 				l.More = true // this key matches, and is not listed
 				return l, nil
 			}
-			key, _ := k.(string)
+			seen[key] = true
 			e, gone, err := describe(ctx, c, key, q.Now)
 			if err != nil {
 				return l, incomplete(err)
@@ -123,10 +140,9 @@ func Scan(ctx context.Context, c redisclient.Client, q Query) (l Listing, err er
 			if !gone {
 				l.Entries = append(l.Entries, e)
 			}
+			progress(calls)
 		}
-		if q.Progress != nil {
-			q.Progress(len(l.Entries), calls)
-		}
+		progress(calls)
 		if cursor == "0" {
 			return l, nil
 		}
@@ -300,8 +316,8 @@ func (s Summary) String() string {
 
 // Print writes the listing as an aligned table, with the unit of each
 // legacy timestamp, followed by the Summary line (the unit the legacy keys
-// are written in) and, when the listing stopped at its limit, a line
-// saying that other keys may match.
+// are written in) and, when the listing stopped at its limit or at a
+// failure, a line saying so and that other keys may match.
 func Print(w io.Writer, l Listing, now time.Time) error {
 	entries := l.Entries
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -334,8 +350,12 @@ func Print(w io.Writer, l Listing, now time.Time) error {
 	if _, err := fmt.Fprintln(w, Summarize(entries)); err != nil {
 		return err
 	}
-	if l.More {
-		_, err := fmt.Fprintf(w, "listed the first %d matching keys (--limit): others may match, which this table and its summary do not cover\n", len(entries))
+	switch {
+	case l.Incomplete:
+		_, err := fmt.Fprintf(w, "listing incomplete: it stopped after %d keys (the cause is on stderr); others may match, which this table and its summary do not cover\n", len(entries))
+		return err
+	case l.More:
+		_, err := fmt.Fprintf(w, "listed %d of the matching keys (--limit), in SCAN order, not by name: others may match, which this table and its summary do not cover\n", len(entries))
 		return err
 	}
 	return nil
