@@ -90,6 +90,8 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 	}
 	switch {
+	case ctx.Err() != nil && len(l.Entries) == 0:
+		return exitCode{exitInterrupted, "inspect: interrupted before any key was listed"}
 	case ctx.Err() != nil:
 		return exitCode{exitInterrupted, fmt.Sprintf("inspect: interrupted; printed the %d keys listed so far", len(l.Entries))}
 	case ictx.Err() != nil:
