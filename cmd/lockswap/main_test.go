@@ -181,8 +181,8 @@ func (p *pauseOnWrite) Write(b []byte) (int, error) {
 // TestInspectCommandTimeout: a server that stops answering halfway through
 // the listing ends inspect at --timeout, with the keys listed so far
 // printed and an error (exit 1) that says the listing is incomplete and
-// which flag bounds it. Bad --limit and --timeout values are usage
-// errors.
+// which flag bounds it. An interrupted inspect exits 130. Bad --limit and
+// --timeout values are usage errors.
 func TestInspectCommandTimeout(t *testing.T) {
 	srv := testserver.RedisT(t, testserver.RedisOptions{})
 	raw := redistest.GoRedisClient(t, srv.Addr())
@@ -221,6 +221,13 @@ func TestInspectCommandTimeout(t *testing.T) {
 	}
 	if want := fmt.Sprintf("listing incomplete: it stopped after %d keys", listed); !strings.Contains(stdout.String(), want) {
 		t.Errorf("stdout does not end by saying the listing is incomplete (%q):\n...%s", want, stdout.String()[max(0, stdout.Len()-300):])
+	}
+	// Ctrl-C (the command's context ends): exit 130.
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	var errb bytes.Buffer
+	if code := run(cancelled, []string{"inspect", "--redis", srv.Addr(), "--prefix", "lock."}, &bytes.Buffer{}, &errb); code != exitInterrupted || !strings.Contains(errb.String(), "interrupted") {
+		t.Errorf("inspect interrupted: exit %d, stderr %q; want %d, saying so", code, errb.String(), exitInterrupted)
 	}
 	for _, args := range [][]string{{"--limit", "-1"}, {"--timeout", "0s"}} {
 		if code, _, errOut := runCLI(append([]string{"inspect", "--redis", srv.Addr()}, args...)...); code != exitUsage || !strings.Contains(errOut, args[0]) {
