@@ -27,9 +27,17 @@ const (
 const quarantineReason = "epoch younger than MaxTTL: the instance is new or restarted without its data, so a lock it forgot may still be held"
 
 // logQuarantine writes MsgQuarantine once for the instances that entered
-// a quarantine not logged yet (several calls seeing the same new epoch
-// write one record).
+// a quarantine not logged yet: several calls seeing the same new epochs
+// write one record. The calls take turns (p.logMu), so that two calls
+// ending at once do not split the instances they both see between two
+// records; a call that sees nothing new, nearly all of them, does not
+// take the lock.
 func (p *proto) logQuarantine() {
+	if !p.quarantineUnlogged(time.Now()) {
+		return
+	}
+	p.logMu.Lock()
+	defer p.logMu.Unlock()
 	now := time.Now()
 	var (
 		servers []string
@@ -38,18 +46,15 @@ func (p *proto) logQuarantine() {
 	quarantined := 0
 	for i := range p.inst {
 		in := &p.inst[i]
-		es := in.epoch.Load()
-		if es == nil || !now.Before(es.until) {
+		es, unlogged := in.quarantine(now)
+		if es == nil {
 			continue
 		}
 		quarantined++
-		prev := in.logged.Load()
-		if prev != nil && prev.value == es.value {
+		if !unlogged {
 			continue
 		}
-		if !in.logged.CompareAndSwap(prev, es) {
-			continue // another call logs it
-		}
+		in.logged.Store(es)
 		servers = append(servers, in.c.String())
 		left = max(left, es.until.Sub(now))
 	}
@@ -79,4 +84,27 @@ func (p *proto) logReleaseGaveUp(storedKey string, pending uint64, ttl time.Dura
 		attrs = append(attrs, slog.String("key", storedKey))
 	}
 	p.log.LogAttrs(context.Background(), slog.LevelWarn, MsgReleaseGaveUp, attrs...)
+}
+
+// quarantineUnlogged reports whether an instance is in a quarantine that
+// has not been logged.
+func (p *proto) quarantineUnlogged(now time.Time) bool {
+	for i := range p.inst {
+		if _, unlogged := p.inst[i].quarantine(now); unlogged {
+			return true
+		}
+	}
+	return false
+}
+
+// quarantine returns the epoch that keeps the instance in quarantine at
+// now (nil when it is not in one), and whether that quarantine has not
+// been logged yet.
+func (in *instance) quarantine(now time.Time) (es *epochState, unlogged bool) {
+	es = in.epoch.Load()
+	if es == nil || !now.Before(es.until) {
+		return nil, false
+	}
+	prev := in.logged.Load()
+	return es, prev == nil || prev.value != es.value
 }

@@ -49,6 +49,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -272,6 +273,7 @@ type proto struct {
 	bgRunning atomic.Int64 // background releases running (tests)
 	bgGaveUp  atomic.Int64 // background releases that ended with instances still unknown (tests)
 	log       *slog.Logger // Options.Logger with the backend attribute; nil: silent
+	logMu     sync.Mutex   // one logQuarantine at a time (see there)
 	hints     *fenceHints  // Fence: the fence to guess per key (the fast path)
 }
 
