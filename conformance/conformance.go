@@ -289,20 +289,42 @@ func (s *suite) vanishedHolder(t *testing.T) {
 
 func (s *suite) extendKeepsLock(t *testing.T) {
 	a, b := s.locker(t), s.locker(t)
-	ctx, key := ctxT(t), s.key(t)
+	ctx := ctxT(t)
 	ttl := s.h.TTL
-	la := take(t, ctx, a, key, "TryAcquire: %v", s.ttl())
-	first := la.Deadline()
+	var (
+		la    lockswap.Lock
+		key   string
+		first time.Time
+	)
 	// Extend twice, each time before the validity runs out, so that in all
-	// the lock is held for more than its original TTL.
-	for i := 0; i < 2; i++ {
-		if s.h.AdvanceTime != nil {
-			s.h.AdvanceTime(ttl * 6 / 10)
-		} else {
-			time.Sleep(ttl * 6 / 10) // real servers: the passage of time is the condition under test
+	// the lock is held for more than its original TTL. A process the
+	// scheduler kept from running past the lock's Deadline could not
+	// extend in time (less than a fifth of the TTL left, where 40% was
+	// asked for): that is not the backend's doing, so the case starts over
+	// with a new key (a few times at most).
+	for try := 1; ; try++ {
+		key = s.key(t)
+		la = take(t, ctx, a, key, "TryAcquire: %v", s.ttl())
+		first = la.Deadline()
+		late := false
+		for i := 0; i < 2 && !late; i++ {
+			if s.h.AdvanceTime != nil {
+				s.h.AdvanceTime(ttl * 6 / 10)
+			} else {
+				time.Sleep(ttl * 6 / 10) // real servers: the passage of time is the condition under test
+			}
+			if left := time.Until(la.Deadline()); s.h.AdvanceTime == nil && left < ttl/5 && try < 3 {
+				t.Logf("woke up with %v of the lock's validity left, not the 40%% asked for (a busy machine): starting over", left.Round(time.Millisecond))
+				late = true
+				la.Release(ctx)
+				break
+			}
+			if err := la.Extend(ctx, ttl); err != nil {
+				t.Fatalf("Extend #%d within validity: %v", i+1, err)
+			}
 		}
-		if err := la.Extend(ctx, ttl); err != nil {
-			t.Fatalf("Extend #%d within validity: %v", i+1, err)
+		if !late {
+			break
 		}
 	}
 	if !la.Deadline().After(first) {
@@ -792,6 +814,7 @@ func (s *suite) closeEndsWaiters(t *testing.T) {
 			started.Wait()
 			// Close must end waits, not only calls that have not started.
 			waitBlocked(t, n, "closeEndsWaiters")
+			probe := StartLagProbe()
 			begin := time.Now()
 			lk.Close()
 			for i := range n {
@@ -804,9 +827,12 @@ func (s *suite) closeEndsWaiters(t *testing.T) {
 					t.Fatalf("%d of %d waiters still waiting 5s after Close", n-i, n)
 				}
 			}
-			if d := time.Since(begin); d > 100*time.Millisecond+Slack {
-				t.Errorf("Close ended %d waiters after %v, want within 100ms (+%v scheduling)", n, d.Round(time.Millisecond), Slack)
+			d := time.Since(begin)
+			if allowed := 100*time.Millisecond + probe.Allowance(); d > allowed {
+				t.Errorf("Close ended %d waiters after %v, want within 100ms (allowed %v, with scheduling lags up to %v measured meanwhile)",
+					n, d.Round(time.Millisecond), allowed.Round(time.Millisecond), probe.Stop().Round(time.Millisecond))
 			}
+			probe.Stop()
 		})
 	}
 }

@@ -549,13 +549,15 @@ func (lk *Locker[D]) Acquire(ctx context.Context, key string, opts ...lockswap.O
 		return lk.wait(ctx, key, o, n)
 	}
 	first := true
-	try := acquire.LimitOutage(o.MaxOutage, func(ctx context.Context) (lockswap.Lock, error) {
-		l, err := lk.try(ctx, key, o.TTL, first, n)
+	outage := acquire.NewOutage(o.MaxOutage)
+	try := outage.Wrap(attempt.Timeout, func(ctx context.Context, timeout time.Duration) (lockswap.Lock, error) {
+		l, err := lk.try(ctx, key, o.TTL, first, n, timeout)
 		first = false
 		return l, err
 	})
+	retry := outage.Strategy(o.Retry)
 	if lk.q == nil {
-		return acquire.Retry(ctx, o.Retry, try)
+		return acquire.Retry(ctx, retry, try)
 	}
 	offer := localq.Offer{GiveBack: lk.giveBackHanded}
 	if lk.ho != nil {
@@ -564,7 +566,7 @@ func (lk *Locker[D]) Acquire(ctx context.Context, key string, opts ...lockswap.O
 			offer.Delivered = n.add // its attempt counts as ours
 		}
 	}
-	return lk.q.AcquireOffer(ctx, key, o.Retry, offer, try)
+	return lk.q.AcquireOffer(ctx, key, retry, offer, try)
 }
 
 // TryAcquire makes one attempt. It does not queue behind the Locker's
@@ -574,7 +576,7 @@ func (lk *Locker[D]) TryAcquire(ctx context.Context, key string, opts ...lockswa
 	if err != nil {
 		return nil, err
 	}
-	l, err := lk.try(ctx, key, o.TTL, true, attemptsOf(ctx))
+	l, err := lk.try(ctx, key, o.TTL, true, attemptsOf(ctx), attempt.Timeout)
 	if err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
 			// The attempt failed after its caller gave up (its grace ran
@@ -585,13 +587,13 @@ func (lk *Locker[D]) TryAcquire(ctx context.Context, key string, opts ...lockswa
 	return l, err
 }
 
-// try makes one attempt, counted in n (nil: not counted); a caller that
-// gives up while the request is on its way gets no lock and leaves none
-// (see internal/attempt).
-func (lk *Locker[D]) try(ctx context.Context, key string, ttl time.Duration, first bool, n *Attempts) (lockswap.Lock, error) {
+// try makes one attempt, counted in n (nil: not counted), whose request
+// takes at most timeout; a caller that gives up while the request is on
+// its way gets no lock and leaves none (see internal/attempt).
+func (lk *Locker[D]) try(ctx context.Context, key string, ttl time.Duration, first bool, n *Attempts, timeout time.Duration) (lockswap.Lock, error) {
 	l := lk.newLock(key, ttl, first)
 	n.add()
-	rctx := attempt.Once(&l.acqReq, ctx, attempt.Timeout)
+	rctx := attempt.Once(&l.acqReq, ctx, timeout)
 	start := time.Now()
 	g, err := lk.d.Acquire(rctx, &l.c)
 	rctx.Stop()
@@ -652,10 +654,11 @@ func (lk *Locker[D]) wait(ctx context.Context, key string, o lockswap.Options, c
 				lk.giveBack(ctx, l)
 				return nil, lk.fail("acquire", key, fmt.Errorf("acquired as the wait was given up; giving it back: %w", ctx.Err()))
 			}
-			if err := l.expired(ctx, start); err != nil {
-				return nil, lk.fail("acquire", key, err)
+			if err = l.expired(ctx, start); err == nil {
+				return l, nil
 			}
-			return l, nil
+			// Too slow to leave any validity: a failed attempt, as an
+			// outage, and the wait goes on.
 		}
 		if lk.closed.Load() && !errors.Is(err, lockswap.ErrClosed) {
 			err = fmt.Errorf("%w (%w)", lockswap.ErrClosed, err)
@@ -786,19 +789,21 @@ func (l *lock[D]) granted(start time.Time, g Grant) {
 	}
 }
 
-// expired gives l back and returns an error matching lockswap.ErrInvalid
-// when l, granted for an attempt that started at start, has no validity
-// left: the attempt took as long as the TTL allowed. A lock is never
-// returned already past its Deadline; retrying with the same TTL would
-// not help.
+// expired gives l back and returns an error matching
+// lockswap.ErrUnavailable when l, granted for an attempt that started at
+// start, has no validity left: the attempt took as long as the TTL
+// allowed. A lock is never returned already past its Deadline. A slow
+// attempt is a failed attempt (a slow server, a busy machine, a process
+// starved of CPU), not bad input: Acquire tries again, and the time counts
+// toward its outage bound (lockswap.WithMaxOutage).
 func (l *lock[D]) expired(ctx context.Context, start time.Time) error {
 	now := time.Now()
 	if now.Before(l.Deadline()) {
 		return nil
 	}
 	l.lk.giveBack(ctx, l)
-	return fmt.Errorf("ttl %v is too short: the attempt took %v, which left no validity; the lock was given back: %w",
-		l.c.TTL, now.Sub(start).Round(time.Microsecond), lockswap.ErrInvalid)
+	return fmt.Errorf("the attempt took %v, which left the ttl %v no validity (a slow server or a busy machine); the lock was given back: %w",
+		now.Sub(start).Round(time.Microsecond), l.c.TTL, lockswap.ErrUnavailable)
 }
 
 // giveBack releases l, a lock nobody will hold, in the background (inline

@@ -389,22 +389,45 @@ func TestHandOverDeliversBeforeTheReleaseIsDecided(t *testing.T) {
 }
 
 // TestNoLockPastItsDeadline: a lock whose validity the attempt used up is
-// given back, and the call fails with ErrInvalid (a longer TTL is the
-// fix), instead of returning a lock already past its Deadline.
+// given back instead of returned already past its Deadline. A slow attempt
+// is a failed attempt, not bad input: TryAcquire fails with
+// ErrUnavailable, and Acquire tries again (until its outage bound, which
+// the slow attempts count toward).
 func TestNoLockPastItsDeadline(t *testing.T) {
+	var slow atomic.Int32 // attempts still to answer too late
 	f := &fake{acquire: func(context.Context, *driver.Claim[int]) (driver.Grant, error) {
-		return driver.Grant{Deadline: time.Now().Add(-time.Millisecond)}, nil
+		if slow.Add(-1) >= 0 {
+			return driver.Grant{Deadline: time.Now().Add(-time.Millisecond)}, nil
+		}
+		return driver.Grant{}, nil
 	}}
 	lk := newLocker(t, f, driver.Config{Retry: lockswap.ConstantRetry(time.Millisecond)})
-	for name, acquire := range map[string]func(context.Context, string, ...lockswap.Option) (lockswap.Lock, error){
-		"TryAcquire": lk.TryAcquire, "Acquire": lk.Acquire,
-	} {
-		before := f.released.Load()
-		l, err := acquire(context.Background(), "k")
-		if l != nil || !errors.Is(err, lockswap.ErrInvalid) || !strings.Contains(err.Error(), "too short") {
-			t.Errorf("%s: (%v, %v), want no lock and ErrInvalid saying the TTL is too short", name, l, err)
-		}
-		waitFor(t, name+": the expired lock was not given back", func() bool { return f.released.Load() > before })
+	ctx := context.Background()
+
+	slow.Store(1)
+	before := f.released.Load()
+	l, err := lk.TryAcquire(ctx, "k")
+	if l != nil || !errors.Is(err, lockswap.ErrUnavailable) || errors.Is(err, lockswap.ErrInvalid) || !strings.Contains(err.Error(), "no validity") {
+		t.Errorf("TryAcquire: (%v, %v), want no lock and ErrUnavailable saying the attempt left no validity", l, err)
+	}
+	waitFor(t, "TryAcquire: the expired lock was not given back", func() bool { return f.released.Load() > before })
+
+	slow.Store(2)
+	before = f.released.Load()
+	l, err = lk.Acquire(ctx, "k")
+	if err != nil {
+		t.Fatalf("Acquire after two slow attempts: %v, want the lock of the third", err)
+	}
+	if !time.Now().Before(l.Deadline()) {
+		t.Errorf("Acquire returned a lock already past its Deadline %v", l.Deadline())
+	}
+	l.Release(ctx)
+	waitFor(t, "Acquire: the expired locks were not given back", func() bool { return f.released.Load() >= before+3 })
+
+	slow.Store(1 << 30)
+	l, err = lk.Acquire(ctx, "k", lockswap.WithMaxOutage(50*time.Millisecond))
+	if l != nil || !errors.Is(err, lockswap.ErrUnavailable) {
+		t.Errorf("Acquire with every attempt too slow: (%v, %v), want ErrUnavailable once the outage bound passed", l, err)
 	}
 }
 

@@ -18,8 +18,9 @@ import (
 )
 
 // promise is what the tests allow a call past its deadline: the documented
-// lockswap.DeadlineGrace (100 ms) plus the scheduling delays of a loaded
-// machine running the race detector, as in the shared fault suite.
+// lockswap.DeadlineGrace (100 ms) plus a floor for the scheduling delays of
+// a loaded machine running the race detector, as in the shared fault
+// suite; timed takes the delays measured beyond it off the overrun.
 const promise = conformance.Slack
 
 // proxied starts an etcd and a proxy in front of it, and opens a Locker
@@ -46,13 +47,18 @@ func proxied(t *testing.T, prefix string, opts ...func(*Config)) (*testserver.Et
 }
 
 // timed runs f with a context whose deadline is d away, and returns f's
-// error and how long after the deadline f returned (negative: before).
+// error and how long after the deadline f returned (negative: before),
+// net of the scheduling delays measured meanwhile (conformance.LagProbe:
+// conformance.LagFactor times the largest), which are the machine's, not
+// the backend's.
 func timed(d time.Duration, f func(ctx context.Context) error) (error, time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	dl, _ := ctx.Deadline()
+	probe := conformance.StartLagProbe()
 	err := f(ctx)
-	return err, time.Since(dl)
+	over := time.Since(dl)
+	return err, over - conformance.LagFactor*probe.Stop()
 }
 
 // waitFor polls cond every 5 ms until it holds or d passes.
@@ -279,11 +285,14 @@ func TestHostileDeadlines(t *testing.T) {
 				<-ctx.Done()
 				return locks[2].Release(ctx)
 			})
+			probe := conformance.StartLagProbe()
 			start := time.Now()
 			lk.Close()
-			worst["Close (no deadline; bound 1s)"] = time.Since(start)
-			if took := time.Since(start); took > time.Second {
-				t.Errorf("Close took %v, want ≤ 1s", took)
+			took := time.Since(start)
+			lag := probe.Stop()
+			worst["Close (no deadline; bound 1s)"] = took
+			if took > time.Second+conformance.LagFactor*lag {
+				t.Errorf("Close took %v, want ≤ 1s (+%v for the scheduling lag measured meanwhile)", took, conformance.LagFactor*lag)
 			}
 			for op, o := range worst {
 				t.Logf("%s: worst overrun past the deadline %v", op, o.Round(time.Millisecond))
@@ -551,8 +560,8 @@ func TestHostileOutagePerCall(t *testing.T) {
 	if !errors.Is(u.err, lockswap.ErrUnavailable) || !errors.Is(u.err, context.DeadlineExceeded) {
 		t.Errorf("Acquire with WithMaxOutage(-1): %v, want ErrUnavailable and DeadlineExceeded", u.err)
 	}
-	if u.over < 0 || u.over > promise {
-		t.Errorf("Acquire with WithMaxOutage(-1) returned %v past its deadline, want in [0, %v]", u.over, promise)
+	if u.took < bound+1500*time.Millisecond || u.over > promise {
+		t.Errorf("Acquire with WithMaxOutage(-1) returned after %v, %v past its deadline (net of scheduling delays), want at its deadline and within %v", u.took, u.over, promise)
 	}
 }
 
@@ -669,7 +678,7 @@ func TestHostileTTL(t *testing.T) {
 		l, err := lk.Acquire(ctx, "short", lockswap.WithTTL(ttl))
 		now := time.Now()
 		if err != nil {
-			if !errors.Is(err, lockswap.ErrInvalid) {
+			if !errors.Is(err, lockswap.ErrUnavailable) {
 				t.Fatalf("Acquire with ttl %v: %v", ttl, err)
 			}
 			continue
@@ -680,15 +689,19 @@ func TestHostileTTL(t *testing.T) {
 		l.Release(ctx)
 	}
 	// Through a proxy adding 10 ms each way, the 10 ms TTL is used up by
-	// the round trip: ErrInvalid, and the key is given back.
+	// the round trip: the key is given back, and the attempt failed as
+	// unavailable (a slow attempt, which a retry on a faster path can
+	// fix; never ErrInvalid). Acquire tries again until its outage bound.
 	if _, err := plk.Acquire(ctx, "warm", lockswap.WithTTL(time.Second)); err != nil { // grant the 1 s lease
 		t.Fatal(err)
 	}
 	proxy.SetDelay(10 * time.Millisecond)
-	for _, acquire := range []func(context.Context, string, ...lockswap.Option) (lockswap.Lock, error){plk.TryAcquire, plk.Acquire} {
-		_, err := acquire(ctx, "slow", lockswap.WithTTL(lo))
-		if !errors.Is(err, lockswap.ErrInvalid) {
-			t.Errorf("acquire with ttl %v over a 20 ms round trip: %v, want ErrInvalid", lo, err)
+	for i, acquire := range []func(context.Context, string, ...lockswap.Option) (lockswap.Lock, error){plk.TryAcquire, plk.Acquire} {
+		_, err := acquire(ctx, "slow", lockswap.WithTTL(lo), lockswap.WithMaxOutage(300*time.Millisecond))
+		// TryAcquire says why; Acquire's last attempt may instead be the
+		// one the outage bound cut short.
+		if !errors.Is(err, lockswap.ErrUnavailable) || errors.Is(err, lockswap.ErrInvalid) || (i == 0 && !strings.Contains(err.Error(), "no validity")) {
+			t.Errorf("acquire with ttl %v over a 20 ms round trip: %v, want ErrUnavailable saying the attempt left no validity", lo, err)
 		}
 		waitFor(t, 5*time.Second, "the key of a lock with no validity was not given back", func() bool {
 			return queueLen(t, lk.Client(), lk, "slow") == 0

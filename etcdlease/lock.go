@@ -140,8 +140,8 @@ func (d drv) Extend(ctx context.Context, c *driver.Claim[*entry], ttl time.Durat
 	}
 	nd := start.Add(ttl - lockstate.Drift(ttl))
 	if now := time.Now(); !now.Before(nd) {
-		return driver.Grant{}, fmt.Errorf("ttl %v is too short: the request took %v, which left no validity (the lock keeps its previous deadline): %w",
-			ttl, now.Sub(start).Round(time.Microsecond), lockswap.ErrInvalid)
+		return driver.Grant{}, fmt.Errorf("the request took %v, which left the ttl %v no validity (a slow server or a busy machine; the lock keeps its previous deadline): %w",
+			now.Sub(start).Round(time.Microsecond), ttl, lockswap.ErrUnavailable)
 	}
 	return driver.Grant{Deadline: nd}, nil
 }

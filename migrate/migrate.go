@@ -310,7 +310,10 @@ func (lk *Locker) Acquire(ctx context.Context, key string, opts ...lockswap.Opti
 		}
 		return lk.newLock(key, l), nil
 	}
-	return acquire.Retry(ctx, o.Retry, acquire.LimitOutage(o.MaxOutage, func(ctx context.Context) (lockswap.Lock, error) {
+	// Each attempt is the phase's TryAcquire calls, each bounded by its
+	// Locker's own request timeout; the outage counts from the first.
+	outage := acquire.NewOutage(o.MaxOutage)
+	return acquire.Retry(ctx, outage.Strategy(o.Retry), outage.Wrap(0, func(ctx context.Context, _ time.Duration) (lockswap.Lock, error) {
 		return lk.TryAcquire(ctx, key, opts...)
 	}))
 }

@@ -35,6 +35,7 @@ type result struct {
 	quarantined bool          // restarted recently: the answer is no vote
 	left        time.Duration // how long the quarantine lasts
 	plain       bool          // opAcquire: sent as SET NX PX, without GET (the instance predates Redis 7.0)
+	late        bool          // pipelined path: first read at the deadline, after others (timeout.go: observe)
 }
 
 // call is one request fanned out to a set of instances. Calls are pooled;
@@ -57,6 +58,8 @@ type call struct {
 	sargs  []any                   // pipelined path: scratch command arguments
 	epochs []*epochState           // RestartSafety: the epoch each request sent as known
 	cctx   *attempt.Request        // c.ctx: the call's deadline, new for each run
+	sent   time.Time               // when the run started (timeout.go: observe)
+	due    time.Time               // the run's deadline
 }
 
 // task is one instance's part of a call, handed to a worker.
@@ -77,6 +80,7 @@ type task struct {
 // as it grows).
 type fanout struct {
 	lk       *proto
+	rtt      []rtt // per instance: what its answers show (timeout.go)
 	tasks    chan task
 	quit     chan struct{}
 	wg       sync.WaitGroup
@@ -92,7 +96,7 @@ const extraIdle = time.Second
 
 func newFanout(lk *proto, workers int) *fanout {
 	n := len(lk.inst)
-	f := &fanout{lk: lk, tasks: make(chan task), quit: make(chan struct{}), maxExtra: int32(32 * n)}
+	f := &fanout{lk: lk, rtt: make([]rtt, n), tasks: make(chan task), quit: make(chan struct{}), maxExtra: int32(32 * n)}
 	f.pool.New = func() any {
 		c := &call{lk: lk, res: make([]result, n), sargs: make([]any, 0, 8), epochs: make([]*epochState, n)}
 		if lk.split != nil {
@@ -199,6 +203,7 @@ func (f *fanout) run(ctx context.Context, c *call, deadline time.Time) {
 	if c.mask == 0 {
 		c.mask = 1<<len(c.res) - 1
 	}
+	c.sent, c.due = time.Now(), deadline
 	if f.lk.split != nil {
 		f.runSplit(ctx, c, deadline)
 		return
@@ -304,6 +309,9 @@ func (f *fanout) runSplit(ctx context.Context, c *call, deadline time.Time) {
 			continue
 		}
 		c.conns[i] = nil
+		if !time.Now().Before(deadline) {
+			c.res[i].late = true // waited on others: its round trip is unknown
+		}
 		v, err := sc.Receive(timeLeft(deadline))
 		if c.plainSetRefused(i, err) {
 			// Nothing ran: send the plain SET NX PX on the same connection.
@@ -333,18 +341,6 @@ func (f *fanout) runSplit(ctx context.Context, c *call, deadline time.Time) {
 	if direct != 0 {
 		c.wg.Wait()
 	}
-}
-
-// lateRead is the read timeout of a reply whose deadline has passed while
-// the replies of instances read before it were awaited: a reply that has
-// already arrived is read (a read with a past deadline fails without
-// looking), a missing one costs this much.
-const lateRead = time.Millisecond
-
-// timeLeft is the read timeout for a reply due by deadline; at least
-// lateRead (and never zero, which would mean none).
-func timeLeft(deadline time.Time) time.Duration {
-	return max(time.Until(deadline), lateRead)
 }
 
 // Boxed arguments that do not change, so that sending them allocates
@@ -514,6 +510,7 @@ func (c *call) do(i int) {
 
 // record stores instance i's reply v (or error) to c's request.
 func (c *call) record(i int, v any, err error) {
+	err = c.observe(i, err)
 	r := &c.res[i]
 	if err != nil {
 		if c.op == opAcquire && !c.isScript() && redisclient.IsWrongType(err) {

@@ -39,7 +39,7 @@ func (p *proto) writeBack(ctx context.Context, l *rlock, c *call, ok, unknown ui
 	args := [1]any{v}
 	w.op, w.keys, w.key, w.args, w.mask = opFence, l.fkeys[:], l.fkey, args[:], granted
 	end := start.Add(ttl - p.drift(ttl)) // no use writing past the validity
-	p.fan.run(ctx, w, earliest(time.Now().Add(p.instanceTimeout(ttl)), end))
+	p.fan.run(ctx, w, earliest(p.writeBackDue(start, ttl), end))
 	var applied, refused, perm, failed int
 	var errs []string
 	for i := range w.res {

@@ -67,10 +67,6 @@ const (
 	// allowance TTL × 0.01 + 2 ms.
 	DefaultDriftFactor = lockstate.DriftFactor
 	DefaultDriftFixed  = lockstate.DriftFixed
-	// MinInstanceTimeout and MaxInstanceTimeout clamp the default
-	// per-instance timeout, TTL/100.
-	MinInstanceTimeout = 5 * time.Millisecond
-	MaxInstanceTimeout = 50 * time.Millisecond
 	// DefaultMaxExtensions bounds how many times one lock may be extended
 	// when Options.MaxExtensions is zero.
 	DefaultMaxExtensions = 1000
@@ -96,10 +92,13 @@ type Options struct {
 	// Retry is Acquire's default retry policy; nil means DefaultRetry.
 	Retry lockswap.RetryStrategy
 	// InstanceTimeout bounds each request to one instance, so that a dead
-	// or slow instance costs that much and not the TTL. Zero means TTL/100
-	// clamped to [MinInstanceTimeout, MaxInstanceTimeout], per call. It must
-	// be small against the TTL: the validity is what is left of the TTL
-	// after the slowest answer.
+	// or slow instance costs that much and not the TTL. Zero means a
+	// timeout per call that adapts to the round trips the instances'
+	// answers show (at least InstanceTimeoutFloor, InitialInstanceTimeout
+	// before any answer), never longer than leaves a quarter of the TTL as
+	// validity: see docs/redlock.md, "Per-instance timeouts". A fixed one
+	// must be small against the TTL: the validity is what is left of the
+	// TTL after the slowest answer.
 	InstanceTimeout time.Duration
 	// DriftFactor and DriftFixed give the clock drift allowance
 	// TTL × DriftFactor + DriftFixed subtracted from the validity. Zero
@@ -135,6 +134,10 @@ type Options struct {
 	// MaxTTL is the longest TTL any client uses on these instances,
 	// required with RestartSafety. Acquire rejects longer TTLs.
 	MaxTTL time.Duration
+	// Failovers is how many of a lock's masters may forget it (fail over,
+	// restart empty) while it is valid, exclusion kept: acquire and extend
+	// need N/2+1+Failovers grants and instances up. See failover.go.
+	Failovers int
 	// Closers are closed by Locker.Close (clients the Locker owns).
 	Closers []io.Closer
 	// Logger, when set, receives the events a person must see (a lock
@@ -320,6 +323,9 @@ func New(clients []redisclient.Client, opts Options) (*Locker, error) {
 	case opts.RestartSafety && opts.MaxTTL == 0:
 		return nil, fmt.Errorf("redlock: RestartSafety needs MaxTTL, the longest TTL any client uses on these masters: %w", lockswap.ErrInvalid)
 	}
+	if err := checkFailovers(len(clients), opts.Failovers); err != nil {
+		return nil, err
+	}
 	if opts.DriftFactor == 0 {
 		opts.DriftFactor = DefaultDriftFactor
 	}
@@ -335,7 +341,7 @@ func New(clients []redisclient.Client, opts Options) (*Locker, error) {
 		opts.Retry = DefaultRetry
 	}
 	opts.Closers = append([]io.Closer(nil), opts.Closers...)
-	p := &proto{inst: make([]instance, len(clients)), quorum: len(clients)/2 + 1, opts: opts}
+	p := &proto{inst: make([]instance, len(clients)), quorum: len(clients)/2 + 1 + opts.Failovers, opts: opts}
 	if opts.Logger != nil {
 		p.log = opts.Logger.With(slog.String("backend", "redlock"))
 	}
@@ -425,7 +431,8 @@ func (s safeProto) Release(ctx context.Context, c *driver.Claim[*rlock]) error {
 // none) are the same only when they are the same client.
 func sameClient(a, b redisclient.Client) bool { return redisclient.SameServer(a, b) }
 
-// Quorum returns the number of instances that must agree: N/2+1.
+// Quorum returns the number of instances that must agree: N/2+1, plus
+// Options.Failovers (the grants an acquisition or an extension needs).
 func (lk *Locker) Quorum() int { return lk.p.quorum }
 
 // Guarantees returns the Redlock backend's guarantees over n masters, with
@@ -435,23 +442,21 @@ func Guarantees(n int, restartSafety bool) lockswap.Guarantees {
 }
 
 // GuaranteesOf returns the guarantees of a Locker over n masters with
-// opts (RestartSafety and Fence change them).
+// opts (RestartSafety, Fence and Failovers change them).
 func GuaranteesOf(n int, opts Options) lockswap.Guarantees {
 	restartSafety := opts.RestartSafety
 	g := lockswap.Guarantees{
 		Backend:          "redlock",
 		Fencing:          opts.Fence,
-		SurvivesFailover: true,
+		SurvivesFailover: opts.Failovers > 0,
 		SurvivesRestart:  restartSafety,
 		Clock:            lockswap.ClockBoundedDrift,
 		Nodes:            n,
-		Tolerates:        (n - 1) / 2,
+		Tolerates:        max(0, n-(n/2+1+opts.Failovers)),
 		StaleReleaseSafe: true,
 		Wait:             lockswap.WaitPoll,
 		DeadlineOverrun:  lockswap.DeadlineGrace,
-		Notes: []string{
-			"failover means the loss of a minority of independent masters; do not give the instances replicas that take over",
-		},
+		Notes:            []string{failoverNote(n, opts)},
 	}
 	if opts.Fence {
 		g.Notes = append(g.Notes,
@@ -504,24 +509,17 @@ func (lk *Locker) String() string {
 	return b.String()
 }
 
-// instanceTimeout is the per-instance timeout for a lock of ttl.
-func (p *proto) instanceTimeout(ttl time.Duration) time.Duration {
-	if p.opts.InstanceTimeout > 0 {
-		return p.opts.InstanceTimeout
-	}
-	return min(max(ttl/100, MinInstanceTimeout), MaxInstanceTimeout)
-}
-
 func (p *proto) drift(ttl time.Duration) time.Duration {
 	return time.Duration(float64(ttl)*p.opts.DriftFactor) + p.opts.DriftFixed
 }
 
 // usable reports whether a lock of ttl keeps a meaningful validity in the
 // worst case the acquire accepts: an answer that comes at the end of the
-// per-instance timeout, minus the drift allowance, must leave at least a
+// per-instance timeout (checkTimeout: the adaptive one never exceeds
+// timeoutBudget), minus the drift allowance, must leave at least a
 // quarter of the TTL.
 func (p *proto) usable(ttl time.Duration) bool {
-	return ttl-p.instanceTimeout(ttl)-p.drift(ttl) >= ttl/4
+	return ttl-p.checkTimeout()-p.drift(ttl) >= ttl/4
 }
 
 // setTTLRange computes TTLRange, and fails when no TTL is usable.
@@ -532,7 +530,7 @@ func (p *proto) setTTLRange() error {
 	}
 	// The smallest usable TTL in whole milliseconds (the unit of PX):
 	// usable is monotonic (the validity grows faster than the timeout and
-	// the drift, since DriftFactor < 0.5 and the default timeout is TTL/100).
+	// the drift, since DriftFactor < 0.5 and checkTimeout is fixed).
 	lo, hi := int64(lockswap.MinTTL/time.Millisecond), int64(lockswap.MaxTTL/time.Millisecond)
 	if !p.usable(time.Duration(hi) * time.Millisecond) {
 		lo = hi + 1
@@ -548,7 +546,7 @@ func (p *proto) setTTLRange() error {
 	p.minTTL = time.Duration(lo) * time.Millisecond
 	if p.minTTL > p.maxTTL {
 		return fmt.Errorf("redlock: no TTL is usable: with a drift of %v×TTL + %v and an instance timeout of %v, a lock needs a TTL of at least %v, and the maximum is %v: %w",
-			p.opts.DriftFactor, p.opts.DriftFixed, p.instanceTimeout(p.minTTL), p.minTTL, p.maxTTL, lockswap.ErrInvalid)
+			p.opts.DriftFactor, p.opts.DriftFixed, p.checkTimeout(), p.minTTL, p.maxTTL, lockswap.ErrInvalid)
 	}
 	return nil
 }
@@ -566,7 +564,7 @@ func (p *proto) checkTTL(ttl time.Duration) error {
 	switch {
 	case ttl < p.minTTL:
 		return fmt.Errorf("ttl %v is below %v, the smallest this Locker accepts: with a drift of %v×TTL + %v and an instance timeout of %v a shorter lock has little or no validity: %w",
-			ttl, p.minTTL, p.opts.DriftFactor, p.opts.DriftFixed, p.instanceTimeout(ttl), lockswap.ErrInvalid)
+			ttl, p.minTTL, p.opts.DriftFactor, p.opts.DriftFixed, p.checkTimeout(), lockswap.ErrInvalid)
 	case ttl > p.maxTTL && p.opts.MaxTTL > 0 && p.maxTTL == p.opts.MaxTTL:
 		return fmt.Errorf("ttl %v exceeds MaxTTL %v: %w", ttl, p.opts.MaxTTL, lockswap.ErrInvalid)
 	case ttl > p.maxTTL:
@@ -770,6 +768,7 @@ type rlock struct {
 	deadline   time.Time // the validity's end, as last granted
 	unknown    uint64    // instances whose SET of the acquisition had an unknown outcome
 	extensions int
+	grants     atomic.Int32 // instances that granted the acquisition or the last extension (Grants)
 }
 
 // newRlock makes c's Data for an attempt. The instances keep whole
@@ -870,6 +869,7 @@ func (p *proto) settle(ctx context.Context, l *rlock, c *call, start time.Time, 
 		}
 	}
 	validity := ttl - elapsed - p.drift(ttl)
+	l.grants.Store(int32(votes))
 	if votes >= p.quorum && validity > 0 && p.opts.Fence {
 		if applied >= p.quorum {
 			// The fast path: a majority granted the lock and applied the
@@ -1164,6 +1164,7 @@ func (p *proto) Extend(ctx context.Context, cl *driver.Claim[*rlock], ttl time.D
 	case yes >= q && time.Now().Before(deadline):
 		l.deadline = start.Add(ttl - p.drift(ttl))
 		l.extensions++
+		l.grants.Store(int32(yes))
 		return driver.Grant{Deadline: l.deadline}, nil
 	case yes >= q:
 		return driver.Grant{}, fmt.Errorf("a majority extended it but only after the validity ended: %w", lockswap.ErrLost)

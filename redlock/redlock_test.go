@@ -244,7 +244,8 @@ func TestHolderPauseNoFence(t *testing.T) {
 
 // TestMinorityDown: with 2 of 5 real servers killed a lock is still
 // acquired, excludes, and is released (Tolerates = 2); a lock held before
-// the failure keeps excluding (the failover sense of Guarantees).
+// the failure keeps excluding. Masters that forget a lock (a failover to a
+// replica without it) are failover_test.go's.
 func TestMinorityDown(t *testing.T) {
 	for _, c := range redistest.Clients {
 		t.Run(c.Name, func(t *testing.T) {

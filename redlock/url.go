@@ -3,6 +3,7 @@ package redlock
 import (
 	"fmt"
 	"io"
+	"strconv"
 
 	"github.com/lockswap/lockswap"
 	"github.com/lockswap/lockswap/redisclient"
@@ -11,12 +12,13 @@ import (
 
 // The URL of this backend, registered with package registry:
 //
-//	redlock://[user:password@]host1:port,host2:port,host3:port[/db]?ttl=10s&prefix=app:&drift=0.01&fence=true&restart_safety=true&max_ttl=30s&client=redigo&dial_timeout=5s
+//	redlock://[user:password@]host1:port,host2:port,host3:port[/db]?ttl=10s&prefix=app:&drift=0.01&fence=true&restart_safety=true&max_ttl=30s&failovers=1&client=redigo&dial_timeout=5s
 //
 // redlocks:// is the same over TLS. The hosts are N independent masters, N
-// odd and at least 3. fence=true is Options.Fence.
+// odd and at least 3. fence=true is Options.Fence, failovers=f
+// Options.Failovers (0 to (N−1)/2; require=failover needs at least 1).
 func init() {
-	registry.Register(registry.RedisScheme("redlock", parseURL, "drift", "fence", "restart_safety", "max_ttl"))
+	registry.Register(registry.RedisScheme("redlock", parseURL, "drift", "fence", "restart_safety", "max_ttl", "failovers"))
 }
 
 // parseURL checks this backend's parameters; registry checked the others.
@@ -40,6 +42,11 @@ func parseURL(u *registry.URL, r registry.Redis) (registry.RedisOpener, error) {
 	}
 	if o.MaxTTL, err = u.Duration("max_ttl"); err != nil {
 		return nil, err
+	}
+	if s := u.Query.Get("failovers"); s != "" {
+		if o.Failovers, err = strconv.Atoi(s); err != nil || o.Failovers < 0 || o.Failovers > (r.Servers-1)/2 {
+			return nil, fmt.Errorf("failovers=%s: want a whole number from 0 to %d, (N−1)/2 for the %d hosts (each costs one master of availability): %w", s, (r.Servers-1)/2, r.Servers, lockswap.ErrInvalid)
+		}
 	}
 	if o.RestartSafety && o.MaxTTL == 0 {
 		return nil, fmt.Errorf("restart_safety needs max_ttl, the longest TTL any client uses on these masters: %w", lockswap.ErrInvalid)

@@ -89,7 +89,12 @@ func TestCluster(t *testing.T) {
 						}
 						return lk
 					},
-					TTL: 300 * time.Millisecond,
+					// A second, not less: Do's renewal and the suite's
+					// sleeps are measured in TTLs, and a busy machine
+					// running the race detector delayed a 300 ms TTL's
+					// renewals past its validity ("renewal did not
+					// succeed").
+					TTL: time.Second,
 					NewLockerTTL: func(t *testing.T, ttl time.Duration) (lockswap.Locker, error) {
 						lk, err := singleredis.New(cl.new(t, c), singleredis.Options{Prefix: clusterPrefix, Fence: true, TTL: ttl})
 						if err != nil {

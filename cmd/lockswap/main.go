@@ -3,6 +3,7 @@
 //
 //	lockswap compare [--columns spec,...] [--scenarios x,y] [--format table|markdown|json] [--iterations N] [--budget D] [--miniredis] [--redis h:p,...] [--etcd h:p,...]
 //	lockswap bench   [--backends a,b] [--duration 1s]
+//	lockswap soak    [--configs pattern,...] [--duration 60s] [--load idle|hogs|both]
 //	lockswap inspect --redis host[:6379] [--prefix lock.]
 //	lockswap dev etcd [--listen 127.0.0.1:2379] [--data-dir DIR]
 //	lockswap version
@@ -33,6 +34,7 @@ import (
 
 	"github.com/lockswap/lockswap"
 	"github.com/lockswap/lockswap/cmd/lockswap/internal/compare"
+	"github.com/lockswap/lockswap/cmd/lockswap/internal/soak"
 )
 
 func main() {
@@ -53,6 +55,7 @@ func usage(w io.Writer) {
 commands:
   compare   run fault scenarios against backend configurations; print measured vs declared guarantees
   bench     acquire/release latency and throughput per backend
+  soak      every backend and Redis client, idle and beside CPU hogs: cycles/s, errors, keys left
   inspect   list lock keys under a prefix in a Redis, with the unit (s or ms) of legacy timestamps
   dev       run a server to try lockswap against: lockswap dev etcd (an embedded etcd, until Ctrl-C)
   version   print the module version, VCS revision and Go version of this binary
@@ -94,6 +97,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runCompare(ctx, args[1:], stdout, stderr)
 	case "bench":
 		err = runBench(ctx, args[1:], stdout, stderr)
+	case "soak":
+		err = runSoak(ctx, args[1:], stdout, stderr)
+	case soak.HogCommand: // hidden: a CPU hog that soak starts
+		err = runSoakHog(ctx)
 	case "inspect":
 		err = runInspect(ctx, args[1:], stdout, stderr)
 	case "version":
@@ -104,7 +111,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		usage(stdout)
 		return exitOK
 	default:
-		fmt.Fprintf(stderr, "lockswap: unknown command %q (want compare, bench, inspect, dev or version; run \"lockswap -h\")\n", args[0])
+		fmt.Fprintf(stderr, "lockswap: unknown command %q (want compare, bench, soak, inspect, dev or version; run \"lockswap -h\")\n", args[0])
 		return exitUsage
 	}
 	var ec exitCode

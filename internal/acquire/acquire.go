@@ -87,40 +87,13 @@ func Retry[T any](ctx context.Context, strategy lockswap.RetryStrategy, try func
 
 // Retryable reports whether Acquire should try again after an attempt
 // failed with err: contention (lockswap.ErrHeld) and outages (lockswap.ErrUnavailable),
-// unless [LimitOutage] has declared the outage too long.
+// unless an [Outage] has declared the outage too long.
 func Retryable(err error) bool {
 	var oe *outageError
 	if errors.As(err, &oe) {
 		return false
 	}
 	return errors.Is(err, lockswap.ErrHeld) || errors.Is(err, lockswap.ErrUnavailable)
-}
-
-// LimitOutage wraps one Acquire's attempt function so that, once its
-// attempts have found the backend unavailable for max without a break (no
-// attempt reached it), the next unavailable attempt ends the wait: its
-// error still matches lockswap.ErrUnavailable but is not [Retryable]. max <= 0
-// (no bound) returns try unchanged. Each Acquire wraps its own attempts (the wrapper keeps
-// the start of the outage).
-func LimitOutage(max time.Duration, try func(context.Context) (lockswap.Lock, error)) func(context.Context) (lockswap.Lock, error) {
-	if max <= 0 {
-		return try
-	}
-	var since time.Time
-	return func(ctx context.Context) (lockswap.Lock, error) {
-		l, err := try(ctx)
-		if err == nil || !errors.Is(err, lockswap.ErrUnavailable) || errors.Is(err, lockswap.ErrHeld) {
-			since = time.Time{}
-			return l, err
-		}
-		now := time.Now()
-		if since.IsZero() {
-			since = now
-		} else if d := now.Sub(since); d >= max {
-			return nil, &outageError{cause: err, d: d}
-		}
-		return nil, err
-	}
 }
 
 // outageError ends a wait that found the backend unavailable for too long.

@@ -51,31 +51,57 @@ func TestRetryLoop(t *testing.T) {
 	}
 }
 
-// TestLimitOutage: a wait under a context that never ends stops once every
-// attempt has found the backend unavailable for the outage limit, with an
-// error that still matches ErrUnavailable; contention alone does not count,
-// and an attempt that reaches the backend starts the count again.
-func TestLimitOutage(t *testing.T) {
+// TestOutage: a wait under a context that never ends stops once every
+// attempt has found the backend unavailable for the outage limit, counted
+// from the start of the first of them, with an error that still matches
+// ErrUnavailable; no attempt or retry delay runs past the limit;
+// contention alone does not count, and an attempt that reaches the backend
+// starts the count again.
+func TestOutage(t *testing.T) {
 	var attempts int
 	down := fmt.Errorf("connection refused: %w", lockswap.ErrUnavailable)
+	const limit = 50 * time.Millisecond
+	var timeouts []time.Duration
 	begin := time.Now()
-	_, err := acquire.Retry(context.Background(), lockswap.ConstantRetry(time.Millisecond),
-		acquire.LimitOutage(50*time.Millisecond, func(context.Context) (lockswap.Lock, error) {
+	outage := acquire.NewOutage(limit)
+	_, err := acquire.Retry(context.Background(), outage.Strategy(lockswap.ConstantRetry(time.Hour)),
+		outage.Wrap(time.Hour, func(_ context.Context, timeout time.Duration) (lockswap.Lock, error) {
 			attempts++
+			timeouts = append(timeouts, timeout)
 			return nil, down
 		}))
 	if !errors.Is(err, lockswap.ErrUnavailable) || acquire.Retryable(err) {
 		t.Fatalf("err = %v, want a final error matching ErrUnavailable", err)
 	}
-	if d := time.Since(begin); d < 50*time.Millisecond || attempts < 2 {
-		t.Fatalf("gave up after %v and %d attempts, want at least the 50ms limit", d, attempts)
+	// An hour's retry delay was cut to what was left of the bound, and the
+	// attempt after it ended the wait without running.
+	if d := time.Since(begin); d < limit || d > time.Minute {
+		t.Fatalf("gave up after %v, want the %v limit (not the hour-long retry delay)", d, limit)
+	}
+	if attempts != 1 || timeouts[0] > limit {
+		t.Fatalf("%d attempts with timeouts %v, want one bounded by the %v limit", attempts, timeouts, limit)
+	}
+
+	// An attempt that hangs until its timeout uses the bound up itself.
+	outage = acquire.NewOutage(limit)
+	_, err = acquire.Retry(context.Background(), outage.Strategy(lockswap.ConstantRetry(time.Millisecond)),
+		outage.Wrap(time.Hour, func(ctx context.Context, timeout time.Duration) (lockswap.Lock, error) {
+			if timeout > limit {
+				t.Errorf("an attempt got %v, more than the %v limit", timeout, limit)
+			}
+			time.Sleep(timeout) // a server that never answers, until the request's timeout
+			return nil, down
+		}))
+	if !errors.Is(err, lockswap.ErrUnavailable) || acquire.Retryable(err) {
+		t.Fatalf("err = %v, want a final error matching ErrUnavailable", err)
 	}
 
 	// Held, then down: the outage counts from its own first attempt.
 	attempts = 0
 	var downSince time.Time
-	_, err = acquire.Retry(context.Background(), lockswap.ConstantRetry(time.Millisecond),
-		acquire.LimitOutage(30*time.Millisecond, func(context.Context) (lockswap.Lock, error) {
+	outage = acquire.NewOutage(30 * time.Millisecond)
+	_, err = acquire.Retry(context.Background(), outage.Strategy(lockswap.ConstantRetry(time.Millisecond)),
+		outage.Wrap(time.Hour, func(context.Context, time.Duration) (lockswap.Lock, error) {
 			attempts++
 			if attempts <= 40 {
 				return nil, lockswap.ErrHeld
@@ -93,8 +119,9 @@ func TestLimitOutage(t *testing.T) {
 	}
 
 	// Negative: no limit (the strategy ends the wait here).
-	_, err = acquire.Retry(context.Background(), lockswap.LimitedRetry(time.Millisecond, 3),
-		acquire.LimitOutage(-1, func(context.Context) (lockswap.Lock, error) { return nil, down }))
+	outage = acquire.NewOutage(-1)
+	_, err = acquire.Retry(context.Background(), outage.Strategy(lockswap.LimitedRetry(time.Millisecond, 3)),
+		outage.Wrap(time.Hour, func(context.Context, time.Duration) (lockswap.Lock, error) { return nil, down }))
 	if !acquire.Retryable(err) {
 		t.Fatalf("err = %v: with no outage limit the error should stay retryable", err)
 	}

@@ -219,3 +219,25 @@ func TestCheckerRejects(t *testing.T) {
 		}
 	}
 }
+
+// TestCIRunsTheREADMECommand: the README's test command (the second line
+// of "The two commands") is the command CI runs, as written, so that
+// what passes in CI is what a user runs.
+func TestCIRunsTheREADMECommand(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ci, err := os.ReadFile("../../.ci/run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?m)^(go test [^#\n]*?)\\s*# the tests").FindSubmatch(readme)
+	if m == nil {
+		t.Fatal(`README.md has no line "go test ... # the tests"`)
+	}
+	cmd := string(m[1])
+	if !regexp.MustCompile("(?m)^" + regexp.QuoteMeta(cmd) + "$").Match(ci) {
+		t.Errorf(".ci/run does not run the README's test command %q as a line of its own", cmd)
+	}
+}

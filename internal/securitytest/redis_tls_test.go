@@ -53,10 +53,10 @@ func startTLS(t *testing.T, n int, opts testserver.RedisTLSOptions) []*testserve
 
 // lockOnce takes and releases a lock through lk, and checks that a second
 // Locker cannot take it meanwhile. Each Locker first takes and releases
-// another key with Acquire, which retries: Redlock gives each instance at
-// most 50 ms (redlock.MaxInstanceTimeout) to answer, and the first request
-// on a new connection carries the TLS handshake, which can take longer
-// (under -race it does), so a single TryAcquire on a cold pool may find
+// another key with Acquire, which retries: the first request on a new
+// connection carries the TLS handshake, which under -race can take longer
+// than even an instance's first timeout (redlock.InitialInstanceTimeout,
+// within the TTL's budget), so a single TryAcquire on a cold pool may find
 // no quorum.
 func lockOnce(t *testing.T, lk, other lockswap.Locker) {
 	t.Helper()

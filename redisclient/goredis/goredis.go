@@ -38,7 +38,9 @@ type goRedis struct {
 // default, per retry), and the adapter keeps the deadlines another way: it
 // runs each command in a goroutine of its own and returns when the context
 // ends, while the abandoned command finishes on the client's own timeouts.
-// That costs a goroutine per command.
+// That costs a goroutine per command. The same goes, with
+// ContextTimeoutEnabled, for a context that can be cancelled and has no
+// deadline, which go-redis would not notice until ReadTimeout.
 func New(c redis.Cmdable) redisclient.Client {
 	if redisclient.IsNil(c) {
 		return nil
@@ -101,23 +103,38 @@ func normalizeAll(addrs []string) string {
 func (g *goRedis) Addr() string { return g.addr }
 
 // unguarded reports whether a command under ctx can go to the client as
-// it is: the client obeys contexts, or ctx can neither end nor expire.
+// it is: ctx can neither end nor expire (no Done channel, no deadline), or
+// the client obeys contexts and ctx has a deadline. go-redis with ContextTimeoutEnabled puts a
+// context's deadline on the socket, and does not watch for cancellation
+// while it writes or reads: a context that can be cancelled and has no
+// deadline would wait for ReadTimeout (3 s by default) on a server that
+// hangs. Such a command goes through bounded, which returns when ctx is
+// cancelled.
 func (g *goRedis) unguarded(ctx context.Context) bool {
-	if !g.guard || ctx.Done() != nil {
-		return !g.guard
-	}
 	_, ok := ctx.Deadline()
-	return !ok
+	if ctx.Done() == nil && !ok {
+		return true
+	}
+	// A deadline without a Done channel (the kit's request under a caller
+	// that cannot be cancelled) still ends: a client that ignores contexts
+	// must not be left to its own timeouts then either.
+	return ok && !g.guard
 }
 
-// bounded runs f for a client that ignores contexts on its sockets: it
+// bounded runs f for a client that ignores contexts on its sockets (or,
+// for g with ContextTimeoutEnabled, under a context that can be cancelled
+// and has no deadline, which go-redis does not watch; see unguarded): it
 // returns as soon as ctx ends or its deadline passes, leaving f to finish
 // in the background on the client's own timeouts. f gets a context of its
 // own, detached from ctx (which may be reused once this returns) but ended
 // at the same time: the client still obeys it between its retries and
 // while it waits for a pooled connection, so an abandoned command is not
 // sent again after the deadline.
-func bounded[T any](ctx context.Context, f func(context.Context) (T, error)) (T, error) {
+//
+// f must not use memory the caller may reuse once bounded returns: the
+// callers give it copies of the slices they were given (keys, args), as
+// an abandoned command may still be writing them.
+func bounded[T any](g *goRedis, ctx context.Context, f func(context.Context) (T, error)) (T, error) {
 	type result struct {
 		v   T
 		err error
@@ -142,14 +159,18 @@ func bounded[T any](ctx context.Context, f func(context.Context) (T, error)) (T,
 		ch <- result{v, err}
 	}()
 	var zero T
+	why := "go-redis command abandoned: the client ignores contexts, set ContextTimeoutEnabled"
+	if !g.guard {
+		why = "go-redis command abandoned: go-redis does not watch a context's cancellation"
+	}
 	select {
 	case r := <-ch:
 		return r.v, r.err
 	case <-ctx.Done():
 		cancel()
-		return zero, fmt.Errorf("%w (go-redis command abandoned: the client ignores contexts, set ContextTimeoutEnabled)", ctx.Err())
+		return zero, fmt.Errorf("%w (%s)", ctx.Err(), why)
 	case <-expired:
-		return zero, fmt.Errorf("%w (go-redis command abandoned: the client ignores contexts, set ContextTimeoutEnabled)", context.DeadlineExceeded)
+		return zero, fmt.Errorf("%w (%s)", context.DeadlineExceeded, why)
 	}
 }
 
@@ -175,7 +196,7 @@ func (g *goRedis) SetNXPX(ctx context.Context, key, value string, ttl time.Durat
 	if g.unguarded(ctx) {
 		return g.setnxpxOnce(ctx, key, value, ttl)
 	}
-	return bounded(ctx, func(ctx context.Context) (bool, error) { return g.setnxpxOnce(ctx, key, value, ttl) })
+	return bounded(g, ctx, func(ctx context.Context) (bool, error) { return g.setnxpxOnce(ctx, key, value, ttl) })
 }
 
 func (g *goRedis) setnxOnce(ctx context.Context, key, value string) (bool, error) {
@@ -187,7 +208,7 @@ func (g *goRedis) SetNX(ctx context.Context, key, value string) (bool, error) {
 	if g.unguarded(ctx) {
 		return g.setnxOnce(ctx, key, value)
 	}
-	return bounded(ctx, func(ctx context.Context) (bool, error) { return g.setnxOnce(ctx, key, value) })
+	return bounded(g, ctx, func(ctx context.Context) (bool, error) { return g.setnxOnce(ctx, key, value) })
 }
 
 func (g *goRedis) getOnce(ctx context.Context, key string) (string, bool, error) {
@@ -206,7 +227,7 @@ func (g *goRedis) Get(ctx context.Context, key string) (string, bool, error) {
 	if g.unguarded(ctx) {
 		return g.getOnce(ctx, key)
 	}
-	r, err := bounded(ctx, func(ctx context.Context) (found, error) {
+	r, err := bounded(g, ctx, func(ctx context.Context) (found, error) {
 		v, ok, err := g.getOnce(ctx, key)
 		return found{v, ok}, err
 	})
@@ -229,7 +250,7 @@ func (g *goRedis) GetSet(ctx context.Context, key, value string) (string, bool, 
 	if g.unguarded(ctx) {
 		return g.getsetOnce(ctx, key, value)
 	}
-	r, err := bounded(ctx, func(ctx context.Context) (found, error) {
+	r, err := bounded(g, ctx, func(ctx context.Context) (found, error) {
 		v, ok, err := g.getsetOnce(ctx, key, value)
 		return found{v, ok}, err
 	})
@@ -245,7 +266,8 @@ func (g *goRedis) Del(ctx context.Context, keys ...string) (int64, error) {
 	if g.unguarded(ctx) {
 		return g.delOnce(ctx, keys...)
 	}
-	return bounded(ctx, func(ctx context.Context) (int64, error) { return g.delOnce(ctx, keys...) })
+	keys = slices.Clone(keys)
+	return bounded(g, ctx, func(ctx context.Context) (int64, error) { return g.delOnce(ctx, keys...) })
 }
 
 func (g *goRedis) timeOnce(ctx context.Context) (time.Time, error) {
@@ -257,7 +279,7 @@ func (g *goRedis) Time(ctx context.Context) (time.Time, error) {
 	if g.unguarded(ctx) {
 		return g.timeOnce(ctx)
 	}
-	return bounded(ctx, func(ctx context.Context) (time.Time, error) { return g.timeOnce(ctx) })
+	return bounded(g, ctx, func(ctx context.Context) (time.Time, error) { return g.timeOnce(ctx) })
 }
 
 func (g *goRedis) runOnce(ctx context.Context, s *redisclient.Script, keys []string, args ...any) (any, error) {
@@ -275,7 +297,8 @@ func (g *goRedis) Run(ctx context.Context, s *redisclient.Script, keys []string,
 	if g.unguarded(ctx) {
 		return g.runOnce(ctx, s, keys, args...)
 	}
-	return bounded(ctx, func(ctx context.Context) (any, error) { return g.runOnce(ctx, s, keys, args...) })
+	keys, args = slices.Clone(keys), adapt.Detach(args)
+	return bounded(g, ctx, func(ctx context.Context) (any, error) { return g.runOnce(ctx, s, keys, args...) })
 }
 
 // doer is the part of go-redis clients that runs arbitrary commands; every
@@ -300,5 +323,6 @@ func (g *goRedis) Do(ctx context.Context, args ...any) (any, error) {
 	if g.unguarded(ctx) {
 		return g.doOnce(ctx, args...)
 	}
-	return bounded(ctx, func(ctx context.Context) (any, error) { return g.doOnce(ctx, args...) })
+	args = adapt.Detach(args)
+	return bounded(g, ctx, func(ctx context.Context) (any, error) { return g.doOnce(ctx, args...) })
 }

@@ -81,6 +81,11 @@ func normalize(v any) any {
 	return v
 }
 
+// do runs cmd with args on a pooled connection. redigo's DoContext writes
+// the command from a goroutine of its own and returns when ctx ends, while
+// that goroutine may still be reading args: they must not be memory the
+// caller reuses (the adapter's methods build them afresh, Do and Run copy
+// theirs with adapt.Detach).
 func (r *redigo) do(ctx context.Context, cmd string, args ...any) (any, error) {
 	conn, err := r.pool.GetContext(ctx)
 	if err != nil {
@@ -151,7 +156,8 @@ func (r *redigo) Run(ctx context.Context, s *redisclient.Script, keys []string, 
 	for _, k := range keys {
 		cmdArgs = append(cmdArgs, k)
 	}
-	cmdArgs = append(cmdArgs, args...)
+	// Copies of the caller's buffers: see do.
+	cmdArgs = adapt.AppendDetached(cmdArgs, args)
 	v, err := redis.DoContext(conn, ctx, "EVALSHA", cmdArgs...)
 	if err = redigoErr(err); err != nil && adapt.IsNoScript(err) {
 		cmdArgs[0] = s.Source()
@@ -172,7 +178,8 @@ func (r *redigo) Do(ctx context.Context, args ...any) (any, error) {
 	if !ok {
 		return nil, fmt.Errorf("redigo: command name %v is not a string", args[0])
 	}
-	v, err := r.do(ctx, cmd, args[1:]...)
+	// A copy of the caller's arguments: see do.
+	v, err := r.do(ctx, cmd, adapt.Detach(args[1:])...)
 	if err != nil {
 		return nil, err
 	}

@@ -2,12 +2,15 @@ package rueidis_test
 
 import (
 	"context"
+	"runtime"
 	"testing"
 	"time"
 
 	"github.com/lockswap/lockswap/internal/redistest"
 	"github.com/lockswap/lockswap/internal/testserver"
 	"github.com/lockswap/lockswap/redisclient"
+	"github.com/lockswap/lockswap/redisclient/rueidis"
+	"github.com/lockswap/lockswap/registry"
 )
 
 var releaseScript = redisclient.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) end return 0`)
@@ -43,6 +46,32 @@ func BenchmarkRequests(b *testing.B) {
 		for b.Loop() {
 			if _, err := c.SetNXPX(ctx, "k", "token-0123456789", 10*time.Second); err != nil {
 				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkGroupedRequests reports the allocations per SET NX PX of the
+// grouped adapter (group.go) with 32 callers at once, whose commands go
+// in batches: each batch of two or more makes the slice of commands it
+// hands to rueidis (16 bytes a command), shared by its callers.
+func BenchmarkGroupedRequests(b *testing.B) {
+	srv := testserver.RedisT(b, testserver.RedisOptions{})
+	plain, closer, err := rueidis.Dial(registry.RedisServer{Addr: srv.Addr(), DialTimeout: 5 * time.Second})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { closer.Close() })
+	c := plain.(redisclient.Grouper).Grouped()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	b.SetParallelism(32 / runtime.GOMAXPROCS(0))
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := c.SetNXPX(ctx, "k", "token-0123456789", 10*time.Second); err != nil {
+				b.Error(err)
+				return
 			}
 		}
 	})

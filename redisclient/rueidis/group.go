@@ -51,9 +51,10 @@ type group struct {
 	pending []*member // commands waiting for the next batch, in arrival order
 	// spare is the array of the batch before the one in flight, given
 	// back empty for the next pending list: one batch is in flight at a
-	// time, so two arrays serve them all.
+	// time, so two arrays serve them all. Only the adapter reads these
+	// arrays; the commands a batch hands to rueidis go in a slice of
+	// their own (sendBatch).
 	spare []*member
-	cmds  []rueidis.Completed // the sender's scratch (one sender at a time)
 }
 
 // member is one caller's command in a batch.
@@ -80,6 +81,9 @@ func (m *member) put() {
 // otherwise with the next batch.
 func (a *adapter) do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
 	if !a.grouped || cmd.IsBlock() {
+		if cancelOnly(ctx) {
+			return a.doWatched(ctx, cmd, nil)
+		}
 		return a.c.Do(ctx, cmd)
 	}
 	g := &a.group
@@ -87,6 +91,9 @@ func (a *adapter) do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisRe
 	if !g.busy {
 		g.busy = true
 		g.mu.Unlock()
+		if cancelOnly(ctx) {
+			return a.doWatched(ctx, cmd, a.sendPending)
+		}
 		// Deferred: the commands that gathered are sent even if Do
 		// panics.
 		defer a.sendPending()
@@ -107,6 +114,40 @@ func (a *adapter) do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisRe
 	case <-ctx.Done():
 		// The batch still answers into m.done (buffered); m is not
 		// reused.
+		return rueidis.NewErrorResult(ctx.Err())
+	}
+}
+
+// cancelOnly reports whether ctx can be cancelled and has no deadline.
+// rueidis does not watch such a context while a connection comes up: the
+// first command waits for the dial and the handshake, bounded by the dial
+// timeout alone (a handshake watches a deadline, not a cancellation), and
+// the commands behind it wait for the first.
+func cancelOnly(ctx context.Context) bool {
+	if ctx.Done() == nil {
+		return false
+	}
+	_, ok := ctx.Deadline()
+	return !ok
+}
+
+// doWatched sends cmd under ctx, which can be cancelled and has no
+// deadline (cancelOnly), from a goroutine, and returns its reply, or the
+// context's error as soon as ctx is cancelled: the command then finishes
+// in the background (its outcome unknown), and after runs when it has. A
+// goroutine per such command; a context with a deadline goes without.
+func (a *adapter) doWatched(ctx context.Context, cmd rueidis.Completed, after func()) rueidis.RedisResult {
+	done := make(chan rueidis.RedisResult, 1)
+	go func() {
+		if after != nil {
+			defer after()
+		}
+		done <- a.c.Do(ctx, cmd)
+	}()
+	select {
+	case r := <-done:
+		return r
+	case <-ctx.Done():
 		return rueidis.NewErrorResult(ctx.Err())
 	}
 }
@@ -150,12 +191,15 @@ func (a *adapter) sendBatches(batch []*member) {
 // sendBatch sends the commands of batch whose callers still wait, as one
 // DoMulti, under a context that ends at their latest deadline, and gives
 // each caller its reply.
+//
+// The commands go in a slice made for this batch and never reused: a
+// DoMulti that returns because its context ended leaves the slice in
+// rueidis's queue, where its writer reads it when it gets to it (after a
+// stalled write, say) and its reader as the replies come. Clearing or
+// refilling it for the next batch crashed the writer (a nil command) or
+// sent the next batch's commands twice. One allocation per batch of two
+// or more commands, shared by its callers.
 func (a *adapter) sendBatch(batch []*member) {
-	cmds := a.group.cmds[:0]
-	defer func() {
-		clear(cmds)
-		a.group.cmds = cmds[:0]
-	}()
 	sent := batch[:0]
 	var latest time.Time
 	unbounded := false
@@ -170,7 +214,6 @@ func (a *adapter) sendBatch(batch []*member) {
 		} else if d.After(latest) {
 			latest = d
 		}
-		cmds = append(cmds, m.cmd)
 		sent = append(sent, m)
 	}
 	if len(sent) == 0 {
@@ -183,8 +226,13 @@ func (a *adapter) sendBatch(batch []*member) {
 		defer cancel()
 	}
 	if len(sent) == 1 {
-		sent[0].done <- a.evalOnNoScript(ctx, sent[0], a.c.Do(ctx, cmds[0]))
+		// Do takes the command by value: nothing to keep.
+		sent[0].done <- a.evalOnNoScript(ctx, sent[0], a.c.Do(ctx, sent[0].cmd))
 		return
+	}
+	cmds := make([]rueidis.Completed, len(sent))
+	for i, m := range sent {
+		cmds[i] = m.cmd
 	}
 	for i, r := range a.c.DoMulti(ctx, cmds...) {
 		sent[i].done <- a.evalOnNoScript(ctx, sent[i], r)

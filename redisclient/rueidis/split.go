@@ -70,8 +70,11 @@ type scriptFallback struct {
 	nkeys, nargv int
 }
 
-// lateSend bounds a command flushed after its Split's context ended.
-const lateSend = 10 * time.Millisecond
+// lateSend bounds a command flushed after its Split's context ended: half
+// of lockswap.DeadlineGrace, the whole of which the call may still use.
+// 10 ms, as it was, was often used up on a busy machine by the hops
+// between goroutines alone.
+const lateSend = 50 * time.Millisecond
 
 var splitConns = sync.Pool{New: func() any { return new(splitConn) }}
 

@@ -6,7 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockswap/lockswap/conformance"
 	"github.com/lockswap/lockswap/redisclient"
+	"github.com/lockswap/lockswap/redisclient/rueidis"
 )
 
 // splitOf returns c's Splitter (the grouped rueidis adapter of a single
@@ -161,7 +163,14 @@ func TestSplitLateCommand(t *testing.T) {
 	if err := sc.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	if v, err := sc.Receive(5 * time.Second); err != nil || v != "OK" {
+	probe := conformance.StartLagProbe()
+	v, err := sc.Receive(5 * time.Second)
+	if lag := probe.Stop(); err != nil && conformance.LagFactor*lag >= rueidis.LateSend {
+		// The late command's own bound went to the scheduler: the machine
+		// is too busy to tell anything here.
+		t.Skipf("Receive of the late command: %v, with scheduling lags up to %v (its bound is %v)", err, lag, rueidis.LateSend)
+	}
+	if err != nil || v != "OK" {
 		t.Errorf("Receive of a command flushed after the Split's context ended: %v, %v; want OK", v, err)
 	}
 	if v, ok, err := c.Get(context.Background(), "late"); err != nil || !ok || v != "v" {

@@ -3,6 +3,7 @@
 package adapt
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"net"
@@ -87,4 +88,27 @@ func ParseAddr(s string) string {
 		}
 	}
 	return Addr(hp, db)
+}
+
+// Detach returns a copy of args, each []byte element copied too, for a
+// client that may still read a command's arguments after the call that
+// sent it has returned on its context (from a goroutine of its own): the
+// caller may then reuse its slices and buffers at once. It returns nil for
+// no args.
+func Detach(args []any) []any {
+	if len(args) == 0 {
+		return nil
+	}
+	return AppendDetached(make([]any, 0, len(args)), args)
+}
+
+// AppendDetached appends args to out as [Detach] copies them.
+func AppendDetached(out, args []any) []any {
+	for _, a := range args {
+		if b, ok := a.([]byte); ok {
+			a = bytes.Clone(b)
+		}
+		out = append(out, a)
+	}
+	return out
 }

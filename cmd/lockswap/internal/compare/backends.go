@@ -38,12 +38,14 @@ func usageErr(format string, args ...any) error {
 }
 
 // DefaultColumns is the default set of compared configurations: each
-// backend's default and, where it has one, its safest configuration.
+// backend's default and, where it has one, its safest configuration
+// (for Redlock: a margin of one grant for a failover, fencing and
+// restart safety).
 var DefaultColumns = []string{
 	"singleredis",
 	"singleredis?fence=true",
 	"redlock",
-	"redlock?fence=true&restart_safety=true",
+	"redlock?failovers=1&fence=true&restart_safety=true",
 	"legacysetnx?unit=ms",
 	"etcdlease",
 }
@@ -91,7 +93,7 @@ var backendInfos = []backendInfo{
 		column: func(q url.Values) (kit, string, error) {
 			return redisColumn("singleredis", 1, q, 500*time.Millisecond, false, nil)
 		}},
-	{name: "redlock", short: "redlock", shorthand: "redlock", params: []string{"fence", "restart_safety", "max_ttl", "drift"},
+	{name: "redlock", short: "redlock", shorthand: "redlock", params: []string{"fence", "restart_safety", "max_ttl", "drift", "failovers"},
 		column: func(q url.Values) (kit, string, error) {
 			var seed func(context.Context, redisclient.Client) error
 			if q.Get("restart_safety") == "true" {
@@ -226,8 +228,12 @@ func ParseColumn(spec string) (Column, error) {
 }
 
 // paramLabel is a parameter's part of a column label: "+rs" for
-// restart_safety=true, "-rs" for false, "+ms" for unit=ms.
+// restart_safety=true, "-rs" for false, "+ms" for unit=ms, "+fo=1" for
+// failovers=1 (whose initial fence=true has).
 func paramLabel(k, v string) string {
+	if k == "failovers" {
+		return "+fo=" + v
+	}
 	var initials string
 	for _, w := range strings.Split(k, "_") {
 		if w != "" {

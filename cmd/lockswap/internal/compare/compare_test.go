@@ -35,7 +35,16 @@ func TestVerdicts(t *testing.T) {
 		// Fenced redlock: the paused holder's write is rejected.
 		{ScPause, "redlock+f+rs", Violated, true},
 		{ScPause, "redlock", Violated, false},
-		{ScFailover, "redlock", Held, false},
+		// The holder has a bare majority and one of its masters fails
+		// over: plain Redlock loses the lock (fenced: the stale write is
+		// rejected); with failovers=1 it needed one grant more and holds.
+		{ScFailover, "redlock", Violated, false},
+		{ScFailover, "redlock+f+rs", Violated, true},
+		{ScFailover, "redlock+fo=1+f+rs", Held, false},
+		{ScRestart, "redlock+fo=1+f+rs", Held, false},
+		{ScPause, "redlock+fo=1+f+rs", Violated, true},
+		// Its price: acquire needs 4 of 5 masters, so 2 down is an outage.
+		{ScMinorityDown, "redlock+fo=1+f+rs", Unavailable, false},
 		{ScClockAhead, "legacy+ms", Violated, false},
 		{ScClockAhead, "single+f", Held, false},
 		{ScLeaderStop, "etcd", Held, false},
@@ -45,7 +54,7 @@ func TestVerdicts(t *testing.T) {
 		{ScMinorityDown, "redlock", Available, false},
 	}
 	res, err := Run(context.Background(), Options{
-		Columns:    []string{"singleredis?fence=true", "redlock", "redlock?fence=true&restart_safety=true", "legacysetnx?unit=ms", "etcdlease"},
+		Columns:    []string{"singleredis?fence=true", "redlock", "redlock?fence=true&restart_safety=true", "redlock?failovers=1&fence=true&restart_safety=true", "legacysetnx?unit=ms", "etcdlease"},
 		Scenarios:  []string{ScPause, ScClockAhead, ScRestart, ScFailover, ScMinorityDown, ScMajorityDown, ScLeaderStop},
 		Iterations: 3,
 	})
@@ -140,11 +149,15 @@ func TestParseColumns(t *testing.T) {
 		t.Errorf("singleredis?fair_wait=true: label %q, wait %v (default %v), %v; want single+fw waiting its own way", fair.Label, fair.Guarantees.Wait, cols[0].Guarantees.Wait, err)
 	}
 	plain, err := ParseColumn("redlock")
-	if err != nil || plain.Guarantees.SurvivesRestart {
-		t.Errorf("plain redlock declares survives restart=%v (%v); want false", plain.Guarantees.SurvivesRestart, err)
+	if err != nil || plain.Guarantees.SurvivesRestart || plain.Guarantees.SurvivesFailover {
+		t.Errorf("plain redlock declares survives restart=%v, failover=%v (%v); want neither", plain.Guarantees.SurvivesRestart, plain.Guarantees.SurvivesFailover, err)
+	}
+	fo, err := ParseColumn("redlock?failovers=1")
+	if err != nil || fo.Label != "redlock+fo=1" || !fo.Guarantees.SurvivesFailover || fo.Guarantees.Tolerates != 1 {
+		t.Errorf("redlock?failovers=1: label %q, %+v, %v; want redlock+fo=1 surviving failover, tolerating 1 of 5", fo.Label, fo.Guarantees, err)
 	}
 	for _, bad := range []string{"zookeeper", "singleredis?fence=maybe", "singleredis?bogus=1", "singleredis?ttl=1s",
-		"redlock?prefix=x", "legacysetnx", "legacysetnx?unit=hours", "etcdlease?ttl=5s", "singleredis?fence=true&fence=false", "singleredis?%zz"} {
+		"redlock?prefix=x", "legacysetnx", "legacysetnx?unit=hours", "etcdlease?ttl=5s", "singleredis?fence=true&fence=false", "singleredis?%zz", "redlock?failovers=3"} {
 		if _, err := ParseColumn(bad); !errors.Is(err, ErrUsage) {
 			t.Errorf("ParseColumn(%q) = %v, want an ErrUsage error", bad, err)
 		} else if !strings.Contains(err.Error(), bad) && !strings.Contains(err.Error(), "zookeeper") {

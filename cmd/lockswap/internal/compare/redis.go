@@ -116,6 +116,7 @@ func (rb redisBackend) setup(ctx context.Context, e *env, sc string) (*fixture, 
 		}
 	}
 	majority := rb.n/2 + 1
+	var holderAddrs []string // the first client's addresses, when not addrs
 	switch sc {
 	case ScRestart:
 		f.fault = func(context.Context) error {
@@ -147,7 +148,17 @@ func (rb redisBackend) setup(ctx context.Context, e *env, sc string) (*fixture, 
 			return nil, err
 		}
 		link.Blackhole(true)
+		// The holder gets exactly the fewest grants its configuration
+		// accepts (a bare majority, plus Failovers): the masters it can
+		// do without refuse its connections while it acquires, so the
+		// verdict does not depend on how many answered in time.
+		refused, heal, err := refuseHolder(f, addrs, rb.g.Tolerates)
+		if err != nil {
+			return nil, err
+		}
+		holderAddrs = refused
 		f.fault = func(ctx context.Context) error {
+			heal()
 			nodes[0].kill()
 			return admin.Do(ctx, "REPLICAOF", "NO", "ONE").Err()
 		}
@@ -155,7 +166,11 @@ func (rb redisBackend) setup(ctx context.Context, e *env, sc string) (*fixture, 
 		f.after = func() (lockswap.Locker, error) { return rb.locker(f, afterAddrs, 0, "") }
 		f.note = "the promoted replica never received the lock"
 		if rb.n > 1 {
-			f.note = fmt.Sprintf("master 1 of %d failed over to a replica that never received the lock", rb.n)
+			f.note = fmt.Sprintf("master 1 of %d, one that granted the lock, failed over to a replica that never received it", rb.n)
+		}
+		if t := rb.g.Tolerates; t > 0 {
+			f.note = fmt.Sprintf("%s refused the holder's connections while it acquired (it could get %d of %d grants, the fewest its configuration accepts); then %s",
+				mastersList(rb.n-t+1, rb.n), rb.n-t, rb.n, f.note)
 		}
 	case ScMinorityDown:
 		down := (rb.n - 1) / 2
@@ -189,11 +204,57 @@ func (rb redisBackend) setup(ctx context.Context, e *env, sc string) (*fixture, 
 		}
 	}
 	f.newLocker = func() (lockswap.Locker, error) { return rb.locker(f, addrs, 0, "") }
+	if holderAddrs != nil {
+		f.newLocker = func() (lockswap.Locker, error) { return rb.locker(f, holderAddrs, 0, "") }
+	}
 	if rb.readsClock {
 		f.newSkewed = func(skew time.Duration) (lockswap.Locker, error) { return rb.locker(f, addrs, skew, "") }
 	}
 	ok = true
 	return f, nil
+}
+
+// mastersList names masters from to to (1-based): "master 5", "masters
+// 4 and 5", "masters 3, 4 and 5".
+func mastersList(from, to int) string {
+	if from == to {
+		return fmt.Sprintf("master %d", from)
+	}
+	var b strings.Builder
+	b.WriteString("masters ")
+	for i := from; i < to; i++ {
+		if i > from {
+			b.WriteString(", ")
+		}
+		fmt.Fprint(&b, i)
+	}
+	fmt.Fprintf(&b, " and %d", to)
+	return b.String()
+}
+
+// refuseHolder puts a proxy that refuses every connection (servers.Proxy
+// Partition) in front of the last k of addrs, and returns the addresses
+// the holder uses (the others direct) and the function that lets the
+// connections through again (the network heals; nothing the holder sent
+// reached those servers).
+func refuseHolder(f *fixture, addrs []string, k int) ([]string, func(), error) {
+	out := append([]string(nil), addrs...)
+	var proxies []*servers.Proxy
+	for i := len(addrs) - k; i < len(addrs); i++ {
+		p, err := servers.StartProxy(addrs[i])
+		if err != nil {
+			return nil, nil, err
+		}
+		f.onClose(p.Close)
+		p.Partition(true)
+		proxies = append(proxies, p)
+		out[i] = p.Addr()
+	}
+	return out, func() {
+		for _, p := range proxies {
+			p.Partition(false)
+		}
+	}, nil
 }
 
 // setupUser sets the backend up on the user's own servers, for the

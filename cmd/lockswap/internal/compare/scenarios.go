@@ -13,6 +13,7 @@ import (
 	"github.com/lockswap/lockswap"
 	"github.com/lockswap/lockswap/fenced"
 	"github.com/lockswap/lockswap/internal/acquire"
+	"github.com/lockswap/lockswap/redlock"
 )
 
 // errNotApplicable and errNeedsReal are returned by a kit's setup when a
@@ -126,7 +127,7 @@ var scenarios = []scenario{
 			return heldIf(g.SurvivesRestart), fmt.Sprintf("survives-restart=%v", g.SurvivesRestart)
 		},
 		runTakeoverAfterFault},
-	{ScFailover, "the primary holding the lock dies; its replica, which never received the lock, is promoted",
+	{ScFailover, "the primary holding the lock dies; its replica, which never received the lock, is promoted (Redlock: one of the masters that granted it, to a holder that got the fewest grants it accepts)",
 		func(g lockswap.Guarantees) (Outcome, string) {
 			return heldIf(g.SurvivesFailover), fmt.Sprintf("survives-failover=%v", g.SurvivesFailover)
 		},
@@ -136,10 +137,14 @@ var scenarios = []scenario{
 			if g.Nodes < 3 {
 				return NotApplicable, ""
 			}
-			if g.Tolerates > 0 {
+			// The scenario stops (N−1)/2 servers: the configuration must
+			// tolerate that many (Redlock with Failovers f tolerates f
+			// fewer: its acquire needs N/2+1+f).
+			down := (g.Nodes - 1) / 2
+			if g.Tolerates >= down {
 				return Available, fmt.Sprintf("tolerates %d of %d", g.Tolerates, g.Nodes)
 			}
-			return Unavailable, fmt.Sprintf("tolerates 0 of %d", g.Nodes)
+			return Unavailable, fmt.Sprintf("tolerates %d of %d, fewer than the %d down", g.Tolerates, g.Nodes, down)
 		},
 		runAvailability},
 	{ScMajorityDown, "a majority of the servers (or the only one) is down; acquire must fail with the outage error, not contention",
@@ -417,6 +422,9 @@ func runTakeoverAfterFault(ctx context.Context, f *fixture, g lockswap.Guarantee
 	lb, err := acquireEventually(ctx, b, "fault", ttl, 3*time.Second)
 	stillValid := time.Now().Before(la.Deadline())
 	c := Cell{Detail: f.note}
+	if n, ok := redlock.Grants(la); ok {
+		c.Detail = join(c.Detail, fmt.Sprintf("the first lock had %d grants", n))
+	}
 	switch {
 	case err == nil && stillValid:
 		c.Outcome, c.Overlaps = Violated, 1

@@ -1,0 +1,73 @@
+package conformance
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// LagProbe measures how late this process's goroutines run while a call
+// is under test: a goroutine of its own sleeps 1 ms again and again and
+// records by how much each wake-up came later than asked. On an idle
+// machine that is well under a millisecond; beside CPU hogs, under the
+// race detector or in a container throttled to its CPU limit it is tens
+// of milliseconds and more, and every step of a call (a timer, a reply
+// read, a goroutine woken) can be that late. Tests derive their timing
+// allowance from it ([LagProbe.Allowance]) instead of a fixed figure.
+type LagProbe struct {
+	max  atomic.Int64 // the largest lag seen, in nanoseconds
+	stop chan struct{}
+	done chan struct{}
+}
+
+// lagTick is the sleep the probe asks for.
+const lagTick = time.Millisecond
+
+// LagFactor is how many of the largest lags [LagProbe.Allowance] allows a
+// call on top of [Slack]: a call wakes up a few times (its request's
+// timer, the reply, the caller), and each wake-up can be as late.
+const LagFactor = 4
+
+// StartLagProbe starts measuring. Stop it with [LagProbe.Stop].
+func StartLagProbe() *LagProbe {
+	p := &LagProbe{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		t := time.NewTimer(lagTick)
+		defer t.Stop()
+		for {
+			asked := time.Now()
+			select {
+			case <-p.stop:
+				return
+			case <-t.C:
+			}
+			if lag := time.Since(asked) - lagTick; lag > time.Duration(p.max.Load()) {
+				p.max.Store(int64(lag))
+			}
+			t.Reset(lagTick)
+		}
+	}()
+	return p
+}
+
+// Stop ends the measurement and returns the largest lag seen. It may be
+// called more than once.
+func (p *LagProbe) Stop() time.Duration {
+	select {
+	case <-p.stop:
+	default:
+		close(p.stop)
+	}
+	<-p.done
+	return p.Max()
+}
+
+// Max returns the largest lag seen so far.
+func (p *LagProbe) Max() time.Duration { return time.Duration(p.max.Load()) }
+
+// Allowance returns how far past a bound the library promises a call
+// measured while the probe ran may return and still keep it: [Slack] (the
+// declared DeadlineOverrun plus a floor for scheduling) plus [LagFactor]
+// times the largest lag seen. A process starved of CPU keeps its bounds
+// in the time it runs, plus the scheduler's delays (docs/errors.md).
+func (p *LagProbe) Allowance() time.Duration { return Slack + LagFactor*p.Max() }

@@ -1,0 +1,77 @@
+package stalltest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/lockswap/lockswap/internal/testserver"
+	"github.com/lockswap/lockswap/registry"
+)
+
+// CancelBound is how long a command may go on once its context, which has
+// no deadline, is cancelled: generous (-race under load), and far below
+// the client libraries' own timeouts (3 to 10 s) that a command ignoring
+// the cancellation waits for.
+const CancelBound = time.Second
+
+// RunCancelHung checks that a command of a client dial opens returns
+// once its context, which has no deadline, is cancelled, with its server
+// hung: a listener that never answers (the connection never comes up)
+// and a redis-server behind a proxy that stops answering (on a
+// connection made before).
+func RunCancelHung(t *testing.T, dial Dialer) {
+	for _, srv := range []struct {
+		name string
+		// start returns the server's address, hang, which makes it hang,
+		// and started, which reports that a command has reached it.
+		start func(t *testing.T) (addr string, hang func(), started func() bool)
+	}{
+		{"listener", func(t *testing.T) (string, func(), func() bool) {
+			h := StartHung(t)
+			var before int
+			return h.Addr(), func() { before = h.Accepted() }, func() bool { return h.Accepted() > before }
+		}},
+		{"silent", func(t *testing.T) (string, func(), func() bool) {
+			r := testserver.RedisT(t, testserver.RedisOptions{})
+			p := testserver.ProxyT(t, r.Addr())
+			return p.Addr(), func() { p.Blackhole(true) }, func() bool { return p.Pending() > 0 }
+		}},
+	} {
+		t.Run(srv.name, func(t *testing.T) {
+			addr, hang, started := srv.start(t)
+			c, closer, err := dial(registry.RedisServer{Addr: addr, DialTimeout: 3 * CancelBound})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { closer.Close() })
+			// A connection made while the server still answers (a
+			// listener never does: this command times out, and the next
+			// one dials again).
+			wctx, wcancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+			c.SetNXPX(wctx, "warm", "v", time.Minute)
+			wcancel()
+			hang()
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			errc := make(chan error, 1)
+			go func() { _, _, err := c.Get(ctx, "warm"); errc <- err }()
+			for deadline := time.Now().Add(5 * time.Second); !started(); time.Sleep(time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("the command never reached the server")
+				}
+			}
+			start := time.Now()
+			cancel()
+			select {
+			case err := <-errc:
+				if err == nil {
+					t.Error("GET on a hung server succeeded")
+				}
+				t.Logf("returned %v after its context was cancelled: %v", time.Since(start), err)
+			case <-time.After(CancelBound):
+				t.Errorf("GET on a hung server had not returned %v after its context (no deadline) was cancelled", CancelBound)
+			}
+		})
+	}
+}
