@@ -815,6 +815,7 @@ func (s *suite) closeEndsWaiters(t *testing.T) {
 			// Close must end waits, not only calls that have not started.
 			waitBlocked(t, n, "closeEndsWaiters")
 			probe := StartLagProbe()
+			defer probe.Stop()
 			begin := time.Now()
 			lk.Close()
 			for i := range n {
@@ -832,7 +833,6 @@ func (s *suite) closeEndsWaiters(t *testing.T) {
 				t.Errorf("Close ended %d waiters after %v, want within 100ms (allowed %v, with scheduling lags up to %v measured meanwhile)",
 					n, d.Round(time.Millisecond), allowed.Round(time.Millisecond), probe.Stop().Round(time.Millisecond))
 			}
-			probe.Stop()
 		})
 	}
 }

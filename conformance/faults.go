@@ -204,7 +204,7 @@ func RunFaults(t *testing.T, ttl time.Duration, faults []Fault, o *Overruns) {
 				lk.Close()
 				d := time.Since(begin)
 				probe.Stop()
-				if allowed := time.Second + LagFactor*probe.Max(); d > allowed {
+				if allowed := time.Second + probe.Extra(); d > allowed {
 					t.Errorf("Close under %s took %v, want at most 1s (allowed %v with scheduling lags up to %v measured meanwhile)",
 						f.Name, d.Round(time.Millisecond), allowed.Round(time.Millisecond), probe.Max().Round(time.Millisecond))
 				}

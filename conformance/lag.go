@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -15,6 +16,7 @@ import (
 // allowance from it ([LagProbe.Allowance]) instead of a fixed figure.
 type LagProbe struct {
 	max  atomic.Int64 // the largest lag seen, in nanoseconds
+	once sync.Once
 	stop chan struct{}
 	done chan struct{}
 }
@@ -26,6 +28,11 @@ const lagTick = time.Millisecond
 // call on top of [Slack]: a call wakes up a few times (its request's
 // timer, the reply, the caller), and each wake-up can be as late.
 const LagFactor = 4
+
+// MaxLagAllowance caps what the measured lags add to an allowance: a bug
+// that burns the process's CPU or blocks its scheduler would otherwise
+// raise its own allowance.
+const MaxLagAllowance = time.Second
 
 // StartLagProbe starts measuring. Stop it with [LagProbe.Stop].
 func StartLagProbe() *LagProbe {
@@ -51,13 +58,9 @@ func StartLagProbe() *LagProbe {
 }
 
 // Stop ends the measurement and returns the largest lag seen. It may be
-// called more than once.
+// called more than once, also concurrently.
 func (p *LagProbe) Stop() time.Duration {
-	select {
-	case <-p.stop:
-	default:
-		close(p.stop)
-	}
+	p.once.Do(func() { close(p.stop) })
 	<-p.done
 	return p.Max()
 }
@@ -70,4 +73,8 @@ func (p *LagProbe) Max() time.Duration { return time.Duration(p.max.Load()) }
 // declared DeadlineOverrun plus a floor for scheduling) plus [LagFactor]
 // times the largest lag seen. A process starved of CPU keeps its bounds
 // in the time it runs, plus the scheduler's delays (docs/errors.md).
-func (p *LagProbe) Allowance() time.Duration { return Slack + LagFactor*p.Max() }
+func (p *LagProbe) Allowance() time.Duration { return Slack + p.Extra() }
+
+// Extra returns what the lags seen add to a bound: [LagFactor] times the
+// largest, at most [MaxLagAllowance].
+func (p *LagProbe) Extra() time.Duration { return min(LagFactor*p.Max(), MaxLagAllowance) }

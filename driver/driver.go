@@ -236,6 +236,20 @@ func (o *Outage) Left() (time.Duration, bool) {
 	return time.Until(o.lastOK.Add(o.limit)), true
 }
 
+// last returns when the backend last answered.
+func (o *Outage) last() time.Time {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.lastOK
+}
+
+// setLast sets when the backend last answered back to t.
+func (o *Outage) setLast(t time.Time) {
+	o.mu.Lock()
+	o.lastOK = t
+	o.mu.Unlock()
+}
+
 // Over reports whether the outage has lasted past its bound.
 func (o *Outage) Over() bool {
 	left, bounded := o.Left()
@@ -349,7 +363,8 @@ type Locker[D any] struct {
 	cfg      Config
 	min, max time.Duration
 	closed   atomic.Bool
-	q        *localq.Queue // nil unless cfg.Queue
+	answers  acquire.LastAnswer // when the backend last answered an Acquire (the outage bound)
+	q        *localq.Queue      // nil unless cfg.Queue
 	// giveBackHanded gives back a lock handed over to a waiter that had
 	// gone (localq.Offer.GiveBack), even while Close runs.
 	giveBackHanded func(context.Context, lockswap.Lock)
@@ -549,7 +564,7 @@ func (lk *Locker[D]) Acquire(ctx context.Context, key string, opts ...lockswap.O
 		return lk.wait(ctx, key, o, n)
 	}
 	first := true
-	outage := acquire.NewOutage(o.MaxOutage)
+	outage := acquire.NewOutage(o.MaxOutage, &lk.answers)
 	try := outage.Wrap(attempt.Timeout, func(ctx context.Context, timeout time.Duration) (lockswap.Lock, error) {
 		l, err := lk.try(ctx, key, o.TTL, first, n, timeout)
 		first = false
@@ -643,6 +658,7 @@ func (lk *Locker[D]) wait(ctx context.Context, key string, o lockswap.Options, c
 		l := lk.newLock(key, o.TTL, n == 1)
 		start := time.Now()
 		count.add()
+		answered := ob.last()
 		g, err := lk.w.Wait(wctx, &l.c, ob)
 		if err == nil {
 			l.granted(start, g)
@@ -658,7 +674,9 @@ func (lk *Locker[D]) wait(ctx context.Context, key string, o lockswap.Options, c
 				return l, nil
 			}
 			// Too slow to leave any validity: a failed attempt, as an
-			// outage, and the wait goes on.
+			// outage, and the wait goes on. The grant it got is no answer
+			// for the outage bound.
+			ob.setLast(answered)
 		}
 		if lk.closed.Load() && !errors.Is(err, lockswap.ErrClosed) {
 			err = fmt.Errorf("%w (%w)", lockswap.ErrClosed, err)

@@ -176,3 +176,18 @@ func TestFailoversDeclared(t *testing.T) {
 		t.Errorf("failovers=1 over 3: %+v; want survives failover, tolerates 0", g)
 	}
 }
+
+// TestFailoversReleaseAfterOneFailover: with Failovers=1, one of the four
+// masters that granted the lock forgets it (the failover the margin is
+// for): the lock was still ours, and Release says so (nil), not ErrLost.
+func TestFailoversReleaseAfterOneFailover(t *testing.T) {
+	ctx := ctxT(t)
+	ms, _, la, err := failoverSetup(t, redlock.Options{Failovers: 1}, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms[0].FlushAll()
+	if err := la.Release(ctx); err != nil {
+		t.Errorf("Release after 1 of the lock's 4 masters forgot it, with Failovers=1: %v, want nil", err)
+	}
+}

@@ -3,8 +3,10 @@
 //
 // Acquire reads the monotonic clock, then sends SET key token NX PX ttl to
 // every instance at the same time, with one random token for all, each
-// request bounded by a per-instance timeout that is small against the TTL.
-// The lock is held when a majority (N/2+1) answered OK and the validity,
+// request bounded by a per-instance timeout that adapts to the instances'
+// round trips within the TTL's budget (timeout.go). The lock is held when
+// a majority (N/2+1, plus Options.Failovers: failover.go) answered OK and
+// the validity,
 // TTL − elapsed − drift (drift = TTL × DriftFactor + DriftFixed), is still
 // positive; Lock.Deadline is the start plus that validity. Otherwise the
 // attempt is undone on every instance where the SET succeeded or its outcome
@@ -1262,7 +1264,11 @@ func (p *proto) until(ctx context.Context, start time.Time) time.Time {
 // start) is in t: more rounds until, then the background for what is
 // still unknown, and the outcome.
 func (p *proto) released(ctx context.Context, l *rlock, t *tally, start, until time.Time) error {
-	n, q := len(p.inst), p.quorum
+	// A release is decided by a plain majority, not the quorum with
+	// Options.Failovers: up to Failovers of the lock's masters may have
+	// forgotten it (the failover the margin is for) while it is still
+	// ours, and that is no lost lock.
+	n, q := len(p.inst), len(p.inst)/2+1
 	decided := func(t *tally) bool { return t.decided(n, q) }
 	ttl := l.ttl()
 	p.rounds(ctx, opRelease, l.keys[:], l.key, l.args[:1], t, until, ttl, decided)

@@ -63,7 +63,7 @@ func TestOutage(t *testing.T) {
 	const limit = 50 * time.Millisecond
 	var timeouts []time.Duration
 	begin := time.Now()
-	outage := acquire.NewOutage(limit)
+	outage := acquire.NewOutage(limit, nil)
 	_, err := acquire.Retry(context.Background(), outage.Strategy(lockswap.ConstantRetry(time.Hour)),
 		outage.Wrap(time.Hour, func(_ context.Context, timeout time.Duration) (lockswap.Lock, error) {
 			attempts++
@@ -83,7 +83,7 @@ func TestOutage(t *testing.T) {
 	}
 
 	// An attempt that hangs until its timeout uses the bound up itself.
-	outage = acquire.NewOutage(limit)
+	outage = acquire.NewOutage(limit, nil)
 	_, err = acquire.Retry(context.Background(), outage.Strategy(lockswap.ConstantRetry(time.Millisecond)),
 		outage.Wrap(time.Hour, func(ctx context.Context, timeout time.Duration) (lockswap.Lock, error) {
 			if timeout > limit {
@@ -96,30 +96,66 @@ func TestOutage(t *testing.T) {
 		t.Fatalf("err = %v, want a final error matching ErrUnavailable", err)
 	}
 
-	// Held, then down: the outage counts from its own first attempt.
+	// Held, then down: the outage counts from the last answer.
 	attempts = 0
-	var downSince time.Time
-	outage = acquire.NewOutage(30 * time.Millisecond)
+	var lastAnswer time.Time
+	outage = acquire.NewOutage(30*time.Millisecond, nil)
 	_, err = acquire.Retry(context.Background(), outage.Strategy(lockswap.ConstantRetry(time.Millisecond)),
 		outage.Wrap(time.Hour, func(context.Context, time.Duration) (lockswap.Lock, error) {
 			attempts++
 			if attempts <= 40 {
+				lastAnswer = time.Now()
 				return nil, lockswap.ErrHeld
-			}
-			if downSince.IsZero() {
-				downSince = time.Now()
 			}
 			return nil, down
 		}))
 	if !errors.Is(err, lockswap.ErrUnavailable) {
 		t.Fatalf("err = %v, want ErrUnavailable", err)
 	}
-	if d := time.Since(downSince); d < 30*time.Millisecond {
-		t.Fatalf("gave up %v into the outage, want at least the 30ms limit counted from its start", d)
+	if d := time.Since(lastAnswer); d < 30*time.Millisecond || attempts < 42 {
+		t.Fatalf("gave up %v after the last answer (%d attempts), want at least the 30ms limit counted from it", d, attempts)
+	}
+
+	// An Acquire whose bound passed while it waited behind others of its
+	// Locker (nobody got an answer meanwhile) makes one attempt, bounded
+	// by the grace, and gives up: no bound of its own on top.
+	var shared acquire.LastAnswer
+	outage = acquire.NewOutage(limit, &shared)
+	for begin := time.Now(); time.Since(begin) < limit; {
+		time.Sleep(limit / 5) // the wait in the line is the condition under test
+	}
+	attempts, timeouts = 0, nil
+	_, err = acquire.Retry(context.Background(), outage.Strategy(lockswap.ConstantRetry(time.Millisecond)),
+		outage.Wrap(time.Hour, func(_ context.Context, timeout time.Duration) (lockswap.Lock, error) {
+			attempts++
+			timeouts = append(timeouts, timeout)
+			return nil, down
+		}))
+	if !errors.Is(err, lockswap.ErrUnavailable) || acquire.Retryable(err) {
+		t.Fatalf("err = %v, want a final error matching ErrUnavailable", err)
+	}
+	if attempts != 1 || timeouts[0] > lockswap.DeadlineGrace {
+		t.Fatalf("%d attempts with timeouts %v, want one bounded by the grace", attempts, timeouts)
+	}
+	// An answer to another Acquire of the Locker starts the count again.
+	outage = acquire.NewOutage(limit, &shared)
+	for begin := time.Now(); time.Since(begin) < limit; {
+		time.Sleep(limit / 5)
+	}
+	shared.Answered()
+	attempts, timeouts = 0, nil
+	_, err = acquire.Retry(context.Background(), outage.Strategy(lockswap.ConstantRetry(time.Millisecond)),
+		outage.Wrap(time.Hour, func(_ context.Context, timeout time.Duration) (lockswap.Lock, error) {
+			attempts++
+			timeouts = append(timeouts, timeout)
+			return nil, down
+		}))
+	if !errors.Is(err, lockswap.ErrUnavailable) || timeouts[0] < limit/2 || attempts < 2 {
+		t.Fatalf("after a fresh answer: %v, %d attempts with timeouts %v, want the whole bound again", err, attempts, timeouts)
 	}
 
 	// Negative: no limit (the strategy ends the wait here).
-	outage = acquire.NewOutage(-1)
+	outage = acquire.NewOutage(-1, nil)
 	_, err = acquire.Retry(context.Background(), outage.Strategy(lockswap.LimitedRetry(time.Millisecond, 3)),
 		outage.Wrap(time.Hour, func(context.Context, time.Duration) (lockswap.Lock, error) { return nil, down }))
 	if !acquire.Retryable(err) {

@@ -3,17 +3,23 @@ package acquire
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/lockswap/lockswap"
 )
 
 // Outage bounds one Acquire's wait through an outage (lockswap.WithMaxOutage).
-// The outage counts from the start of its first attempt: the Acquire's
-// first attempt, or the first after an attempt that reached the backend
-// (a lock, contention, any answer but lockswap.ErrUnavailable). Once it
-// has lasted the bound, the wait ends with the last attempt's error, which
-// still matches lockswap.ErrUnavailable but is not [Retryable].
+// The outage counts from the later of the Acquire's start and the last
+// answer the backend gave (a lock, contention, any answer but
+// lockswap.ErrUnavailable) to this Acquire or, with a [LastAnswer], to any
+// Acquire of the same Locker: an Acquire that waited behind others of its
+// Locker while they found the backend down is not given a bound of its
+// own on top. Once it has lasted the bound, the wait ends with the last
+// attempt's error, which still matches lockswap.ErrUnavailable but is not
+// [Retryable]; an Acquire whose bound passed before its first attempt
+// (it waited in its Locker's line) still makes that attempt, bounded by
+// lockswap.DeadlineGrace.
 //
 // The bound holds from the outage's start, not from the first failure:
 // each attempt's requests get at most what is left of it ([Outage.Wrap]),
@@ -25,25 +31,64 @@ import (
 // Each Acquire has its own, used by one goroutine at a time. A bound of
 // zero or less is no bound.
 type Outage struct {
-	max   time.Duration
-	since time.Time // the start of the current outage's first attempt; zero: none under way
-	last  error     // the last attempt's error while an outage is under way
+	max     time.Duration
+	created time.Time
+	answer  time.Time   // this Acquire's last answer
+	shared  *LastAnswer // nil: none
+	since   time.Time   // the start of the current outage; zero: none under way
+	last    error       // the last attempt's error while an outage is under way
 }
 
-// NewOutage returns the outage bound of one Acquire: max, or none when max
-// is zero or less.
-func NewOutage(max time.Duration) *Outage { return &Outage{max: max} }
+// LastAnswer is when the backend last answered any Acquire of one Locker:
+// the Locker keeps one and hands it to each Acquire's [Outage]. The zero
+// value is ready; it is safe for concurrent use.
+type LastAnswer struct{ ns atomic.Int64 }
+
+// Answered records an answer now.
+func (a *LastAnswer) Answered() { a.ns.Store(time.Now().UnixNano()) }
+
+// at returns the time of the last answer (zero: none, or a nil a).
+func (a *LastAnswer) at() time.Time {
+	if a == nil {
+		return time.Time{}
+	}
+	if ns := a.ns.Load(); ns != 0 {
+		return time.Unix(0, ns)
+	}
+	return time.Time{}
+}
+
+// NewOutage returns the outage bound of one Acquire starting now: max, or
+// none when max is zero or less. shared, when not nil, is its Locker's
+// [LastAnswer].
+func NewOutage(max time.Duration, shared *LastAnswer) *Outage {
+	return &Outage{max: max, created: time.Now(), shared: shared}
+}
+
+// from returns when an outage that starts now began: the later of the
+// Acquire's start and the last answer.
+func (o *Outage) from() time.Time {
+	from := o.created
+	if o.answer.After(from) {
+		from = o.answer
+	}
+	if a := o.shared.at(); a.After(from) {
+		from = a
+	}
+	return from
+}
 
 // left returns what is left of the bound at now, and false when there is
-// no bound. While no outage is under way the whole bound is left.
+// no bound.
 func (o *Outage) left(now time.Time) (time.Duration, bool) {
 	if o.max <= 0 {
 		return 0, false
 	}
-	if o.since.IsZero() {
-		return o.max, true
+	since := o.since
+	if since.IsZero() {
+		since = o.from()
 	}
-	return o.since.Add(o.max).Sub(now), true
+	return since.Add(o.max).Sub(now), true
 }
 
 // Wrap returns the attempt function of one Acquire: it calls try with the
@@ -56,18 +101,26 @@ func (o *Outage) Wrap(limit time.Duration, try func(ctx context.Context, timeout
 		start := time.Now()
 		timeout := limit
 		if left, bounded := o.left(start); bounded {
-			if left <= 0 {
+			switch {
+			case left > 0:
+				timeout = min(timeout, left)
+			case o.last != nil:
 				return nil, &outageError{cause: o.last, d: start.Sub(o.since)}
+			default:
+				// No attempt of this Acquire yet: one, however short.
+				timeout = min(timeout, lockswap.DeadlineGrace)
 			}
-			timeout = min(timeout, left)
 		}
 		l, err := try(ctx, timeout)
 		if err == nil || !errors.Is(err, lockswap.ErrUnavailable) || errors.Is(err, lockswap.ErrHeld) {
-			o.since, o.last = time.Time{}, nil
+			o.since, o.last, o.answer = time.Time{}, nil, time.Now()
+			if o.shared != nil {
+				o.shared.Answered()
+			}
 			return l, err
 		}
 		if o.since.IsZero() {
-			o.since = start
+			o.since = o.from()
 		}
 		o.last = err
 		if o.max > 0 {
@@ -96,7 +149,7 @@ type boundedStrategy struct {
 
 func (b boundedStrategy) NextDelay(attempt int) (time.Duration, bool) {
 	d, ok := b.s.NextDelay(attempt)
-	if !ok || b.o.since.IsZero() {
+	if !ok || b.o.last == nil {
 		return d, ok
 	}
 	left, _ := b.o.left(time.Now())
