@@ -675,8 +675,11 @@ func TestFairWaitStarvesPollers(t *testing.T) {
 	held.Release(ctx)
 	wg.Wait()
 	t.Logf("fair waiters %d acquisitions, polling third party %d", ours.Load(), theirs.Load())
-	if ours.Load() < 100 || theirs.Load() != 0 {
-		t.Errorf("fair %d, polling third party %d: want the poller starved while the queue never empties", ours.Load(), theirs.Load())
+	// Starved: a busy machine may delay a hand-over long enough for the
+	// poller to slip in once or twice, but never for a share worth the
+	// name (under two CPU hogs: 1 against 1877).
+	if ours.Load() < 100 || theirs.Load()*100 > ours.Load() {
+		t.Errorf("fair %d, polling third party %d: want the poller starved (under 1%%) while the queue never empties", ours.Load(), theirs.Load())
 	}
 }
 
