@@ -125,11 +125,9 @@ func (p *proto) instanceTimeout(ttl time.Duration) time.Duration {
 
 // timeoutBudget is the longest per-instance timeout a lock of ttl allows:
 // an answer at its end, with the drift allowance, leaves a quarter of the
-// TTL as validity when the call returns. An acquisition's Deadline is
-// start + (ttl − elapsed − drift), which leaves ttl − 2·elapsed − drift at
-// its return: hence half of three quarters.
+// TTL as validity (see usable).
 func (p *proto) timeoutBudget(ttl time.Duration) time.Duration {
-	return (ttl - ttl/4 - p.drift(ttl)) / 2
+	return ttl - ttl/4 - p.drift(ttl)
 }
 
 // writeBackDue is the deadline of a fenced acquisition's write-back

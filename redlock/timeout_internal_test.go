@@ -95,27 +95,23 @@ func TestInstanceTimeoutChoice(t *testing.T) {
 	if got := p.instanceTimeout(ttl); got != InstanceTimeoutFloor {
 		t.Fatalf("two silent instances of five: %v, want the floor %v", got, InstanceTimeoutFloor)
 	}
-	// The TTL's budget caps it: 40 ms leaves (40 − 10 − 2.4) / 2 = 13.8 ms
-	// at most (the acquisition's Deadline counts the elapsed time twice);
-	// 12 ms leaves (9 − 2.12) / 2 = 3.44 ms, below MinInstanceTimeout,
-	// which wins.
+	// The TTL's budget caps it: 40 ms leaves 40 − 10 − 2.4 = 27.6 ms at
+	// most; 12 ms leaves 9 − 2.12 = 6.88 ms.
 	for range 100 {
 		for i := range p.fan.rtt {
 			p.fan.rtt[i].sample(300 * time.Millisecond)
 		}
 	}
 	for _, c := range []struct{ ttl, want time.Duration }{
-		{40 * time.Millisecond, 13800 * time.Microsecond},
-		{12 * time.Millisecond, MinInstanceTimeout},
+		{40 * time.Millisecond, 27600 * time.Microsecond},
+		{12 * time.Millisecond, 6880 * time.Microsecond},
 		{time.Second, 300 * time.Millisecond},
 	} {
 		got := p.instanceTimeout(c.ttl)
 		if got < c.want-time.Millisecond || got > c.want+time.Millisecond {
 			t.Errorf("300 ms round trips, TTL %v: %v, want %v", c.ttl, got, c.want)
 		}
-		// The Deadline is start + ttl − elapsed − drift: an answer at the
-		// timeout's end leaves ttl − 2·timeout − drift when Acquire returns.
-		if v := c.ttl - 2*got - p.drift(c.ttl); v < c.ttl/4 && got > MinInstanceTimeout {
+		if v := c.ttl - got - p.drift(c.ttl); v < c.ttl/4 {
 			t.Errorf("TTL %v: timeout %v leaves %v of validity, less than a quarter", c.ttl, got, v)
 		}
 	}

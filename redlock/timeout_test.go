@@ -91,8 +91,8 @@ func TestAdaptiveTimeoutSlowInstances(t *testing.T) {
 
 // TestAdaptiveTimeoutHungInstances: an instance that stops answering
 // costs each call a bounded time: every request of the acquire round gets
-// at most the TTL's budget ((TTL × 3/4 − drift) / 2, so that the lock keeps
-// a quarter of its TTL when Acquire returns), whether a minority stopped (the locks are still
+// at most the TTL's budget (TTL × 3/4 − drift, so that the lock keeps a
+// quarter of its TTL), whether a minority stopped (the locks are still
 // granted) or a majority (ErrUnavailable, not ErrInvalid, while the
 // caller's context has time left; Acquire tries again). The wall-clock
 // bound of a TryAcquire is what the library promises for one attempt: the
@@ -103,7 +103,7 @@ func TestAdaptiveTimeoutHungInstances(t *testing.T) {
 		t.Run(c.Name, func(t *testing.T) {
 			ctx := ctxT(t)
 			ttl := 2 * time.Second
-			budget := (ttl - ttl/4 - redlockDrift(ttl)) / 2
+			budget := ttl - ttl/4 - redlockDrift(ttl)
 			bound := budget + 2*max(redlock.MinCleanupRound, budget) + conformance.Slack
 			lk, proxies := proxied(t, 3, c.New)
 			for i := range 3 {
