@@ -61,6 +61,10 @@ func TestMaxTTLLimit(t *testing.T) {
 			t.Errorf("ParseURL(%q): %v; want ErrInvalid naming max_ttl and the limit %s", raw, err, limit)
 		}
 	}
+	c := backend.Config{Backend: "redlock", Addrs: []string{"a:1", "b:1", "c:1"}, RestartSafety: true, MaxTTL: backend.Duration(huge)}
+	if err := c.Validate(); !errors.Is(err, lockswap.ErrInvalid) || !strings.Contains(err.Error(), "max_ttl") {
+		t.Errorf("Config.Validate with max_ttl %v: %v; want ErrInvalid naming max_ttl", huge, err)
+	}
 	if _, err := backend.ParseURL("redlock://a:1,b:1,c:1?restart_safety=true&max_ttl=8760h"); err != nil {
 		t.Errorf("max_ttl=8760h (the limit): %v", err)
 	}
