@@ -2,8 +2,11 @@ package redlock
 
 import (
 	"errors"
+	"fmt"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestValidEpoch: the client's epoch check (which the acquire script
@@ -31,5 +34,46 @@ func TestValidEpoch(t *testing.T) {
 	}
 	if _, _, _, err := parseEpochReply(nil); err == nil {
 		t.Error("empty reply accepted")
+	}
+}
+
+// TestFutureEpochQuarantineCapped: an epoch ahead of its server's clock
+// (a clock set back since the epoch was made, or a key written by
+// something else) quarantines the instance for MaxTTL plus the drift
+// allowance, as an epoch made just now would, not until the epoch's time
+// plus MaxTTL (73 years for one of the year 2100). Numbers too large for
+// a time.Duration saturate instead of overflowing. An epoch in the past
+// keeps the quarantine of its age, as before.
+func TestFutureEpochQuarantineCapped(t *testing.T) {
+	opts := Options{RestartSafety: true, MaxTTL: time.Minute, DriftFactor: DefaultDriftFactor, DriftFixed: DefaultDriftFixed}
+	p := &proto{inst: make([]instance, 1), quorum: 1, opts: opts}
+	longest := opts.MaxTTL + p.drift(opts.MaxTTL)
+	now := strconv.FormatInt(time.Now().Unix(), 10)
+	cases := []struct {
+		name, epoch, sec, usec string
+		left                   time.Duration // 0: not in quarantine
+	}{
+		{"year 2100", "4102444800.0.tag", now, "0", longest},
+		{"one second ahead", fmt.Sprintf("%d.0.tag", time.Now().Unix()+1), now, "0", longest},
+		{"largest epoch", "999999999999999999.999999999999999999.tag", now, "0", longest},
+		{"largest epoch, server at 0", "999999999999999999.0.tag", "0", "0", longest},
+		{"made now", now + ".0.tag", now, "0", longest},
+		{"10 s old", fmt.Sprintf("%d.0.tag", time.Now().Unix()-10), now, "0", longest - 10*time.Second},
+		{"older than MaxTTL", "0.0.tag", now, "0", 0},
+		{"largest server clock", "0.0.tag", "999999999999999999", "999999999999999999", 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p.inst[0].epoch.Store(nil)
+			c := &call{lk: p, res: make([]result, 1), epochs: make([]*epochState, 1)}
+			c.safeReply(0, []any{int64(1), tc.epoch, tc.sec, tc.usec})
+			r := c.res[0]
+			if r.err != nil || r.n != 1 {
+				t.Fatalf("reply read as n %d, err %v", r.n, r.err)
+			}
+			if r.quarantined != (tc.left > 0) || r.left != tc.left {
+				t.Fatalf("quarantined %v for %v; want %v for %v (MaxTTL %v plus drift is %v)", r.quarantined, r.left, tc.left > 0, tc.left, opts.MaxTTL, longest)
+			}
+		})
 	}
 }

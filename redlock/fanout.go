@@ -582,7 +582,8 @@ func (c *call) knownEpoch(i int) string {
 // SET NX PX and the instance's epoch in one script. A new epoch (the
 // instance lost its data, or is seen for the first time) younger than
 // MaxTTL puts the instance in quarantine: its votes do not count until
-// MaxTTL (plus the drift allowance) has passed since the epoch was created.
+// MaxTTL (plus the drift allowance) has passed since the epoch was created,
+// or since now for an epoch in its server's future (quarantineLeft).
 func (c *call) safeReply(i int, v any) {
 	lk := c.lk
 	r, in := &c.res[i], &lk.inst[i]
@@ -603,7 +604,7 @@ func (c *call) safeReply(i int, v any) {
 		if set {
 			r.n = 1
 		}
-		es = &epochState{value: epoch, until: now.Add(lk.opts.MaxTTL - age + lk.drift(lk.opts.MaxTTL))}
+		es = &epochState{value: epoch, until: now.Add(lk.quarantineLeft(age)), ahead: max(-age, 0)}
 		in.epoch.Store(es)
 	default:
 		r.err = fmt.Errorf("unexpected acquire reply %T", v)

@@ -21,7 +21,18 @@ const (
 	// again in the background until lockswap.CleanupTimeout without an
 	// answer; the lock stays on them until its TTL passes. Level Warn.
 	MsgReleaseGaveUp = "release gave up"
+	// MsgEpochAhead: with RestartSafety, instances whose epoch lies more
+	// than a second in their own clock's future (the clock went back since
+	// the epoch was made, or something else wrote the key). Their age is
+	// unknown, so each client quarantines them for MaxTTL plus the drift
+	// allowance from when it first reads the epoch, the longest needed,
+	// until the clock passes the epoch. Written with the MsgQuarantine it
+	// causes, at level Warn.
+	MsgEpochAhead = "restart-safety epoch ahead of the server's clock"
 )
+
+// epochAheadReason is the reason attribute of MsgEpochAhead.
+const epochAheadReason = "the epoch is later than the server's clock: the clock went back, or something else wrote " + EpochKey + "; every new client quarantines the instance for max_ttl: fix the clock, or delete the key (one more quarantine)"
 
 // quarantineReason is the reason attribute of MsgQuarantine.
 const quarantineReason = "epoch younger than MaxTTL: the instance is new or restarted without its data, so a lock it forgot may still be held"
@@ -40,8 +51,8 @@ func (p *proto) logQuarantine() {
 	defer p.logMu.Unlock()
 	now := time.Now()
 	var (
-		servers []string
-		left    time.Duration
+		servers, aheadOf []string
+		left, ahead      time.Duration
 	)
 	quarantined := 0
 	for i := range p.inst {
@@ -57,9 +68,20 @@ func (p *proto) logQuarantine() {
 		in.logged.Store(es)
 		servers = append(servers, in.c.String())
 		left = max(left, es.until.Sub(now))
+		if es.ahead > epochAheadSlack {
+			aheadOf = append(aheadOf, in.c.String())
+			ahead = max(ahead, es.ahead)
+		}
 	}
 	if len(servers) == 0 {
 		return
+	}
+	if len(aheadOf) > 0 {
+		p.log.LogAttrs(context.Background(), slog.LevelWarn, MsgEpochAhead,
+			slog.String("reason", epochAheadReason),
+			slog.Duration("ahead", ahead.Round(time.Millisecond)),
+			slog.Any("instances", aheadOf),
+			slog.Duration("max_ttl", p.opts.MaxTTL))
 	}
 	p.log.LogAttrs(context.Background(), slog.LevelWarn, MsgQuarantine,
 		slog.String("reason", quarantineReason),

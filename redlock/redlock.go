@@ -134,7 +134,9 @@ type Options struct {
 	// all when that applies.
 	Fence bool
 	// MaxTTL is the longest TTL any client uses on these instances,
-	// required with RestartSafety. Acquire rejects longer TTLs.
+	// required with RestartSafety. Acquire rejects longer TTLs. At most
+	// lockswap.MaxTTL (365 days): the quarantine of a restarted instance
+	// lasts MaxTTL plus the drift allowance, never more.
 	MaxTTL time.Duration
 	// Failovers is how many of a lock's masters may forget it (fail over,
 	// restart empty) while it is valid, exclusion kept: acquire and extend
@@ -235,6 +237,7 @@ type instance struct {
 type epochState struct {
 	value string
 	until time.Time
+	ahead time.Duration // how far the epoch was ahead of its server's clock (0: not)
 }
 
 // Locker is the Redlock lockswap.Locker. The kit (package driver) does
@@ -284,8 +287,8 @@ type proto struct {
 
 // New returns a Locker over the given independent masters. It rejects, with
 // an error matching lockswap.ErrInvalid, an empty list, a nil client, the
-// same client twice, a negative drift or timeout, and RestartSafety without
-// MaxTTL. Any N ≥ 1 is accepted; an even N tolerates no more failures than
+// same client twice, a negative drift or timeout, a MaxTTL above
+// lockswap.MaxTTL, and RestartSafety without MaxTTL. Any N ≥ 1 is accepted; an even N tolerates no more failures than
 // N−1 does, so use an odd N.
 //
 // Acquire and TryAcquire use Options.TTL without lockswap.WithTTL, or
@@ -322,6 +325,8 @@ func New(clients []redisclient.Client, opts Options) (*Locker, error) {
 		return nil, fmt.Errorf("redlock: max hold %v is negative: %w", opts.MaxHold, lockswap.ErrInvalid)
 	case opts.MaxTTL < 0:
 		return nil, fmt.Errorf("redlock: max TTL %v is negative: %w", opts.MaxTTL, lockswap.ErrInvalid)
+	case opts.MaxTTL > lockswap.MaxTTL: // keeps the quarantine's arithmetic in range (epoch.go)
+		return nil, fmt.Errorf("redlock: MaxTTL %v is above the limit %v (lockswap.MaxTTL, the longest TTL of any lock): %w", opts.MaxTTL, lockswap.MaxTTL, lockswap.ErrInvalid)
 	case opts.RestartSafety && opts.MaxTTL == 0:
 		return nil, fmt.Errorf("redlock: RestartSafety needs MaxTTL, the longest TTL any client uses on these masters: %w", lockswap.ErrInvalid)
 	}
@@ -1297,8 +1302,9 @@ func (p *proto) released(ctx context.Context, l *rlock, t *tally, start, until t
 
 // parseEpochReply reads the safe acquire script's array reply: {r, epoch,
 // sec, usec} (whether the SET was done, the epoch, and the epoch's age on
-// the server's clock), or {-1, epoch} when the script refused an epoch
-// that is not one, without writing anything.
+// the server's clock, saturated: negative for an epoch in the server's
+// future), or {-1, epoch} when the script refused an epoch that is not
+// one, without writing anything.
 func parseEpochReply(v []any) (set bool, epoch string, age time.Duration, err error) {
 	var n int64
 	if len(v) > 0 {
@@ -1323,7 +1329,7 @@ func parseEpochReply(v []any) (set bool, epoch string, age time.Duration, err er
 		// still carries one says whether the SET was done, to be undone.
 		return n == 1, "", 0, badEpochError(epoch)
 	}
-	age = time.Duration((sec-csec)*1e6+(usec-cusec)) * time.Microsecond
+	age = epochAge(sec, usec, csec, cusec)
 	return n == 1, epoch, age, nil
 }
 

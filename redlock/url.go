@@ -16,7 +16,8 @@ import (
 //
 // redlocks:// is the same over TLS. The hosts are N independent masters, N
 // odd and at least 3. fence=true is Options.Fence, failovers=f
-// Options.Failovers (0 to (N−1)/2; require=failover needs at least 1).
+// Options.Failovers (0 to (N−1)/2; require=failover needs at least 1),
+// max_ttl Options.MaxTTL (at most lockswap.MaxTTL, 8760h).
 func init() {
 	registry.Register(registry.RedisScheme("redlock", parseURL, "drift", "fence", "restart_safety", "max_ttl", "failovers"))
 }
@@ -42,6 +43,9 @@ func parseURL(u *registry.URL, r registry.Redis) (registry.RedisOpener, error) {
 	}
 	if o.MaxTTL, err = u.Duration("max_ttl"); err != nil {
 		return nil, err
+	}
+	if o.MaxTTL > lockswap.MaxTTL {
+		return nil, fmt.Errorf("max_ttl=%v is above the limit %v (lockswap.MaxTTL, the longest TTL of any lock): %w", o.MaxTTL, lockswap.MaxTTL, lockswap.ErrInvalid)
 	}
 	if s := u.Query.Get("failovers"); s != "" {
 		if o.Failovers, err = strconv.Atoi(s); err != nil || o.Failovers < 0 || o.Failovers > (r.Servers-1)/2 {
