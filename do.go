@@ -24,7 +24,8 @@ var ErrMaxHold = errors.New("maximum lock hold time reached")
 //
 // Do returns fn's error, joined with an error matching [ErrLost] when the
 // lock was lost while fn ran, or an acquire error. A failed release of a
-// lock that was not lost is returned too.
+// lock that was not lost is returned too. A nil ctx, locker or fn is an
+// error matching [ErrInvalid], and nothing is acquired.
 func Do(ctx context.Context, locker Locker, key string, fn func(ctx context.Context, l Lock) error, opts ...Option) (err error) {
 	switch {
 	case ctx == nil:
