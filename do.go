@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"time"
 )
 
@@ -23,8 +24,17 @@ var ErrMaxHold = errors.New("maximum lock hold time reached")
 //
 // Do returns fn's error, joined with an error matching [ErrLost] when the
 // lock was lost while fn ran, or an acquire error. A failed release of a
-// lock that was not lost is returned too.
+// lock that was not lost is returned too. A nil ctx, locker or fn is an
+// error matching [ErrInvalid], and nothing is acquired.
 func Do(ctx context.Context, locker Locker, key string, fn func(ctx context.Context, l Lock) error, opts ...Option) (err error) {
+	switch {
+	case ctx == nil:
+		return fmt.Errorf("lockswap.Do %q: ctx is a nil context.Context (pass context.Background(), or better one with a deadline): %w", key, ErrInvalid)
+	case isNil(locker):
+		return fmt.Errorf("lockswap.Do %q: locker is a nil Locker: %w", key, ErrInvalid)
+	case fn == nil:
+		return fmt.Errorf("lockswap.Do %q: fn is a nil function: %w", key, ErrInvalid)
+	}
 	o, err := Options{}.Resolve(opts...)
 	if err != nil {
 		return fmt.Errorf("lockswap.Do %q: %w", key, err)
@@ -163,4 +173,14 @@ func (r *renewer) run(ctx context.Context) {
 func (r *renewer) fail(err error) {
 	r.lost = err
 	r.cancel(err)
+}
+
+// isNil reports whether l is nil or holds a nil pointer (a *redlock.Locker
+// that was never opened), whose methods would panic.
+func isNil(l Locker) bool {
+	if l == nil {
+		return true
+	}
+	v := reflect.ValueOf(l)
+	return v.Kind() == reflect.Pointer && v.IsNil()
 }

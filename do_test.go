@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -240,4 +241,42 @@ func ExampleDo() {
 	// Output:
 	// working under nightly-report
 	// done: <nil>
+}
+
+// TestDoNilArguments: Do with a nil context, a nil Locker (also a nil
+// pointer of a Locker type) or a nil function returns ErrInvalid naming
+// the argument, without a panic and without taking the lock.
+func TestDoNilArguments(t *testing.T) {
+	lk := memlock.New(memlock.NewStore())
+	defer lk.Close()
+	ctx := context.Background()
+	work := func(context.Context, lockswap.Lock) error { return nil }
+	var nilLocker *memlock.Locker
+	for _, c := range []struct {
+		name    string
+		do      func() error
+		mention string
+	}{
+		{"nil ctx", func() error { return lockswap.Do(nil, lk, "k", work) }, "ctx"}, //nolint:staticcheck // a nil context is what is tested
+		{"nil Locker", func() error { return lockswap.Do(ctx, nil, "k", work) }, "locker"},
+		{"nil *memlock.Locker", func() error { return lockswap.Do(ctx, nilLocker, "k", work) }, "locker"},
+		{"nil fn", func() error { return lockswap.Do(ctx, lk, "k", nil) }, "fn"},
+	} {
+		err := func() (err error) {
+			defer func() {
+				if p := recover(); p != nil {
+					err = fmt.Errorf("panic: %v", p)
+				}
+			}()
+			return c.do()
+		}()
+		if !errors.Is(err, lockswap.ErrInvalid) || !strings.Contains(err.Error(), c.mention) {
+			t.Errorf("Do with a %s: %v, want ErrInvalid naming %q", c.name, err, c.mention)
+		}
+		l, err := lk.TryAcquire(ctx, "k")
+		if err != nil {
+			t.Fatalf("after Do with a %s the key is not free: %v", c.name, err)
+		}
+		l.Release(ctx)
+	}
 }

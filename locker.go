@@ -117,8 +117,8 @@ var (
 	// lock was lost while the work ran.
 	ErrLost = errors.New("lock lost")
 	// ErrInvalid means a bad argument or configuration: an empty key, a
-	// non-positive TTL, a nil client, a value under the key that is not ours
-	// to interpret. Nothing was changed.
+	// non-positive TTL, a nil client or context, a value under the key that
+	// is not ours to interpret. Nothing was changed.
 	ErrInvalid = errors.New("invalid argument")
 	// ErrClosed means the Locker was closed.
 	ErrClosed = errors.New("locker closed")

@@ -661,10 +661,16 @@ func (s *suite) badArguments(t *testing.T) {
 		_, err = a.Acquire(ctx, key, lockswap.WithTTL(ttl))
 		check(fmt.Sprintf("Acquire with TTL %v", ttl), err)
 	}
+	// A nil context (users do pass one) is refused, not a panic.
+	var nilCtx context.Context
+	check("TryAcquire with a nil context", noPanic(func() error { _, err := a.TryAcquire(nilCtx, key); return err }))
+	check("Acquire with a nil context", noPanic(func() error { _, err := a.Acquire(nilCtx, key); return err }))
 	// Nothing was taken by the rejected calls.
 	l := take(t, ctx, b, key, "key taken after rejected calls: %v; bad arguments must change nothing", lockswap.WithTTL(10*time.Second))
 	check("Extend with TTL 0", l.Extend(ctx, 0))
 	check("Extend with a TTL above lockswap.MaxTTL", l.Extend(ctx, lockswap.MaxTTL+1))
+	check("Extend with a nil context", noPanic(func() error { return l.Extend(nilCtx, 10*time.Second) }))
+	check("Release with a nil context", noPanic(func() error { return l.Release(nilCtx) }))
 	if _, err := a.TryAcquire(ctx, key, lockswap.WithTTL(10*time.Second)); !errors.Is(err, lockswap.ErrHeld) {
 		t.Errorf("after a rejected Extend the lock is no longer held (%v)", err)
 	}
@@ -677,6 +683,17 @@ func (s *suite) badArguments(t *testing.T) {
 	if err := l.Extend(ctx, 10*time.Second); !errors.Is(err, lockswap.ErrLost) {
 		t.Errorf("Extend after Release: err = %v, want ErrLost", err)
 	}
+}
+
+// noPanic runs fn and returns its error, or the panic it raised as an
+// error.
+func noPanic(fn func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic: %v", p)
+		}
+	}()
+	return fn()
 }
 
 // oddKeys: keys with NUL, newline, invalid UTF-8 and other odd bytes are

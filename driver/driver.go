@@ -555,6 +555,9 @@ func (lk *Locker[D]) prepare(key string, opts []lockswap.Option) (lockswap.Optio
 // local to this Locker: other processes and Lockers still poll and may
 // take the key first.
 func (lk *Locker[D]) Acquire(ctx context.Context, key string, opts ...lockswap.Option) (lockswap.Lock, error) {
+	if err := acquire.ValidateContext(ctx); err != nil {
+		return nil, lk.fail("acquire", key, err)
+	}
 	o, err := lk.prepare(key, opts)
 	if err != nil {
 		return nil, err
@@ -587,6 +590,9 @@ func (lk *Locker[D]) Acquire(ctx context.Context, key string, opts ...lockswap.O
 // TryAcquire makes one attempt. It does not queue behind the Locker's
 // waiting Acquire calls: when the key is free it may take it before them.
 func (lk *Locker[D]) TryAcquire(ctx context.Context, key string, opts ...lockswap.Option) (lockswap.Lock, error) {
+	if err := acquire.ValidateContext(ctx); err != nil {
+		return nil, lk.fail("acquire", key, err)
+	}
 	o, err := lk.prepare(key, opts)
 	if err != nil {
 		return nil, err
@@ -845,7 +851,13 @@ func deadline(start time.Time, ttl time.Duration, g Grant) time.Time {
 
 // Extend asks the driver for ttl more validity; see lockswap.Lock.
 func (l *lock[D]) Extend(ctx context.Context, ttl time.Duration) error {
+	if l == nil {
+		return errNilLock("extend")
+	}
 	lk, key := l.lk, l.c.Key
+	if err := acquire.ValidateContext(ctx); err != nil {
+		return lk.fail("extend", key, err)
+	}
 	if err := lk.checkTTL(ttl); err != nil {
 		return lk.fail("extend", key, err)
 	}
@@ -890,7 +902,21 @@ func (l *lock[D]) Extend(ctx context.Context, ttl time.Duration) error {
 }
 
 // Release gives the lock up; see lockswap.Lock.
-func (l *lock[D]) Release(ctx context.Context) error { return l.release(ctx, false) }
+func (l *lock[D]) Release(ctx context.Context) error {
+	if l == nil {
+		return errNilLock("release")
+	}
+	if err := acquire.ValidateContext(ctx); err != nil {
+		return l.lk.fail("release", l.c.Key, err) // nothing released: call again with a context
+	}
+	return l.release(ctx, false)
+}
+
+// errNilLock is the error of a method called on a nil lock, which names
+// no backend and no key.
+func errNilLock(op string) error {
+	return fmt.Errorf("%s of a nil lock (a Lock from a failed Acquire?): %w", op, lockswap.ErrInvalid)
+}
 
 // release is Release; giveBack also releases after Close (a lock nobody
 // was handed), and its failures are logged as such.
@@ -1042,7 +1068,7 @@ func (l *lock[D]) handOver(ctx context.Context, t *localq.Ticket, limit time.Tim
 // timestamp). ok is false for any other lock.
 func Data[D any](l lockswap.Lock) (d D, ok bool) {
 	kl, ok := l.(*lock[D])
-	if !ok {
+	if !ok || kl == nil {
 		return d, false
 	}
 	return kl.c.Data, true

@@ -41,7 +41,8 @@
 // (see docs/etcdlease.md for the measurements).
 //
 // etcd leases are whole seconds, and the server may enforce a minimum (by
-// default 1.5 × the election timeout, rounded up: 2 s). A TTL that is not a
+// default 1.5 × the election timeout, rounded up: 2 s). A TTL below
+// [MinTTL] (1 s) is refused with lockswap.ErrInvalid. A TTL that is not a
 // whole number of seconds uses the lease of the next whole second, and the
 // server's granted TTL (from the LeaseGrant response) is what counts: a
 // holder that crashes is freed after the lease's granted TTL. The lock's own
@@ -124,9 +125,9 @@
 // etcd refuses requests over its --max-request-bytes (1.5 MiB by default).
 // Longer keys are refused with lockswap.ErrInvalid before anything is sent.
 // Escaping makes "%" and "/" three bytes each. TTLs are accepted in
-// [Locker.TTLRange]; a TTL whose lock would have no validity left when
-// Acquire returns is refused with lockswap.ErrInvalid, never returned as a
-// lock whose Deadline has passed. Errors quote keys cut to 200 bytes.
+// [Locker.TTLRange], from [MinTTL] (1 s); a lock that would have no
+// validity left when Acquire returns is given back and the attempt fails
+// with lockswap.ErrUnavailable, never returned with its Deadline passed. Errors quote keys cut to 200 bytes.
 package etcdlease
 
 import (
@@ -390,7 +391,7 @@ func (o *Options) validate() error {
 		return fmt.Errorf("%s: cluster size %d is negative: %w", Backend, o.ClusterSize, lockswap.ErrInvalid)
 	}
 	if min, max := ttlRange(); o.TTL != 0 && (o.TTL < min || o.TTL > max) {
-		return fmt.Errorf("%s: Options.TTL %v is outside the accepted range [%v, %v]: %w", Backend, o.TTL, min, max, lockswap.ErrInvalid)
+		return fmt.Errorf("%s: %w", Backend, errTTLRange(fmt.Sprintf("Options.TTL %v", o.TTL)))
 	}
 	return nil
 }
@@ -444,18 +445,22 @@ func newLocker(c *clientv3.Client, opts Options) (*Locker, error) {
 	return lk, nil
 }
 
-// ttlRange is the Locker's TTL range: from lockswap.MinTTL (10 ms) to
-// lockswap.MaxTTL (365 days; etcd's own lease limit is far above). A TTL
-// below a second still runs on a lease of a whole second or more (see the
-// package doc), and a TTL so short that the acquisition itself used it up
-// is refused with lockswap.ErrInvalid when Acquire returns.
+// MinTTL is the smallest TTL a Locker accepts: etcd's leases are whole
+// seconds, so a shorter TTL would run on a lease of at least a second, and
+// a holder that crashed would keep the key longer than its TTL said.
+const MinTTL = time.Second
+
+// ttlRange is the Locker's TTL range: from MinTTL (1 s) to
+// lockswap.MaxTTL (365 days; etcd's own lease limit is far above).
 func ttlRange() (min, max time.Duration) {
-	min, max = lockswap.MinTTL, lockswap.MaxTTL
-	// A TTL must leave validity after the drift allowance.
-	for min-lockstate.Drift(min) <= 0 {
-		min *= 2
-	}
-	return min, max
+	return MinTTL, lockswap.MaxTTL
+}
+
+// errTTLRange is the error of a default TTL outside ttlRange, what
+// naming it ("ttl=500ms").
+func errTTLRange(what string) error {
+	min, max := ttlRange()
+	return fmt.Errorf("%s is outside the accepted range [%v, %v] (etcd leases are whole seconds, at least one): %w", what, min, max, lockswap.ErrInvalid)
 }
 
 // checkKey refuses a key whose queue prefix is too large for etcd's

@@ -386,43 +386,6 @@ func TestLeaderStopKeepsLock(t *testing.T) {
 	}
 }
 
-// TestSubSecondTTL: a TTL below a second runs on a whole-second lease (the
-// granted TTL), while Deadline and Done follow the TTL asked for and the
-// key is deleted at that deadline.
-func TestSubSecondTTL(t *testing.T) {
-	srv := testserver.EtcdT(t)
-	ctx := ctxT(t, 30*time.Second)
-	a, b := openT(t, srv.Endpoints(), "subsec/"), openT(t, srv.Endpoints(), "subsec/")
-	l, err := a.TryAcquire(ctx, "k", lockswap.WithTTL(300*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	end := time.Now()
-	if d := l.Deadline(); d.After(end.Add(300 * time.Millisecond)) {
-		t.Fatalf("Deadline %v after the call's return + 300ms", d.Sub(end))
-	}
-	ttl, err := a.Client().TimeToLive(ctx, asLock(t, l).ls.id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ttl.GrantedTTL < 1 {
-		t.Fatalf("granted lease TTL %d s, want at least 1", ttl.GrantedTTL)
-	}
-	waitClosed(t, l.Done(), 5*time.Second, "Done of a 300ms lock did not close")
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		nl, err := b.TryAcquire(ctx, "k", lockswap.WithTTL(time.Second))
-		if err == nil {
-			nl.Release(ctx)
-			break
-		}
-		if !errors.Is(err, lockswap.ErrHeld) || time.Now().After(deadline) {
-			t.Fatalf("after the 300ms lock's deadline: %v", err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // TestOutage: no member reachable is ErrUnavailable, not contention.
 func TestOutage(t *testing.T) {
 	ports, err := testserver.FreePorts(1)

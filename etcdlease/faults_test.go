@@ -18,10 +18,9 @@ import (
 	"github.com/lockswap/lockswap/internal/testserver"
 )
 
-// faultTTL is the lock TTL of the fault suite: the smallest TTL that etcd
-// honours as asked (leases are whole seconds; a shorter TTL still runs on a
-// lease of a second).
-const faultTTL = time.Second
+// faultTTL is the lock TTL of the fault suite: the smallest TTL etcdlease
+// accepts (MinTTL: leases are whole seconds).
+const faultTTL = MinTTL
 
 // TestFaults runs the shared fault suite: every call keeps its deadline
 // when etcd stops answering (a proxy that accepts and holds every byte),

@@ -45,7 +45,7 @@ func parseURL(u *registry.URL, c registry.Clients) (registry.OpenFunc, error) {
 		return nil, err
 	}
 	if min, max := ttlRange(); ttl != 0 && (ttl < min || ttl > max) {
-		return nil, fmt.Errorf("ttl=%v is outside the accepted range [%v, %v]: %w", ttl, min, max, lockswap.ErrInvalid)
+		return nil, errTTLRange(fmt.Sprintf("ttl=%v", ttl))
 	}
 	dial, err := u.Duration("dial_timeout")
 	if err != nil {

@@ -285,6 +285,9 @@ func (lk *Locker) Close() error {
 // keeps its way of waiting (etcd's queue); with two it polls per the retry
 // policy, never holding one lock while waiting for the other.
 func (lk *Locker) Acquire(ctx context.Context, key string, opts ...lockswap.Option) (lockswap.Lock, error) {
+	if err := acquire.ValidateContext(ctx); err != nil {
+		return nil, fmt.Errorf("migrate: acquire %s: %w", lockstate.QuoteKey(key), err)
+	}
 	opts = lk.withTTL(opts)
 	o, err := lockswap.Options{Retry: lk.o.Retry}.Resolve(opts...)
 	if err != nil {
@@ -320,6 +323,9 @@ func (lk *Locker) Acquire(ctx context.Context, key string, opts ...lockswap.Opti
 
 // TryAcquire makes one attempt at the lock(s) of the phase.
 func (lk *Locker) TryAcquire(ctx context.Context, key string, opts ...lockswap.Option) (lockswap.Lock, error) {
+	if err := acquire.ValidateContext(ctx); err != nil {
+		return nil, fmt.Errorf("migrate: acquire %s: %w", lockstate.QuoteKey(key), err)
+	}
 	opts = lk.withTTL(opts)
 	opts = append(opts[:len(opts):len(opts)], lockswap.WithRetry(lockswap.NoRetry()))
 	if err := acquire.ValidateKey(key); err != nil {
@@ -464,6 +470,9 @@ func (l *lock) Done() <-chan struct{} {
 
 // Extend extends every held lock; it fails if any fails.
 func (l *lock) Extend(ctx context.Context, ttl time.Duration) error {
+	if err := acquire.ValidateContext(ctx); err != nil {
+		return fmt.Errorf("migrate: extend %s: %w", lockstate.QuoteKey(l.key), err)
+	}
 	if err := l.lk.checkTTL("extend", l.key, ttl); err != nil {
 		return err
 	}
@@ -481,6 +490,9 @@ func (l *lock) Extend(ctx context.Context, ttl time.Duration) error {
 
 // Release releases in reverse order of acquisition: target, then legacy.
 func (l *lock) Release(ctx context.Context) error {
+	if err := acquire.ValidateContext(ctx); err != nil { // before l.end: nothing was released
+		return fmt.Errorf("migrate: release %s: %w", lockstate.QuoteKey(l.key), err)
+	}
 	var errs []error
 	for i := len(l.locks) - 1; i >= 0; i-- {
 		if err := l.locks[i].Release(ctx); err != nil {

@@ -33,6 +33,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/lockswap/lockswap"
 	"github.com/lockswap/lockswap/internal/acquire"
@@ -236,10 +238,8 @@ func check(u *URL, c Clients) (*Scheme, OpenFunc, error) {
 	if u.TLS && !s.TLS {
 		return nil, nil, invalid("%s has no TLS scheme", s.Name)
 	}
-	for _, h := range u.Hosts {
-		if err := checkHostPort(h); err != nil {
-			return nil, nil, err
-		}
+	if err := checkHosts(u.Hosts); err != nil {
+		return nil, nil, err
 	}
 	allowed := append(append([]string(nil), s.Params...), "require")
 	keys := make([]string, 0, len(u.Query))
@@ -449,15 +449,48 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-func checkHostPort(h string) error {
-	host, port, err := net.SplitHostPort(h)
-	if err != nil || host == "" {
-		return invalid("address %q: want host:port", h)
-	}
-	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
-		return invalid("address %q: port %q is not a number between 1 and 65535", h, port)
+// checkHosts refuses a host list with an empty entry ("a,,b"), an entry
+// that is not host:port with a port from 1 to 65535 (a space after a comma
+// included), and one server listed twice: Redlock would count it twice
+// toward its quorum. Two spellings of one address ("H:6379", "h:06379")
+// are the same entry; two names of one server ("localhost", "127.0.0.1")
+// cannot be told apart without a lookup and are not refused here (redlock
+// refuses clients that report the same address when it is opened).
+func checkHosts(hosts []string) error {
+	seen := make(map[string]int, len(hosts))
+	for i, h := range hosts {
+		key, err := checkHostPort(h)
+		if err != nil {
+			return fmt.Errorf("host %d of %d: %w", i+1, len(hosts), err)
+		}
+		if j, dup := seen[key]; dup {
+			return invalid("hosts %d and %d of %d are the same server %q: list each server once (Redlock would count it twice toward its quorum)", j+1, i+1, len(hosts), h)
+		}
+		seen[key] = i
 	}
 	return nil
+}
+
+// checkHostPort checks one entry of a host list and returns it in a form
+// that is equal for two spellings of one address: the host lower case,
+// the port as a number.
+func checkHostPort(h string) (string, error) {
+	if h == "" {
+		return "", invalid("empty entry in the host list (two commas in a row, or a comma at an end?)")
+	}
+	if i := strings.IndexFunc(h, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }); i >= 0 {
+		r, _ := utf8.DecodeRuneInString(h[i:])
+		return "", invalid("address %q contains %q: want host:port without spaces (a space after a comma?)", h, r)
+	}
+	host, port, err := net.SplitHostPort(h)
+	if err != nil || host == "" {
+		return "", invalid("address %q: want host:port", h)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || strings.Trim(port, "0123456789") != "" || p < 1 || p > 65535 {
+		return "", invalid("address %q: port %q is not a number between 1 and 65535", h, port)
+	}
+	return net.JoinHostPort(strings.ToLower(host), strconv.Itoa(p)), nil
 }
 
 // redactRaw hides anything between "://" and "@" in an unparsed URL.

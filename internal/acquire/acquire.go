@@ -13,6 +13,16 @@ import (
 	"github.com/lockswap/lockswap"
 )
 
+// ValidateContext refuses a nil ctx (a context.Context nobody made:
+// calls need one to bound them) with an error matching lockswap.ErrInvalid
+// that names the argument.
+func ValidateContext(ctx context.Context) error {
+	if ctx == nil {
+		return fmt.Errorf("ctx is a nil context.Context (pass context.Background(), or better one with a deadline): %w", lockswap.ErrInvalid)
+	}
+	return nil
+}
+
 // ValidateKey checks that key is not empty; the error matches
 // lockswap.ErrInvalid.
 func ValidateKey(key string) error {
