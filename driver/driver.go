@@ -575,7 +575,8 @@ func (lk *Locker[D]) Acquire(ctx context.Context, key string, opts ...lockswap.O
 	})
 	retry := outage.Strategy(o.Retry)
 	if lk.q == nil {
-		return acquire.Retry(ctx, retry, try)
+		l, err := acquire.Retry(ctx, retry, try)
+		return l, lk.name(key, err)
 	}
 	offer := localq.Offer{GiveBack: lk.giveBackHanded}
 	if lk.ho != nil {
@@ -584,7 +585,17 @@ func (lk *Locker[D]) Acquire(ctx context.Context, key string, opts ...lockswap.O
 			offer.Delivered = n.add // its attempt counts as ours
 		}
 	}
-	return lk.q.AcquireOffer(ctx, key, retry, offer, try)
+	l, err := lk.q.AcquireOffer(ctx, key, retry, offer, try)
+	return l, lk.name(key, err)
+}
+
+// name prefixes an error of the wait loop that names nothing (a context
+// that had ended before the first attempt) with the backend and key.
+func (lk *Locker[D]) name(key string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return acquire.Name(err, fmt.Sprintf("%s: acquire %s", lk.cfg.Name, lockstate.QuoteKey(key)))
 }
 
 // TryAcquire makes one attempt. It does not queue behind the Locker's
@@ -627,7 +638,7 @@ func (lk *Locker[D]) try(ctx context.Context, key string, ttl time.Duration, fir
 	l.granted(start, g)
 	if ctx.Err() != nil {
 		lk.giveBack(ctx, l)
-		return nil, lk.fail("acquire", key, fmt.Errorf("acquired as the wait was given up; giving it back: %w", ctx.Err()))
+		return nil, lk.fail("acquire", key, givenUp(ctx.Err()))
 	}
 	if lk.closed.Load() {
 		// Close ran meanwhile: nobody could release or extend the lock.
@@ -647,7 +658,7 @@ func (lk *Locker[D]) try(ctx context.Context, key string, ttl time.Duration, fir
 // counted).
 func (lk *Locker[D]) wait(ctx context.Context, key string, o lockswap.Options, count *Attempts) (lockswap.Lock, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, lk.fail("acquire", key, fmt.Errorf("not attempted: %w", err))
+		return nil, lk.fail("acquire", key, acquire.NotAttempted(err))
 	}
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -674,7 +685,7 @@ func (lk *Locker[D]) wait(ctx context.Context, key string, o lockswap.Options, c
 			}
 			if ctx.Err() != nil {
 				lk.giveBack(ctx, l)
-				return nil, lk.fail("acquire", key, fmt.Errorf("acquired as the wait was given up; giving it back: %w", ctx.Err()))
+				return nil, lk.fail("acquire", key, givenUp(ctx.Err()))
 			}
 			if err = l.expired(ctx, start); err == nil {
 				return l, nil
@@ -811,6 +822,14 @@ func (l *lock[D]) granted(start time.Time, g Grant) {
 	if l.flags.Or(flagHeld)&flagLost != 0 {
 		l.reportLost(ReasonDriverLost)
 	}
+}
+
+// givenUp is the error of an attempt that took the lock after its caller
+// had given up (ctxErr): the lock is given back, and like an attempt too
+// slow for its TTL it is a failed attempt, which matches
+// lockswap.ErrUnavailable as well as ctxErr.
+func givenUp(ctxErr error) error {
+	return fmt.Errorf("acquired as the wait was given up; giving it back: %w (%w)", ctxErr, lockswap.ErrUnavailable)
 }
 
 // expired gives l back and returns an error matching

@@ -162,6 +162,7 @@ func New(c redisclient.Client, opts Options) (*Locker, error) {
 		MaxTTL:     maxTTL,
 		CheckTTL:   opts.Unit.checkTTL,
 		Retry:      opts.Retry,
+		CheckKey:   redisclient.CheckKey(opts.Prefix),
 		Queue:      true,
 		Uncertain:  redisclient.Uncertain,
 		// No Undo: an acquire whose reply is lost may leave its timestamp

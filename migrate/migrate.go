@@ -316,9 +316,10 @@ func (lk *Locker) Acquire(ctx context.Context, key string, opts ...lockswap.Opti
 	// Each attempt is the phase's TryAcquire calls, each bounded by its
 	// Locker's own request timeout; the outage counts from the first.
 	outage := acquire.NewOutage(o.MaxOutage, nil)
-	return acquire.Retry(ctx, outage.Strategy(o.Retry), outage.Wrap(0, func(ctx context.Context, _ time.Duration) (lockswap.Lock, error) {
+	l, err := acquire.Retry(ctx, outage.Strategy(o.Retry), outage.Wrap(0, func(ctx context.Context, _ time.Duration) (lockswap.Lock, error) {
 		return lk.TryAcquire(ctx, key, opts...)
 	}))
+	return l, acquire.Name(err, "migrate: acquire "+lockstate.QuoteKey(key))
 }
 
 // TryAcquire makes one attempt at the lock(s) of the phase.

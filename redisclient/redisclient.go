@@ -17,6 +17,7 @@ package redisclient
 import (
 	"context"
 	"crypto/sha1"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"reflect"
@@ -90,9 +91,10 @@ func IsTransport(err error) bool { return err != nil && !errors.Is(err, ErrReply
 // TLS certificate that did not verify on either side (see
 // [CertificateReason]), or a Redis error reply for authentication or
 // permission (NOAUTH, WRONGPASS, NOPERM), a wrong type under a key
-// (WRONGTYPE), keys in several cluster slots (CROSSSLOT), an unknown or
-// disabled command, or a
-// script that failed on its own (a Lua runtime error). A backend fails such
+// (WRONGTYPE), keys in several cluster slots (CROSSSLOT), a database
+// number the server does not have, an unknown or disabled command, or a
+// script that failed on its own (a Lua runtime error), or a server that
+// answered a TLS handshake in plain text (a tls.RecordHeaderError). A backend fails such
 // an attempt at once with lockswap.ErrInvalid instead of waiting for the
 // server to "come back". Transport errors are not replies; and replies
 // that say the server is busy or changing roles (LOADING, BUSY,
@@ -103,8 +105,24 @@ func IsPermanent(err error) bool { return PermanentReason(err) != "" }
 // PermanentReason returns, for an error that [IsPermanent] accepts, a short
 // hint that tells the user what to fix; "" otherwise.
 func PermanentReason(err error) string {
+	if err == nil {
+		return ""
+	}
 	if reason := CertificateReason(err); reason != "" {
 		return reason
+	}
+	var rh tls.RecordHeaderError
+	if errors.As(err, &rh) {
+		// The server answered the TLS handshake with bytes that are not
+		// TLS: it speaks plain text (a handshake it does not answer at
+		// all stays an outage: it cannot be told from a hung server).
+		return "the server answered the TLS handshake in plain text: use redis:// (not rediss://, no tls params) for a server without TLS, or enable TLS on it"
+	}
+	// The SELECT of the connection handshake; the clients wrap it in
+	// their own words (rueidis drops the ERR), so the text is what is
+	// common.
+	if strings.Contains(err.Error(), "DB index is out of range") {
+		return "the server has no such database: use a database number below its databases setting (16 by default: /0 to /15)"
 	}
 	var re *ReplyError
 	if !errors.As(err, &re) {

@@ -397,6 +397,7 @@ func New(clients []redisclient.Client, opts Options) (*Locker, error) {
 		MaxTTL:     p.maxTTL,
 		CheckTTL:   p.checkTTL,
 		Retry:      opts.Retry,
+		CheckKey:   redisclient.CheckKey(opts.Prefix),
 		Queue:      true,
 		Background: &p.bg,
 		Closer:     p,

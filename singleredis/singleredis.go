@@ -205,6 +205,7 @@ func New(c redisclient.Client, opts Options) (*Locker, error) {
 		Guarantees: g,
 		TTL:        opts.TTL,
 		Retry:      opts.Retry,
+		CheckKey:   redisclient.CheckKey(opts.Prefix),
 		Fence:      opts.Fence,
 		Queue:      true,
 		Uncertain:  redisclient.Uncertain,

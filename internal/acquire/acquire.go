@@ -59,7 +59,7 @@ func Retry[T any](ctx context.Context, strategy lockswap.RetryStrategy, try func
 	var prev error
 	for attempt := 1; ; attempt++ {
 		if err := ctx.Err(); err != nil && attempt == 1 {
-			return zero, fmt.Errorf("acquire not attempted: %w", err)
+			return zero, NotAttempted(err)
 		}
 		v, err := try(ctx)
 		if err == nil {
@@ -93,6 +93,32 @@ func Retry[T any](ctx context.Context, strategy lockswap.RetryStrategy, try func
 		case <-timer.C:
 		}
 	}
+}
+
+// NotAttempted returns the error of an Acquire whose context had ended
+// before its first attempt: nothing was asked, so nothing is known about
+// the key, and like an attempt its context cut short it matches
+// lockswap.ErrUnavailable (a call with a live context may succeed) as
+// well as ctxErr. It names neither backend nor key: [Retry] returns it as
+// it is, and the caller prefixes it ([Name]).
+func NotAttempted(ctxErr error) error { return &notAttempted{ctxErr: ctxErr} }
+
+type notAttempted struct{ ctxErr error }
+
+func (e *notAttempted) Error() string {
+	return fmt.Sprintf("not attempted, the context had ended: %v (%v)", e.ctxErr, lockswap.ErrUnavailable)
+}
+
+func (e *notAttempted) Unwrap() []error { return []error{e.ctxErr, lockswap.ErrUnavailable} }
+
+// Name returns err prefixed with prefix ("backend: acquire \"key\"") when
+// err is, itself, a [NotAttempted] error, which names nothing; any other
+// error as it is (the errors of attempts are named by whoever made them).
+func Name(err error, prefix string) error {
+	if _, ok := err.(*notAttempted); ok {
+		return fmt.Errorf("%s: %w", prefix, err)
+	}
+	return err
 }
 
 // Retryable reports whether Acquire should try again after an attempt

@@ -162,7 +162,7 @@ func (q *Queue) AcquireOffer(ctx context.Context, key string, strategy lockswap.
 		return acquire.Retry(ctx, strategy, try)
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("acquire not attempted: %w", err)
+		return nil, fmt.Errorf("%s: acquire %s: %w", q.backend, lockstate.QuoteKey(key), acquire.NotAttempted(err))
 	}
 	deadline, _ := ctx.Deadline()
 	w, err := q.join(key, offer.TTL, deadline)

@@ -2,6 +2,7 @@ package redigo
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -41,7 +42,15 @@ func dial(s registry.RedisServer) (redisclient.Client, io.Closer, error) {
 	addr := s.Addr
 	pool := &redis.Pool{MaxIdle: 64, IdleTimeout: 5 * time.Minute,
 		DialContext: func(ctx context.Context) (redis.Conn, error) {
-			return redis.DialContext(ctx, "tcp", addr, opts...)
+			c, err := redis.DialContext(ctx, "tcp", addr, opts...)
+			if err != nil {
+				return nil, err
+			}
+			if err := checkServer(ctx, c); err != nil {
+				c.Close()
+				return nil, err
+			}
+			return c, nil
 		}}
 	return NewNamed(pool, fmt.Sprintf("%s/%d", addr, s.DB)), closer{pool, conns}, nil
 }
@@ -61,6 +70,31 @@ func (c closer) Close() error {
 	c.conns.Close()
 	if err != nil {
 		return fmt.Errorf("redigo: close pool: %w", err)
+	}
+	return nil
+}
+
+// checkServer makes sure a new connection talks to Redis: HELLO 2 (which
+// changes nothing on a RESP2 connection, and which ACLs never refuse) must
+// be answered with the server's description, or with an error reply (a
+// Redis without HELLO). go-redis and rueidis open each connection with
+// HELLO 3 and fail on a reply that is not its map; redigo checks no reply,
+// so without this a server that answers +OK to everything (not Redis, a
+// misrouted port) would pass SET NX as a lock taken, and a script's reply
+// as contention. The error is not a Redis error reply: it matches
+// lockswap.ErrUnavailable through redisclient.Classify, as the other
+// clients' handshake errors do.
+func checkServer(ctx context.Context, c redis.Conn) error {
+	v, err := redis.DoContext(c, ctx, "HELLO", 2)
+	var re redis.Error
+	if errors.As(err, &re) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if a, ok := v.([]any); !ok || len(a) < 2 || len(a)%2 != 0 {
+		return fmt.Errorf("unexpected reply %.40q to HELLO (want the server's description): not a Redis server", fmt.Sprint(v))
 	}
 	return nil
 }
