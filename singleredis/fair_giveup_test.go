@@ -139,7 +139,7 @@ func TestFairWaitGiveUpBurst(t *testing.T) {
 			// of its TTL after that.
 			allowed := ttl + probe.Allowance()
 			if crash {
-				allowed = 3*ttl + probe.Allowance() - released.Sub(gaveUp)
+				allowed = max(3*ttl-released.Sub(gaveUp), ttl) + probe.Allowance()
 			}
 			t.Logf("fresh Acquire took the key %v after the release (allowed %v, lags up to %v)", took.Round(time.Millisecond), allowed.Round(time.Millisecond), probe.Max().Round(time.Millisecond))
 			if took > allowed {
