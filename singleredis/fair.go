@@ -68,18 +68,28 @@ var (
 	fairLeave = redisclient.NewScript(redisscript.FenceCounterLua + nextFenceLua + fairCommonLua + fairLeaveLua)
 )
 
-// Registration timing, in multiples of the waiter's TTL: a waiter renews
-// its registration every renewEvery (fewer than one request per TTL) and
-// the server drops it regExpiry after its last renewal (plus regSlack, so
-// that a renewal late by a loaded machine keeps its place).
+// Registration timing: the server drops a registration one TTL of its
+// waiter after its last renewal (so that waiters that gave up or died stop
+// holding up the queue within a TTL, issue 28), and a waiter renews it
+// every renewNum/renewDen of its TTL, so that a renewal late by up to a
+// quarter TTL (a loaded machine) keeps its place; a later one puts the
+// waiter at the back of the queue.
 const (
-	renewEvery = 2
-	regExpiry  = 3
-	regSlack   = 500 * time.Millisecond
+	renewNum, renewDen = 3, 4
 	// expiryMargin is how long after the key's expiry (its PTTL) the
 	// first waiter asks for it.
 	expiryMargin = 2 * time.Millisecond
 )
+
+// MaxFairWaiters is how many waiters may be registered in one key's fair
+// queue at once (registrations not yet taken out of Redis count too). An
+// Acquire that finds the queue full is not queued: its attempt fails as
+// contention (lockswap.ErrHeld), and Acquire tries again per its retry
+// policy, polling like a Locker without FairWait until a place is free.
+const MaxFairWaiters = 10000
+
+// fairWaitersLimit is MaxFairWaiters (lower in tests).
+var fairWaitersLimit = MaxFairWaiters
 
 // fair is the driver of a Locker with Options.FairWait: the protocol of
 // proto plus a Redis-side queue (driver.Waiter), woken through Pub/Sub.
@@ -219,7 +229,8 @@ func (f *fair) grant(fence int64, sent time.Time, pttl time.Duration, ttl time.D
 // Wait is the fair wait (driver.Waiter): one request takes the free lock
 // or registers c at the tail of the key's queue in Redis; then it waits
 // for its wake-up (the release that handed it the lock publishes on the
-// Locker's channel), renewing its registration every renewEvery TTLs.
+// Locker's channel), renewing its registration every 3/4 of its TTL (the
+// registration lives one TTL; the renewals also notice an outage).
 // The first live waiter also asks again when the holder's key expires
 // (its PTTL), so that a holder that died costs no more than its TTL. A
 // renewal finds out whether a wake-up was lost. When ctx ends it leaves
@@ -229,9 +240,8 @@ func (f *fair) Wait(ctx context.Context, c *driver.Claim[ref], o *driver.Outage)
 	k := f.prefix + c.Key
 	c.Data.set(k, c.Token)
 	if err := f.subscribe(ctx, o); err != nil {
-		if ctx.Err() != nil {
-			return driver.Grant{}, fmt.Errorf("%w (%w)", lockswap.ErrHeld, err)
-		}
+		// Not ErrHeld, also when ctx ended it: the server has not said
+		// that the key is held (the kit adds ctx's error).
 		return driver.Grant{}, err
 	}
 	wake := make(chan handoff, 1)
@@ -245,7 +255,7 @@ func (f *fair) Wait(ctx context.Context, c *driver.Claim[ref], o *driver.Outage)
 	}()
 	keys := f.keys(k)
 	ttl := c.TTL
-	reg := regExpiry*ttl + regSlack
+	reg := ttl
 	var (
 		timer      *time.Timer
 		sent       time.Time // the last answered request's send time
@@ -260,7 +270,7 @@ func (f *fair) Wait(ctx context.Context, c *driver.Claim[ref], o *driver.Outage)
 	for {
 		rctx, cancel := requestCtx(ctx, o)
 		start := time.Now()
-		v, err := f.c.Run(rctx, fairWait, keys, c.Token, ttl.Milliseconds(), reg.Milliseconds(), f.channel)
+		v, err := f.c.Run(rctx, fairWait, keys, c.Token, ttl.Milliseconds(), reg.Milliseconds(), f.channel, fairWaitersLimit)
 		cancel()
 		if err != nil {
 			if redisclient.IsWrongType(err) {
@@ -274,9 +284,8 @@ func (f *fair) Wait(ctx context.Context, c *driver.Claim[ref], o *driver.Outage)
 					return g, nil
 				}
 			}
-			if ctx.Err() != nil {
-				return driver.Grant{}, fmt.Errorf("%w (%w)", lockswap.ErrHeld, err)
-			}
+			// An outage (ErrUnavailable), also when ctx ended this
+			// request: what the server said before is not news of now.
 			return driver.Grant{}, err
 		}
 		o.Answered()
@@ -289,6 +298,9 @@ func (f *fair) Wait(ctx context.Context, c *driver.Claim[ref], o *driver.Outage)
 			return f.grant(r[1], start, ttl, ttl), nil
 		case r[0] == 2:
 			return f.grant(r[1], start, time.Duration(r[2])*time.Millisecond, ttl), nil
+		case r[0] == 3:
+			// The queue is full: not queued (nothing written).
+			return driver.Grant{}, fmt.Errorf("%w (the fair queue holds %d waiters, the most it takes: see MaxFairWaiters)", lockswap.ErrHeld, fairWaitersLimit)
 		case r[0] < 0:
 			if registered {
 				// Leave the queue: a release would hand the key to a
@@ -300,16 +312,9 @@ func (f *fair) Wait(ctx context.Context, c *driver.Claim[ref], o *driver.Outage)
 			return driver.Grant{}, fenceError(FenceKey(k), r[0])
 		}
 		registered, sent, serverNow = true, start, r[3]
-		d := renewEvery * ttl
+		d := ttl * renewNum / renewDen
 		if head, pttl := r[1] == 1, r[2]; head && pttl >= 0 {
 			d = min(d, time.Duration(pttl)*time.Millisecond+expiryMargin)
-		}
-		if lim := o.Limit(); lim > 0 {
-			// An outage is noticed by a request: ask a third of the
-			// outage bound apart, but no more than once per TTL (the
-			// promise of quiet waiting; an outage then ends the wait up
-			// to one TTL after its bound).
-			d = min(d, max(lim/3, ttl))
 		}
 		if timer == nil {
 			timer = time.NewTimer(d)

@@ -55,7 +55,7 @@ func TestFairWaitOnRedisCluster(t *testing.T) {
 		}
 		out := acquireAsync(ctx, b, key, lockswap.WithTTL(5*time.Second))
 		waitFor(t, 5*time.Second, "registered", func() bool {
-			n, _ := admin.LLen(ctx, singleredis.FairQueueKey(key)).Result()
+			n, _ := admin.HLen(ctx, singleredis.FairWaitersKey(key)).Result()
 			return n == 1
 		})
 		if err := held.Release(ctx); err != nil {

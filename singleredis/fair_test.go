@@ -71,9 +71,11 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	}
 }
 
-// queued returns how many waiters the queue of Redis key k holds.
+// queued returns how many waiters are registered in the queue of Redis
+// key k (the list keeps the entries of waiters that left until they reach
+// its head; their registrations are gone).
 func queued(raw *goredis.Client, k string) int64 {
-	n, _ := raw.LLen(context.Background(), singleredis.FairQueueKey(k)).Result()
+	n, _ := raw.HLen(context.Background(), singleredis.FairWaitersKey(k)).Result()
 	return n
 }
 
@@ -207,7 +209,8 @@ func TestFairWaitHandOverIsOneRequest(t *testing.T) {
 }
 
 // TestFairWaitQuietWhileWaiting: 7 waiters (separate Lockers) of a lock
-// held for many of their TTLs send no more than one request each per TTL.
+// held for many of their TTLs send one request each per 3/4 of their TTL
+// (the renewal of a registration that lives one TTL): at most 1.5 per TTL.
 func TestFairWaitQuietWhileWaiting(t *testing.T) {
 	srv := testserver.RedisT(t, testserver.RedisOptions{})
 	raw := redistest.GoRedisClient(t, srv.Addr())
@@ -251,8 +254,8 @@ func TestFairWaitQuietWhileWaiting(t *testing.T) {
 			ttls := float64(time.Since(start)) / float64(ttl)
 			perWaiterPerTTL := float64(after-before) / waiters / ttls
 			t.Logf("%d requests from %d waiters over %.1f TTLs: %.2f per waiter per TTL", after-before, waiters, ttls, perWaiterPerTTL)
-			if perWaiterPerTTL > 1 {
-				t.Errorf("%.2f requests per waiter per TTL while waiting, want ≤ 1", perWaiterPerTTL)
+			if perWaiterPerTTL > 1.5 {
+				t.Errorf("%.2f requests per waiter per TTL while waiting, want ≤ 1.5 (one per 3/4 TTL)", perWaiterPerTTL)
 			}
 			// And then they all get it, in turn.
 			if err := held.Release(ctx); err != nil {
@@ -333,8 +336,9 @@ func TestFairWaitDeadWaiter(t *testing.T) {
 	deadOut := acquireAsync(dctx, dead, key, lockswap.WithTTL(ttl))
 	waitFor(t, 5*time.Second, "the doomed waiter registered", func() bool { return queued(raw, key) == 1 })
 	next := fairLocker(t, redistest.GoRedis(t, srv.Addr()), singleredis.Options{})
-	// The bound: the dead waiter's registration (3 TTLs + 0.5 s) and the
-	// TTL of a lock handed to it, with room for a loaded machine.
+	// The bound: the dead waiter's registration (one TTL; 3 TTLs + 0.5 s
+	// before issue 28) and the TTL of a lock handed to it, with room for a
+	// loaded machine.
 	bound := 3*ttl + 500*time.Millisecond + ttl + 2*time.Second
 	nctx, ncancel := context.WithTimeout(ctx, bound)
 	defer ncancel()

@@ -1,10 +1,12 @@
--- ARGV: token, lock TTL (ms), registration TTL (ms), wake-up channel.
+-- ARGV: token, lock TTL (ms), registration TTL (ms), wake-up channel, the
+-- most registrations the queue takes.
 -- Takes the lock when it is free and nobody alive waits before us,
 -- otherwise registers us (or renews our registration) at the queue's tail.
 -- Returns {status, a, b, now}:
 --   {1, fence, ttl, now}: taken now;
 --   {2, fence, ttl, now}: it was handed to us already (its TTL renewed);
 --   {0, head (1: we are the first live waiter), the lock's PTTL, now}: wait;
+--   {3, 0, 0, now}: the queue is full: we are not registered;
 --   {-n, 0, 0, now}: fence code n, nothing written.
 local token = ARGV[1]
 local cur = redis.call("GET", KEYS[1])
@@ -12,7 +14,7 @@ local now = now_ms()
 if cur == token then
   -- Handed to us and not woken (a wake-up lost or refused): the key is
   -- ours from now, for a whole TTL.
-  redis.call("LREM", KEYS[2], 0, token)
+  -- Our queue entry, if any, has no registration left: prune skips it.
   redis.call("HDEL", KEYS[3], token)
   redis.call("PEXPIRE", KEYS[1], ARGV[2])
   local fence = 1
@@ -34,7 +36,12 @@ if not cur then
   if fence < 0 then return {fence, 0, 0, now} end
 end
 local reg = tonumber(ARGV[3])
-if redis.call("HSET", KEYS[3], token, (now + reg) .. " " .. ARGV[2] .. " " .. ARGV[4]) == 1 then
+local entry = (now + reg) .. " " .. ARGV[2] .. " " .. ARGV[4]
+if redis.call("HEXISTS", KEYS[3], token) == 1 then
+  redis.call("HSET", KEYS[3], token, entry)
+else
+  if redis.call("HLEN", KEYS[3]) >= tonumber(ARGV[5]) then return {3, 0, 0, now} end
+  redis.call("HSET", KEYS[3], token, entry)
   redis.call("RPUSH", KEYS[2], token)
 end
 for i = 2, 3 do
