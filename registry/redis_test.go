@@ -196,3 +196,24 @@ func TestRedisClientsDialConcurrently(t *testing.T) {
 		t.Errorf("the client made for ok:1 was closed %d times, want once", testDial.closes)
 	}
 }
+
+// TestRedisClientsEndedContext: a context that has already ended fails
+// the open of a URL that dials its hosts, lazy clients too, before any
+// client is made.
+func TestRedisClientsEndedContext(t *testing.T) {
+	registerTestRedis()
+	registerTestDial()
+	testDial.mu.Lock()
+	testDial.closes = 0
+	testDial.mu.Unlock()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := registry.OpenURL(ctx, "testredis://ok:1?client=testdial"); !errors.Is(err, context.Canceled) || !errors.Is(err, lockswap.ErrUnavailable) {
+		t.Errorf("OpenURL under a cancelled context: %v; want an error matching context.Canceled and ErrUnavailable", err)
+	}
+	testDial.mu.Lock()
+	defer testDial.mu.Unlock()
+	if testDial.closes != 0 {
+		t.Errorf("a client was made (and closed %d times) under a context that had ended", testDial.closes)
+	}
+}
