@@ -245,6 +245,9 @@ type Locker struct {
 	opts  Options
 	nodes int
 
+	// cancelClient ends the context of an owned client (see OpenContext).
+	cancelClient context.CancelFunc
+
 	ctx    context.Context // ends at Close: background work, calls in progress
 	cancel context.CancelFunc
 	// cleanupCtx ends when Close has revoked the leases (or given up): it
@@ -279,8 +282,16 @@ var _ lockswap.Locker = (*Locker)(nil)
 // Close closes it. Errors name the endpoints, never the password. With
 // cfg.TLS, Open first runs one TLS handshake with each endpoint (at once,
 // within 2 s) and refuses, with an error matching lockswap.ErrInvalid, an
-// endpoint whose certificate does not verify.
-func Open(cfg Config) (*Locker, error) {
+// endpoint whose certificate does not verify. It is OpenContext without a
+// deadline: connecting is bounded by cfg.DialTimeout only.
+func Open(cfg Config) (*Locker, error) { return OpenContext(context.Background(), cfg) }
+
+// OpenContext is Open within ctx: when ctx ends before the Locker is made
+// (a client that authenticates waits for etcd's answer, up to
+// cfg.DialTimeout), it closes what it made and returns at once with an
+// error matching ctx.Err() and lockswap.ErrUnavailable. ctx bounds the
+// opening only, not the Locker's life.
+func OpenContext(ctx context.Context, cfg Config) (*Locker, error) {
 	if len(cfg.Endpoints) == 0 {
 		return nil, fmt.Errorf("%s: no etcd endpoints: %w", Backend, lockswap.ErrInvalid)
 	}
@@ -305,10 +316,23 @@ func Open(cfg Config) (*Locker, error) {
 		dial = 5 * time.Second
 	}
 	if cfg.TLS != nil {
-		if err := checkCertificates(cfg.Endpoints, cfg.TLS, min(dial, certCheckTimeout)); err != nil {
+		if err := checkCertificates(ctx, cfg.Endpoints, cfg.TLS, min(dial, certCheckTimeout)); err != nil {
 			return nil, err
 		}
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, openEnded(cfg.Endpoints, err)
+	}
+	// clientv3.Config.Context is the parent of the client's whole life
+	// (its cancel kills the client), and New uses it to authenticate. So
+	// the client gets a context of its own, which ctx's end cancels only
+	// while New runs (stop), and Close for good (cancelClient).
+	cctx, cancelClient := context.WithCancel(context.Background())
+	ended := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		defer close(ended)
+		cancelClient()
+	})
 	c, err := clientv3.New(clientv3.Config{
 		Endpoints:   cfg.Endpoints,
 		Username:    cfg.Username,
@@ -316,8 +340,18 @@ func Open(cfg Config) (*Locker, error) {
 		TLS:         cfg.TLS,
 		DialTimeout: dial,
 		Logger:      zap.NewNop(),
+		Context:     cctx,
 	})
+	if !stop() {
+		// ctx ended while New ran: the client is dead or failed.
+		<-ended
+		if c != nil {
+			c.Close()
+		}
+		return nil, openEnded(cfg.Endpoints, ctx.Err())
+	}
 	if err != nil {
+		cancelClient()
 		sentinel := classify(err)
 		if sentinel == lockswap.ErrInvalid {
 			hint := (&Locker{opts: opts}).hint(err)
@@ -328,13 +362,20 @@ func Open(cfg Config) (*Locker, error) {
 	if opts.ClusterSize == 0 {
 		opts.ClusterSize = len(cfg.Endpoints)
 	}
-	lk, err := newLocker(c, opts)
+	lk, err := newLocker(ctx, c, opts)
 	if err != nil {
 		c.Close()
+		cancelClient()
 		return nil, err
 	}
-	lk.own = true
+	lk.own, lk.cancelClient = true, cancelClient
 	return lk, nil
+}
+
+// openEnded is the error of an open whose ctx ended (ctxErr) before the
+// Locker was made: an outage as far as the caller can tell.
+func openEnded(endpoints []string, ctxErr error) error {
+	return fmt.Errorf("%s: connect to %v: %w before the Locker was made: %w", Backend, endpoints, ctxErr, lockswap.ErrUnavailable)
 }
 
 // certCheckTimeout bounds Open's check of the endpoints' certificates.
@@ -347,7 +388,7 @@ const certCheckTimeout = 2 * time.Second
 // so that every request would go unanswered and look like an outage; the
 // check makes it the configuration error it is, at Open. An endpoint that
 // cannot be reached is left to the client (an outage, not a mistake).
-func checkCertificates(endpoints []string, cfg *tls.Config, timeout time.Duration) error {
+func checkCertificates(ctx context.Context, endpoints []string, cfg *tls.Config, timeout time.Duration) error {
 	errs := make([]error, len(endpoints))
 	var wg sync.WaitGroup
 	for i, ep := range endpoints {
@@ -355,7 +396,7 @@ func checkCertificates(endpoints []string, cfg *tls.Config, timeout time.Duratio
 		if j := strings.Index(addr, "://"); j >= 0 {
 			addr = addr[j+3:]
 		}
-		wg.Go(func() { errs[i] = tlscheck.ServerCertificate(context.Background(), addr, cfg, timeout) })
+		wg.Go(func() { errs[i] = tlscheck.ServerCertificate(ctx, addr, cfg, timeout) })
 	}
 	wg.Wait()
 	for i, err := range errs {
@@ -373,10 +414,16 @@ func New(c *clientv3.Client, opts Options) (*Locker, error) {
 	if c == nil {
 		return nil, fmt.Errorf("%s: nil etcd client: %w", Backend, lockswap.ErrInvalid)
 	}
+	return newContext(context.Background(), c, opts)
+}
+
+// newContext is New within ctx, for a URL opened with a given client:
+// asking the cluster for its size (Options.ClusterSize 0) ends with ctx.
+func newContext(ctx context.Context, c *clientv3.Client, opts Options) (*Locker, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	return newLocker(c, opts)
+	return newLocker(ctx, c, opts)
 }
 
 func (o *Options) validate() error {
@@ -396,7 +443,7 @@ func (o *Options) validate() error {
 	return nil
 }
 
-func newLocker(c *clientv3.Client, opts Options) (*Locker, error) {
+func newLocker(octx context.Context, c *clientv3.Client, opts Options) (*Locker, error) {
 	if opts.Prefix == "" {
 		opts.Prefix = DefaultPrefix
 	}
@@ -408,9 +455,12 @@ func newLocker(c *clientv3.Client, opts Options) (*Locker, error) {
 	}
 	nodes := opts.ClusterSize
 	if nodes == 0 {
-		ctx, cancel := context.WithTimeout(context.Background(), opts.RequestTimeout)
+		ctx, cancel := context.WithTimeout(octx, opts.RequestTimeout)
 		resp, err := c.MemberList(ctx)
 		cancel()
+		if err := octx.Err(); err != nil {
+			return nil, openEnded(c.Endpoints(), err)
+		}
 		if err == nil && len(resp.Members) > 0 {
 			nodes = len(resp.Members)
 		} else {
@@ -588,6 +638,7 @@ func (lk *Locker) Close() error {
 		if err := lk.c.Close(); err != nil && !errors.Is(err, context.Canceled) {
 			errs = append(errs, fmt.Errorf("%s: close client: %w", Backend, err))
 		}
+		lk.cancelClient()
 	}
 	return errors.Join(errs...)
 }

@@ -56,9 +56,9 @@ func parseURL(u *registry.URL, c registry.Clients) (registry.OpenFunc, error) {
 		return nil, err
 	}
 	prefix := u.Query.Get("prefix")
-	return func(context.Context) (lockswap.Locker, error) {
+	return func(ctx context.Context) (lockswap.Locker, error) {
 		if given != nil {
-			return New(given, Options{Prefix: prefix, TTL: ttl, Logger: c.Logger})
+			return newContext(ctx, given, Options{Prefix: prefix, TTL: ttl, Logger: c.Logger})
 		}
 		scheme := "http://"
 		cfg := Config{Username: u.Username, Password: u.Password, DialTimeout: dial, Prefix: prefix, TTL: ttl, Logger: c.Logger}
@@ -68,6 +68,6 @@ func parseURL(u *registry.URL, c registry.Clients) (registry.OpenFunc, error) {
 		for _, h := range u.Hosts {
 			cfg.Endpoints = append(cfg.Endpoints, scheme+h)
 		}
-		return Open(cfg)
+		return OpenContext(ctx, cfg)
 	}, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"sort"
@@ -29,7 +30,12 @@ type RedisServer struct {
 }
 
 // A RedisDialer makes a client for one Redis server, and what closes it.
-type RedisDialer func(s RedisServer) (redisclient.Client, io.Closer, error)
+// ctx is the open's context (the one given to [Open]): a client that
+// connects when it is made (rueidis) stops connecting when ctx ends,
+// closes what it made and returns an error matching ctx.Err(); a client
+// that connects on first use (go-redis, redigo) may ignore it. The
+// dialers of a URL's servers run concurrently.
+type RedisDialer func(ctx context.Context, s RedisServer) (redisclient.Client, io.Closer, error)
 
 var (
 	dialMu  sync.RWMutex
@@ -165,7 +171,13 @@ func (u *URL) RedisServers(c Clients) (int, error) {
 // RedisClients returns the Redis clients for u: those given in c (the
 // Locker must not close them, and the closer is nil), or else one per host,
 // dialled by the library client= names, and a closer for them.
-func RedisClients(u *URL, c Clients) ([]redisclient.Client, io.Closer, error) {
+//
+// The hosts are dialled concurrently, so that servers that do not answer
+// cost one wait, not one each, and the call returns when ctx ends: it then
+// closes every client already made and fails with an error matching
+// ctx.Err() and lockswap.ErrUnavailable. Nothing it started runs on after
+// it returned (it waits for its dialers, which end with ctx).
+func RedisClients(ctx context.Context, u *URL, c Clients) ([]redisclient.Client, io.Closer, error) {
 	if _, err := u.RedisServers(c); err != nil {
 		return nil, nil, err
 	}
@@ -185,29 +197,66 @@ func RedisClients(u *URL, c Clients) ([]redisclient.Client, io.Closer, error) {
 	if s.TLS, err = u.TLSConfig(c); err != nil {
 		return nil, nil, err
 	}
-	var closers multiCloser
-	out := make([]redisclient.Client, 0, len(u.Hosts))
-	for _, addr := range u.Hosts {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, connectEnded(u, err)
+	}
+	// A dialer that fails ends the others (dctx): one failure fails the
+	// open, as when the hosts were dialled one after the other.
+	dctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		firstErr error
+	)
+	out := make([]redisclient.Client, len(u.Hosts))
+	closers := make(multiCloser, len(u.Hosts))
+	for i, addr := range u.Hosts {
+		s := s
 		s.Addr = addr
-		rc, closer, err := dial(s)
-		if err != nil {
-			closers.Close()
-			return nil, nil, err
+		wg.Go(func() {
+			rc, closer, err := dial(dctx, s)
+			mu.Lock()
+			defer mu.Unlock()
+			out[i], closers[i] = rc, closer
+			if err != nil && firstErr == nil {
+				firstErr = err
+				cancel()
+			}
+		})
+	}
+	wg.Wait()
+	if firstErr == nil && ctx.Err() != nil {
+		// Every dialer returned, but ctx ended meanwhile: a client made
+		// lazily may not have looked at it.
+		firstErr = ctx.Err()
+	}
+	if firstErr != nil {
+		closers.Close()
+		// A dialer's error once ctx ended is ctx's doing (a connection
+		// closed under it, a dial cancelled), unless the dialer refused
+		// its configuration.
+		if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(firstErr, lockswap.ErrInvalid) {
+			return nil, nil, connectEnded(u, ctxErr)
 		}
-		out = append(out, rc)
-		if closer != nil {
-			closers = append(closers, closer)
-		}
+		return nil, nil, firstErr
 	}
 	return out, closers, nil
 }
 
+// connectEnded is the error of RedisClients when ctx ended (ctxErr)
+// before every client was made: an outage as far as the caller can tell.
+func connectEnded(u *URL, ctxErr error) error {
+	return fmt.Errorf("connect to %s: %w before the Redis clients were made: %w", strings.Join(u.Hosts, ","), ctxErr, lockswap.ErrUnavailable)
+}
+
 // OpenRedis returns the OpenFunc of a Redis backend: it makes u's clients
-// (see RedisClients), calls open with them and the closer the Locker must
-// own (nil for given clients), and closes the clients if open fails.
+// (see RedisClients) within the open's context, calls open with them and
+// the closer the Locker must own (nil for given clients), and closes the
+// clients if open fails.
 func OpenRedis(u *URL, c Clients, open RedisOpener) OpenFunc {
-	return func(context.Context) (lockswap.Locker, error) {
-		rcs, closer, err := RedisClients(u, c)
+	return func(ctx context.Context) (lockswap.Locker, error) {
+		rcs, closer, err := RedisClients(ctx, u, c)
 		if err != nil {
 			return nil, err
 		}
@@ -224,7 +273,9 @@ type multiCloser []io.Closer
 func (m multiCloser) Close() error {
 	var errs []error
 	for _, c := range m {
-		errs = append(errs, c.Close())
+		if c != nil {
+			errs = append(errs, c.Close())
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -124,3 +124,96 @@ func TestRedisOne(t *testing.T) {
 		}
 	}
 }
+
+// testDial is the dialer of client=testdial: hosts named "hang" wait for
+// one another (all of them dialling at once) and then for the open's
+// context; others make a client at once, whose closes are counted.
+var testDial struct {
+	mu      sync.Mutex
+	hanging int
+	all     chan struct{} // closed when testDial.want hang hosts are dialling
+	want    int
+	closes  int
+}
+
+var registerTestDial = sync.OnceFunc(func() {
+	registry.RegisterRedisClient("testdial", func(ctx context.Context, s registry.RedisServer) (redisclient.Client, io.Closer, error) {
+		if strings.HasPrefix(s.Addr, "hang:") {
+			testDial.mu.Lock()
+			if testDial.hanging++; testDial.hanging == testDial.want {
+				close(testDial.all)
+			}
+			testDial.mu.Unlock()
+			<-ctx.Done()
+			return nil, nil, ctx.Err()
+		}
+		return redisclient.Client(nil), closeFunc(func() error {
+			testDial.mu.Lock()
+			testDial.closes++
+			testDial.mu.Unlock()
+			return nil
+		}), nil
+	})
+})
+
+type closeFunc func() error
+
+func (f closeFunc) Close() error { return f() }
+
+// TestRedisClientsDialConcurrently: the hosts of a Redis URL are dialled
+// at once (two servers that never answer cost one wait, not two), and
+// when the open's context ends the clients already made are closed and the
+// error matches the context's and ErrUnavailable.
+func TestRedisClientsDialConcurrently(t *testing.T) {
+	registerTestRedis()
+	registerTestDial()
+	testDial.mu.Lock()
+	testDial.hanging, testDial.want, testDial.all, testDial.closes = 0, 2, make(chan struct{}), 0
+	all := testDial.all
+	testDial.mu.Unlock()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	concurrent := true
+	go func() {
+		select {
+		case <-all:
+		case <-time.After(2 * time.Second):
+			concurrent = false
+		}
+		cancel()
+	}()
+	_, err := registry.OpenURL(ctx, "testredis://ok:1,hang:1,hang:2?client=testdial")
+	<-ctx.Done()
+	if !concurrent {
+		t.Errorf("the two hung hosts were not dialled at once")
+	}
+	if !errors.Is(err, context.Canceled) || !errors.Is(err, lockswap.ErrUnavailable) {
+		t.Errorf("OpenURL: %v; want an error matching context.Canceled and ErrUnavailable", err)
+	}
+	testDial.mu.Lock()
+	defer testDial.mu.Unlock()
+	if testDial.closes != 1 {
+		t.Errorf("the client made for ok:1 was closed %d times, want once", testDial.closes)
+	}
+}
+
+// TestRedisClientsEndedContext: a context that has already ended fails
+// the open of a URL that dials its hosts, lazy clients too, before any
+// client is made.
+func TestRedisClientsEndedContext(t *testing.T) {
+	registerTestRedis()
+	registerTestDial()
+	testDial.mu.Lock()
+	testDial.closes = 0
+	testDial.mu.Unlock()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := registry.OpenURL(ctx, "testredis://ok:1?client=testdial"); !errors.Is(err, context.Canceled) || !errors.Is(err, lockswap.ErrUnavailable) {
+		t.Errorf("OpenURL under a cancelled context: %v; want an error matching context.Canceled and ErrUnavailable", err)
+	}
+	testDial.mu.Lock()
+	defer testDial.mu.Unlock()
+	if testDial.closes != 0 {
+		t.Errorf("a client was made (and closed %d times) under a context that had ended", testDial.closes)
+	}
+}

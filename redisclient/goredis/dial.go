@@ -1,6 +1,7 @@
 package goredis
 
 import (
+	"context"
 	"io"
 
 	"github.com/redis/go-redis/v9"
@@ -13,7 +14,9 @@ import (
 // Redis URLs opened through package registry or backend.
 func init() { registry.RegisterRedisClient("goredis", dial) }
 
-func dial(s registry.RedisServer) (redisclient.Client, io.Closer, error) {
+// dial makes the client without connecting (go-redis connects on first
+// use), so it has no use for the open's context.
+func dial(_ context.Context, s registry.RedisServer) (redisclient.Client, io.Closer, error) {
 	rdb := redis.NewClient(&redis.Options{
 		Addr: s.Addr, Username: s.Username, Password: s.Password, DB: s.DB,
 		TLSConfig: s.TLS, DialTimeout: s.DialTimeout, ContextTimeoutEnabled: true,

@@ -19,7 +19,9 @@ import (
 // through package registry or backend.
 func init() { registry.RegisterRedisClient("redigo", dial) }
 
-func dial(s registry.RedisServer) (redisclient.Client, io.Closer, error) {
+// dial makes the pool without connecting (redigo connects on first use),
+// so it has no use for the open's context.
+func dial(_ context.Context, s registry.RedisServer) (redisclient.Client, io.Closer, error) {
 	conns := new(adapt.Conns)
 	nd := &net.Dialer{Timeout: s.DialTimeout, KeepAlive: 5 * time.Minute}
 	opts := []redis.DialOption{

@@ -57,7 +57,7 @@ func BenchmarkRequests(b *testing.B) {
 // hands to rueidis (16 bytes a command), shared by its callers.
 func BenchmarkGroupedRequests(b *testing.B) {
 	srv := testserver.RedisT(b, testserver.RedisOptions{})
-	plain, closer, err := rueidis.Dial(registry.RedisServer{Addr: srv.Addr(), DialTimeout: 5 * time.Second})
+	plain, closer, err := rueidis.Dial(context.Background(), registry.RedisServer{Addr: srv.Addr(), DialTimeout: 5 * time.Second})
 	if err != nil {
 		b.Fatal(err)
 	}

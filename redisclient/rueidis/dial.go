@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync/atomic"
 
 	"github.com/redis/rueidis"
 
@@ -18,14 +19,43 @@ import (
 // through package registry or backend.
 func init() { registry.RegisterRedisClient("rueidis", dial) }
 
-func dial(s registry.RedisServer) (redisclient.Client, io.Closer, error) {
+// dial makes a client of one server. rueidis connects when the client is
+// made (NewClient dials and says HELLO, up to the dial timeout, under a
+// context of its own), so the open's ctx is brought in two ways while
+// NewClient runs: the dial itself runs under ctx (opening), and ctx's end
+// closes the connections made so far (conns), which fails the handshake
+// at once. A client made while ctx ended is closed, and dial fails with
+// ctx's error. Nothing of it runs on once dial returned.
+func dial(ctx context.Context, s registry.RedisServer) (redisclient.Client, io.Closer, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, fmt.Errorf("rueidis %s/%d: %w", s.Addr, s.DB, err)
+	}
 	conns := new(adapt.Conns)
+	var opening atomic.Pointer[context.Context]
+	opening.Store(&ctx)
+	ended := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		defer close(ended)
+		conns.Close()
+	})
 	c, err := rueidis.NewClient(rueidis.ClientOption{
 		InitAddress: []string{s.Addr}, Username: s.Username, Password: s.Password, SelectDB: s.DB,
 		TLSConfig: s.TLS, Dialer: net.Dialer{Timeout: s.DialTimeout},
 		// Every connection recorded, for Close (see closer).
-		DialCtxFn: func(ctx context.Context, dst string, d *net.Dialer, tlsConfig *tls.Config) (net.Conn, error) {
-			return dialTracked(ctx, conns, dst, d, tlsConfig)
+		DialCtxFn: func(dctx context.Context, dst string, d *net.Dialer, tlsConfig *tls.Config) (net.Conn, error) {
+			if octx := opening.Load(); octx != nil {
+				// NewClient's own dial, under a context of its own
+				// without a cancel: the open's ctx instead, with the
+				// same deadline if any.
+				var cancel context.CancelFunc = func() {}
+				if dl, ok := dctx.Deadline(); ok {
+					dctx, cancel = context.WithDeadline(*octx, dl)
+				} else {
+					dctx = *octx
+				}
+				defer cancel()
+			}
+			return dialTracked(dctx, conns, dst, d, tlsConfig)
 		},
 		// One server: no cluster discovery. The client is made even when
 		// the server does not answer yet (it dials again on use), as the
@@ -42,6 +72,16 @@ func dial(s registry.RedisServer) (redisclient.Client, io.Closer, error) {
 		// close the connection under the others (see the package doc).
 		AlwaysPipelining: true,
 	})
+	opening.Store(nil)
+	if !stop() {
+		// ctx ended while the client was made: its connections are
+		// closed (wait for that), and so is the client.
+		<-ended
+		if c != nil {
+			closer{c, conns}.Close()
+		}
+		return nil, nil, fmt.Errorf("rueidis %s/%d: connect: %w", s.Addr, s.DB, ctx.Err())
+	}
 	if c == nil {
 		conns.Close()
 		return nil, nil, fmt.Errorf("rueidis %s/%d: %w", s.Addr, s.DB, err)

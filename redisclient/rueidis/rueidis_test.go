@@ -120,7 +120,7 @@ func TestRESP3RepliesAsRESP2(t *testing.T) {
 func TestOneCallersDeadlineSparesTheOthers(t *testing.T) {
 	srv := testserver.RedisT(t, testserver.RedisOptions{})
 	p := testserver.ProxyT(t, srv.Addr())
-	c, closer, err := rueidis.Dial(registry.RedisServer{Addr: p.Addr(), DialTimeout: 5 * time.Second})
+	c, closer, err := rueidis.Dial(context.Background(), registry.RedisServer{Addr: p.Addr(), DialTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,7 @@ var stallValue = strings.Repeat("x", 16<<20)
 // grouped adapter; the test's cleanup closes the client.
 func dialGrouped(t *testing.T, addr string) redisclient.Client {
 	t.Helper()
-	c, closer, err := rueidis.Dial(registry.RedisServer{Addr: addr, DialTimeout: 5 * time.Second})
+	c, closer, err := rueidis.Dial(context.Background(), registry.RedisServer{Addr: addr, DialTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

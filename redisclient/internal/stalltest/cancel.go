@@ -40,7 +40,7 @@ func RunCancelHung(t *testing.T, dial Dialer) {
 	} {
 		t.Run(srv.name, func(t *testing.T) {
 			addr, hang, started := srv.start(t)
-			c, closer, err := dial(registry.RedisServer{Addr: addr, DialTimeout: 3 * CancelBound})
+			c, closer, err := dial(context.Background(), registry.RedisServer{Addr: addr, DialTimeout: 3 * CancelBound})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -2,7 +2,6 @@ package stalltest
 
 import (
 	"context"
-	"io"
 	"runtime"
 	"strings"
 	"sync"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	"github.com/lockswap/lockswap/internal/testserver"
-	"github.com/lockswap/lockswap/redisclient"
 	"github.com/lockswap/lockswap/registry"
 )
 
@@ -20,7 +18,7 @@ import (
 const CloseBound = time.Second
 
 // Dialer opens a client as a Redis URL's client= option does.
-type Dialer func(registry.RedisServer) (redisclient.Client, io.Closer, error)
+type Dialer = registry.RedisDialer
 
 // RunCloseHung checks that a client dial opens (one the Locker owns)
 // closes within CloseBound when its server hangs, a listener that accepts
@@ -60,7 +58,7 @@ func RunCloseHung(t *testing.T, dial Dialer, library string) {
 }
 
 func closeHung(t *testing.T, dial Dialer, library, addr string, hang func(), inflight int) {
-	c, closer, err := dial(registry.RedisServer{Addr: addr, DialTimeout: time.Second})
+	c, closer, err := dial(context.Background(), registry.RedisServer{Addr: addr, DialTimeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
