@@ -88,8 +88,9 @@ type Claim[D any] struct {
 // Lose tells the kit that the lock c was made for is lost (a watch saw
 // its key deleted, the lease it hangs on expired): its Done closes, Extend
 // returns an error matching lockswap.ErrLost without asking the driver,
-// and a Release after the Locker's Close returns one matching both
-// lockswap.ErrClosed and lockswap.ErrLost. A driver may call it from any
+// and a Release after the Locker's Close returns one matching
+// lockswap.ErrClosed (every error matches exactly one sentinel), saying
+// the lock was lost. A driver may call it from any
 // goroutine, at any time after its Acquire (or Wait) began, on the claim
 // it was given or a copy; before the Acquire returns, the lock is returned
 // already ended. Release still asks the driver, which must then remove the
@@ -696,7 +697,7 @@ func (lk *Locker[D]) wait(ctx context.Context, key string, o lockswap.Options, c
 			ob.setLast(answered)
 		}
 		if lk.closed.Load() && !errors.Is(err, lockswap.ErrClosed) {
-			err = fmt.Errorf("%w (%w)", lockswap.ErrClosed, err)
+			err = closedBy(err)
 		}
 		if errors.Is(err, lockswap.ErrClosed) {
 			return nil, lk.fail("acquire", key, err)
@@ -733,7 +734,7 @@ func (lk *Locker[D]) wait(ctx context.Context, key string, o lockswap.Options, c
 		select {
 		case <-wctx.Done():
 			if lk.closed.Load() {
-				return nil, lk.fail("acquire", key, fmt.Errorf("%w (%w)", lockswap.ErrClosed, err))
+				return nil, lk.fail("acquire", key, closedBy(err))
 			}
 			return nil, lk.fail("acquire", key, acquire.WaitError(err, ctx.Err()))
 		case <-timer.C:
@@ -931,6 +932,13 @@ func (l *lock[D]) Release(ctx context.Context) error {
 	return l.release(ctx, false)
 }
 
+// closedBy is the error of a call that Close ended, err being what the
+// call met meanwhile: it matches lockswap.ErrClosed alone (every error
+// matches exactly one sentinel), and tells err in its message.
+func closedBy(err error) error {
+	return fmt.Errorf("%w (%v)", lockswap.ErrClosed, err)
+}
+
 // errNilLock is the error of a method called on a nil lock, which names
 // no backend and no key.
 func errNilLock(op string) error {
@@ -946,7 +954,7 @@ func (l *lock[D]) release(ctx context.Context, afterClose bool) error {
 	lk, key := l.lk, l.c.Key
 	if lk.closed.Load() && !afterClose {
 		if l.flags.Load()&flagLost != 0 {
-			return lk.fail("release", key, fmt.Errorf("%w, and the lock was lost (%w)", lockswap.ErrClosed, lockswap.ErrLost))
+			return lk.fail("release", key, fmt.Errorf("%w, and the lock was lost before", lockswap.ErrClosed))
 		}
 		return lk.fail("release", key, lockswap.ErrClosed)
 	}
@@ -996,7 +1004,7 @@ func (l *lock[D]) release(ctx context.Context, afterClose bool) error {
 	if err != nil && lk.closed.Load() && !errors.Is(err, lockswap.ErrClosed) {
 		// Close ran meanwhile and may be why (etcdlease revokes its
 		// leases): say both.
-		err = fmt.Errorf("%w (%w)", lockswap.ErrClosed, err)
+		err = closedBy(err)
 	}
 	if err != nil && !errors.Is(err, lockswap.ErrLost) && !gaveUp(err) {
 		if lk.log.on() {

@@ -669,8 +669,10 @@ func closedBecause(err error) error {
 }
 
 // errClosedLost is the error of Extend and Release after Close: its
-// revocation of the leases released the lock.
-var errClosedLost = fmt.Errorf("the Locker was closed, which released the lock: %w (%w)", lockswap.ErrClosed, lockswap.ErrLost)
+// revocation of the leases released the lock. It matches ErrClosed alone,
+// as every call after Close does (every error matches exactly one
+// sentinel); the message says the lock is gone.
+var errClosedLost = fmt.Errorf("%w: Close revoked its lease, which released the lock", lockswap.ErrClosed)
 
 // classify returns the sentinel an etcd error maps to: ErrInvalid for what
 // retrying cannot fix (authentication and permission failures, requests the

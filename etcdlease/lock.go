@@ -161,8 +161,8 @@ func (l *entry) failAfterClose(err error) error {
 // returns nil when it deleted our key, an error matching lockswap.ErrLost
 // when the key was already gone or the lock had already ended (lost, or
 // past its deadline: the key is then deleted if it is still ours), and one
-// matching lockswap.ErrClosed and lockswap.ErrLost after the Locker's
-// Close, whose revocation of the leases released it.
+// matching lockswap.ErrClosed after the Locker's Close, whose revocation
+// of the leases released it.
 //
 // An etcd error leaves the key where it was as far as this client knows,
 // so the lease it hangs on is retired (see lease.retire): once the last
