@@ -11,3 +11,8 @@ import (
 // after that context is cancelled, with the server hung, before and after
 // the connection is up.
 func TestCancelHung(t *testing.T) { stalltest.RunCancelHung(t, redigo.Dial) }
+
+// TestCancelBeforeDeadline: a command whose context is cancelled long
+// before its deadline returns soon after the cancellation, with the
+// server hung.
+func TestCancelBeforeDeadline(t *testing.T) { stalltest.RunCancelBeforeDeadline(t, redigo.Dial) }

@@ -1,13 +1,45 @@
 package rueidis_test
 
 import (
+	"context"
+	"io"
 	"testing"
 
+	rueidislib "github.com/redis/rueidis"
+
+	"github.com/lockswap/lockswap/redisclient"
 	"github.com/lockswap/lockswap/redisclient/internal/stalltest"
 	"github.com/lockswap/lockswap/redisclient/rueidis"
+	"github.com/lockswap/lockswap/registry"
 )
 
 // TestCancelHung: a command whose context has no deadline returns soon
 // after that context is cancelled, with the server hung, before and after
 // the connection is up.
 func TestCancelHung(t *testing.T) { stalltest.RunCancelHung(t, rueidis.Dial) }
+
+// TestCancelBeforeDeadline: a command whose context is cancelled long
+// before its deadline returns soon after the cancellation, with the
+// server hung, on a client Dial made and on one made without
+// AlwaysPipelining (given to New), which runs a command alone on its
+// connection with the deadline on the socket and did not watch the
+// cancellation.
+func TestCancelBeforeDeadline(t *testing.T) {
+	t.Run("Dial", func(t *testing.T) { stalltest.RunCancelBeforeDeadline(t, rueidis.Dial) })
+	t.Run("New", func(t *testing.T) { stalltest.RunCancelBeforeDeadline(t, dialPlain) })
+}
+
+// dialPlain makes a rueidis client with the options of client=rueidis
+// URLs but AlwaysPipelining, and adapts it with NewNamed.
+func dialPlain(_ context.Context, s registry.RedisServer) (redisclient.Client, io.Closer, error) {
+	c, err := rueidislib.NewClient(rueidislib.ClientOption{InitAddress: []string{s.Addr},
+		ForceSingleClient: true, DisableRetry: true, DisableCache: true})
+	if err != nil {
+		return nil, nil, err
+	}
+	return rueidis.NewNamed(c, s.Addr), closerFunc(c.Close), nil
+}
+
+type closerFunc func()
+
+func (f closerFunc) Close() error { f(); return nil }

@@ -86,7 +86,9 @@ func dial(ctx context.Context, s registry.RedisServer) (redisclient.Client, io.C
 		conns.Close()
 		return nil, nil, fmt.Errorf("rueidis %s/%d: %w", s.Addr, s.DB, err)
 	}
-	return NewNamed(c, fmt.Sprintf("%s/%d", s.Addr, s.DB)), closer{c, conns}, nil
+	a := NewNamed(c, fmt.Sprintf("%s/%d", s.Addr, s.DB)).(*adapter)
+	a.pipelined = true // AlwaysPipelining, above
+	return a, closer{c, conns}, nil
 }
 
 // dialTracked dials dst as rueidis does by default, and records the

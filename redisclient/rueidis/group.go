@@ -81,7 +81,7 @@ func (m *member) put() {
 // otherwise with the next batch.
 func (a *adapter) do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
 	if !a.grouped || cmd.IsBlock() {
-		if cancelOnly(ctx) {
+		if a.unwatched(ctx) {
 			return a.doWatched(ctx, cmd, nil)
 		}
 		return a.c.Do(ctx, cmd)
@@ -91,7 +91,7 @@ func (a *adapter) do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisRe
 	if !g.busy {
 		g.busy = true
 		g.mu.Unlock()
-		if cancelOnly(ctx) {
+		if a.unwatched(ctx) {
 			return a.doWatched(ctx, cmd, a.sendPending)
 		}
 		// Deferred: the commands that gathered are sent even if Do
@@ -118,24 +118,37 @@ func (a *adapter) do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisRe
 	}
 }
 
-// cancelOnly reports whether ctx can be cancelled and has no deadline.
-// rueidis does not watch such a context while a connection comes up: the
-// first command waits for the dial and the handshake, bounded by the dial
-// timeout alone (a handshake watches a deadline, not a cancellation), and
-// the commands behind it wait for the first.
-func cancelOnly(ctx context.Context) bool {
+// unwatched reports whether rueidis may not watch ctx's cancellation
+// for a command of a: ctx can be cancelled, and either has no deadline
+// or a's client may run a command synchronously.
+//
+// rueidis does not watch a context while a connection comes up: the
+// first command waits for the dial and the handshake, bounded by the
+// dial timeout and the context's deadline alone (a handshake watches a
+// deadline, not a cancellation), and the commands behind it wait for the
+// first. And a client made without ClientOption.AlwaysPipelining runs a
+// command that is alone on its connection by itself, with the context's
+// deadline on the socket and no eye on its cancellation: the kit's
+// request for a caller whose context has no deadline carries a deadline
+// of lockswap.CleanupTimeout or RequestTimeout, and a cancellation would
+// wait for it (the caller's Release took 2 s instead of about
+// DeadlineGrace). Only a client Dial made is known to pipeline always;
+// there, a context with a deadline is left to rueidis, which watches its
+// cancellation on a connection that is up.
+func (a *adapter) unwatched(ctx context.Context) bool {
 	if ctx.Done() == nil {
 		return false
 	}
 	_, ok := ctx.Deadline()
-	return !ok
+	return !ok || !a.pipelined
 }
 
-// doWatched sends cmd under ctx, which can be cancelled and has no
-// deadline (cancelOnly), from a goroutine, and returns its reply, or the
-// context's error as soon as ctx is cancelled: the command then finishes
-// in the background (its outcome unknown), and after runs when it has. A
-// goroutine per such command; a context with a deadline goes without.
+// doWatched sends cmd under ctx, which can be cancelled and which rueidis
+// may not watch (unwatched), from a goroutine, and returns its reply, or
+// the context's error as soon as ctx is cancelled: the command then
+// finishes in the background (its outcome unknown), and after runs when it
+// has. A goroutine per such command; a context that cannot be cancelled,
+// or one with a deadline on a client Dial made, goes without.
 func (a *adapter) doWatched(ctx context.Context, cmd rueidis.Completed, after func()) rueidis.RedisResult {
 	done := make(chan rueidis.RedisResult, 1)
 	go func() {

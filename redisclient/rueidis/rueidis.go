@@ -48,7 +48,11 @@ type adapter struct {
 	addr string // Addr; "" when unknown
 	// grouped: concurrent commands go in batches (group.go); see Grouped.
 	grouped bool
-	group   group
+	// pipelined: c was made with ClientOption.AlwaysPipelining (by Dial),
+	// so rueidis watches a command's cancellation once its connection is
+	// up (see unwatched).
+	pipelined bool
+	group     group
 }
 
 // New adapts a rueidis client. rueidis does not tell the database a client
@@ -56,7 +60,11 @@ type adapter struct {
 // give it with [NewNamed] where that matters. It returns nil for a nil
 // client, which the backends reject with lockswap.ErrInvalid. Make c with
 // ClientOption.AlwaysPipelining set (see the package doc): without it one
-// caller's deadline can close the connection under the other callers.
+// caller's deadline can close the connection under the other callers. As
+// New cannot tell how c was made, its adapter sends every command under a
+// context that can be cancelled from a goroutine of its own, which returns
+// at the cancellation: a command rueidis runs by itself watches its
+// context's deadline only.
 func New(c rueidis.Client) redisclient.Client {
 	if redisclient.IsNil(c) {
 		return nil
@@ -89,7 +97,7 @@ func (a *adapter) Grouped() redisclient.Client {
 	if a.c.Mode() == rueidis.ClientModeCluster {
 		return a
 	}
-	return splitter{&adapter{c: a.c, name: a.name, addr: a.addr, grouped: true}}
+	return splitter{&adapter{c: a.c, name: a.name, addr: a.addr, grouped: true, pipelined: a.pipelined}}
 }
 
 func (a *adapter) String() string { return a.name }

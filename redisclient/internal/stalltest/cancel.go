@@ -75,3 +75,50 @@ func RunCancelHung(t *testing.T, dial Dialer) {
 		})
 	}
 }
+
+// RunCancelBeforeDeadline checks that a command of a client dial opens
+// returns once its context is cancelled long before its deadline, with a
+// redis-server behind a proxy that stops answering on a connection made
+// before: the kit's request for a caller whose context has no deadline
+// is such a context (a deadline of lockswap.CleanupTimeout or
+// RequestTimeout, ended DeadlineGrace after the caller's cancellation),
+// and a client that put the deadline on its socket and looked no further
+// kept Release waiting for it.
+func RunCancelBeforeDeadline(t *testing.T, dial Dialer) {
+	r := testserver.RedisT(t, testserver.RedisOptions{})
+	p := testserver.ProxyT(t, r.Addr())
+	c, closer, err := dial(context.Background(), registry.RedisServer{Addr: p.Addr(), DialTimeout: 3 * CancelBound})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { closer.Close() })
+	wctx, wcancel := context.WithTimeout(context.Background(), 10*CancelBound)
+	_, err = c.SetNXPX(wctx, "warm", "v", time.Minute)
+	wcancel()
+	if err != nil {
+		t.Fatalf("SET before the proxy went silent: %v", err)
+	}
+	p.Blackhole(true)
+	parent, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ctx, stop := context.WithTimeout(parent, 10*CancelBound)
+	defer stop()
+	errc := make(chan error, 1)
+	go func() { _, _, err := c.Get(ctx, "warm"); errc <- err }()
+	for deadline := time.Now().Add(5 * time.Second); p.Pending() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the command never reached the server")
+		}
+	}
+	start := time.Now()
+	cancel()
+	select {
+	case err := <-errc:
+		if err == nil {
+			t.Error("GET on a hung server succeeded")
+		}
+		t.Logf("returned %v after its context was cancelled: %v", time.Since(start), err)
+	case <-time.After(CancelBound):
+		t.Errorf("GET on a hung server had not returned %v after its context was cancelled (its deadline %v away)", CancelBound, 10*CancelBound)
+	}
+}
