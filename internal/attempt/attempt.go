@@ -433,9 +433,11 @@ func Release[T any](ctx context.Context, g *background.Group, start, limit time.
 		if !time.Now().Before(limit) {
 			break
 		}
-		rctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), limit)
+		// A request of the caller's (New), not one detached from ctx: a
+		// cancellation while it hangs ends it Grace later, not at limit.
+		rctx := New(ctx, time.Until(limit))
 		v, err = op(rctx)
-		cancel()
+		rctx.Stop()
 	}
 	if err == nil || !retry(err) {
 		return v, err, false

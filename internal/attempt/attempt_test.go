@@ -120,6 +120,57 @@ func TestReleaseGoesOnInBackground(t *testing.T) {
 	}
 }
 
+// TestReleaseRetryNoticesCancel: a caller whose context has no deadline
+// and is cancelled while a retry of its release hangs gets its answer
+// within the grace (plus the late notice of a cancellation, and the lags
+// of a loaded machine), not at the limit of the release
+// (lockswap.CleanupTimeout): the retries run under a request context of
+// the caller's, not one detached from its cancellation.
+func TestReleaseRetryNoticesCancel(t *testing.T) {
+	var g background.Group
+	defer g.Close()
+	unknown := errors.New("connection reset")
+	retrying := make(chan struct{})
+	var calls atomic.Int32
+	op := func(ctx context.Context) (int, error) {
+		if calls.Add(1) == 2 {
+			close(retrying)
+		}
+		if calls.Load() > 1 {
+			<-ctx.Done() // the server hangs
+		}
+		return 0, unknown
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	start := time.Now()
+	limit := attempt.Limit(ctx, lockswap.CleanupTimeout)
+	_, err := op(ctx) // the caller's own first request fails at once
+	type result struct {
+		err     error
+		pending bool
+	}
+	done := make(chan result, 1)
+	go func() {
+		_, err, pending := attempt.Release(ctx, &g, start, limit, 0, err, op, func(err error) bool { return errors.Is(err, unknown) }, nil)
+		done <- result{err, pending}
+	}()
+	<-retrying
+	cancelled := time.Now()
+	cancel()
+	select {
+	case r := <-done:
+		if !errors.Is(r.err, unknown) || !r.pending {
+			t.Fatalf("Release = %v, pending %v; want the unknown outcome, pending", r.err, r.pending)
+		}
+		if d := time.Since(cancelled); d > lockswap.CleanupTimeout/2 {
+			t.Errorf("Release returned %v after the caller's cancellation, want about the grace (%v)", d.Round(time.Millisecond), attempt.Grace)
+		}
+	case <-time.After(lockswap.CleanupTimeout / 2):
+		t.Fatalf("Release had not returned %v after the caller's cancellation (grace %v): its retry ignored it", lockswap.CleanupTimeout/2, attempt.Grace)
+	}
+}
+
 // TestGroupCloseEndsWork: Close cancels background work that does not end
 // by itself, and returns once it has.
 func TestGroupCloseEndsWork(t *testing.T) {
