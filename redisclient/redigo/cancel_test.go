@@ -16,3 +16,8 @@ func TestCancelHung(t *testing.T) { stalltest.RunCancelHung(t, redigo.Dial) }
 // before its deadline returns soon after the cancellation, with the
 // server hung.
 func TestCancelBeforeDeadline(t *testing.T) { stalltest.RunCancelBeforeDeadline(t, redigo.Dial) }
+
+// TestCancelTLSHung: a command whose connection is still in its TLS
+// handshake with a server that never answers returns soon after its
+// context is cancelled, not at redigo's handshake timeout (10 s).
+func TestCancelTLSHung(t *testing.T) { stalltest.RunCancelTLSHung(t, redigo.Dial) }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/gomodule/redigo/redis"
@@ -35,7 +36,13 @@ func dial(_ context.Context, s registry.RedisServer) (redisclient.Client, io.Clo
 			if err != nil {
 				return nil, err
 			}
-			return conns.Track(nc)
+			if nc, err = conns.Track(nc); err != nil {
+				return nil, err
+			}
+			if w, ok := ctx.Value(watchKey{}).(*dialWatch); ok && !w.set(nc) {
+				return nil, ctx.Err()
+			}
+			return nc, nil
 		}),
 	}
 	if s.TLS != nil {
@@ -44,7 +51,20 @@ func dial(_ context.Context, s registry.RedisServer) (redisclient.Client, io.Clo
 	addr := s.Addr
 	pool := &redis.Pool{MaxIdle: 64, IdleTimeout: 5 * time.Minute,
 		DialContext: func(ctx context.Context) (redis.Conn, error) {
-			c, err := redis.DialContext(ctx, "tcp", addr, opts...)
+			// redigo's TLS handshake watches neither ctx nor its
+			// deadline (10 s of its own): ctx's end closes the
+			// connection under it.
+			w := new(dialWatch)
+			stop := context.AfterFunc(ctx, w.end)
+			c, err := redis.DialContext(context.WithValue(ctx, watchKey{}, w), "tcp", addr, opts...)
+			if !stop() {
+				// ctx ended meanwhile, and closed the connection.
+				if err == nil {
+					c.Close()
+					return nil, ctx.Err()
+				}
+				return nil, fmt.Errorf("%w (%v)", ctx.Err(), err)
+			}
 			if err != nil {
 				return nil, err
 			}
@@ -55,6 +75,40 @@ func dial(_ context.Context, s registry.RedisServer) (redisclient.Client, io.Clo
 			return c, nil
 		}}
 	return NewNamed(pool, fmt.Sprintf("%s/%d", addr, s.DB)), closer{pool, conns}, nil
+}
+
+// watchKey is the context key of a pool dial's [dialWatch].
+type watchKey struct{}
+
+// dialWatch closes the connection of one pool dial when the dial's
+// context ends before the dial is done.
+type dialWatch struct {
+	mu    sync.Mutex
+	nc    net.Conn
+	ended bool
+}
+
+// set records nc, the dial's connection; it closes nc and reports false
+// when the context has ended already.
+func (w *dialWatch) set(nc net.Conn) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.ended {
+		nc.Close()
+		return false
+	}
+	w.nc = nc
+	return true
+}
+
+// end is called when the dial's context ends: it closes the connection.
+func (w *dialWatch) end() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.ended = true
+	if w.nc != nil {
+		w.nc.Close()
+	}
 }
 
 // closer closes a pool that a URL opened. The pool's own Close closes

@@ -43,3 +43,8 @@ func dialPlain(_ context.Context, s registry.RedisServer) (redisclient.Client, i
 type closerFunc func()
 
 func (f closerFunc) Close() error { f(); return nil }
+
+// TestCancelTLSHung: a command whose connection is still in its TLS
+// handshake with a server that never answers returns soon after its
+// context is cancelled.
+func TestCancelTLSHung(t *testing.T) { stalltest.RunCancelTLSHung(t, rueidis.Dial) }

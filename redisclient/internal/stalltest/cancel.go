@@ -2,6 +2,7 @@ package stalltest
 
 import (
 	"context"
+	"crypto/tls"
 	"testing"
 	"time"
 
@@ -120,5 +121,52 @@ func RunCancelBeforeDeadline(t *testing.T, dial Dialer) {
 		t.Logf("returned %v after its context was cancelled: %v", time.Since(start), err)
 	case <-time.After(CancelBound):
 		t.Errorf("GET on a hung server had not returned %v after its context was cancelled (its deadline %v away)", CancelBound, 10*CancelBound)
+	}
+}
+
+// RunCancelTLSHung checks that a command of a client dial opens with TLS
+// returns once its context is cancelled while the client's TLS handshake
+// waits for a server that never answers (a listener that accepts and
+// never reads: a plain-text Redis given a TLS URL waits as well, for the
+// end of a line that never comes), whether the context has a deadline
+// far away or none.
+func RunCancelTLSHung(t *testing.T, dial Dialer) {
+	for _, kind := range []string{"cancel", "deadline"} {
+		t.Run(kind, func(t *testing.T) {
+			h := StartHung(t)
+			c, closer, err := dial(context.Background(), registry.RedisServer{Addr: h.Addr(), DialTimeout: 3 * CancelBound,
+				TLS: &tls.Config{InsecureSkipVerify: true}}) // nothing to verify: no handshake ends
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { closer.Close() })
+			before := h.Accepted()
+			parent, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			ctx := parent
+			if kind == "deadline" {
+				var stop context.CancelFunc
+				ctx, stop = context.WithTimeout(parent, 30*CancelBound)
+				defer stop()
+			}
+			errc := make(chan error, 1)
+			go func() { _, _, err := c.Get(ctx, "k"); errc <- err }()
+			for deadline := time.Now().Add(5 * time.Second); h.Accepted() == before; time.Sleep(time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("the client never connected")
+				}
+			}
+			start := time.Now()
+			cancel()
+			select {
+			case err := <-errc:
+				if err == nil {
+					t.Error("GET on a hung server succeeded")
+				}
+				t.Logf("returned %v after its context was cancelled: %v", time.Since(start), err)
+			case <-time.After(CancelBound):
+				t.Errorf("GET on a hung TLS server had not returned %v after its context was cancelled", CancelBound)
+			}
+		})
 	}
 }
