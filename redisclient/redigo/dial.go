@@ -53,7 +53,14 @@ func dial(_ context.Context, s registry.RedisServer) (redisclient.Client, io.Clo
 		DialContext: func(ctx context.Context) (redis.Conn, error) {
 			// redigo's TLS handshake watches neither ctx nor its
 			// deadline (10 s of its own): ctx's end closes the
-			// connection under it.
+			// connection under it. A context of its own ends at
+			// ctx's deadline even when ctx has no Done channel (the
+			// kit's request under a caller that cannot be cancelled).
+			if d, ok := ctx.Deadline(); ok {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithDeadline(ctx, d)
+				defer cancel()
+			}
 			w := new(dialWatch)
 			stop := context.AfterFunc(ctx, w.end)
 			c, err := redis.DialContext(context.WithValue(ctx, watchKey{}, w), "tcp", addr, opts...)

@@ -134,7 +134,12 @@ func (a *adapter) do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisRe
 // wait for it (the caller's Release took 2 s instead of about
 // DeadlineGrace). Only a client Dial made is known to pipeline always;
 // there, a context with a deadline is left to rueidis, which watches its
-// cancellation on a connection that is up.
+// cancellation on a connection that is up. Not while one comes up:
+// rueidis connects its PipelineMultiplex connections lazily, and a
+// command that lands on one still connecting waits for the handshake up
+// to its deadline (or the dial timeout) whatever its cancellation. That
+// is left as it is: watching every command from a goroutine would cost
+// each lock cycle a goroutine and a channel.
 func (a *adapter) unwatched(ctx context.Context) bool {
 	if ctx.Done() == nil {
 		return false

@@ -129,9 +129,11 @@ func RunCancelBeforeDeadline(t *testing.T, dial Dialer) {
 // waits for a server that never answers (a listener that accepts and
 // never reads: a plain-text Redis given a TLS URL waits as well, for the
 // end of a line that never comes), whether the context has a deadline
-// far away or none.
+// far away or none; and once the deadline of a context that cannot be
+// cancelled (Done is nil, as the kit's request under such a caller) has
+// passed.
 func RunCancelTLSHung(t *testing.T, dial Dialer) {
-	for _, kind := range []string{"cancel", "deadline"} {
+	for _, kind := range []string{"cancel", "deadline", "uncancellable"} {
 		t.Run(kind, func(t *testing.T) {
 			h := StartHung(t)
 			c, closer, err := dial(context.Background(), registry.RedisServer{Addr: h.Addr(), DialTimeout: 3 * CancelBound,
@@ -144,10 +146,13 @@ func RunCancelTLSHung(t *testing.T, dial Dialer) {
 			parent, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			ctx := parent
-			if kind == "deadline" {
+			switch kind {
+			case "deadline":
 				var stop context.CancelFunc
 				ctx, stop = context.WithTimeout(parent, 30*CancelBound)
 				defer stop()
+			case "uncancellable":
+				ctx = deadlineOnly{context.Background(), time.Now().Add(CancelBound)}
 			}
 			errc := make(chan error, 1)
 			go func() { _, _, err := c.Get(ctx, "k"); errc <- err }()
@@ -156,17 +161,30 @@ func RunCancelTLSHung(t *testing.T, dial Dialer) {
 					t.Fatal("the client never connected")
 				}
 			}
-			start := time.Now()
-			cancel()
+			start, wait := time.Now(), CancelBound
+			if d, ok := ctx.Deadline(); ok && kind == "uncancellable" {
+				wait += time.Until(d) // no cancel: its deadline ends it
+			} else {
+				cancel()
+			}
 			select {
 			case err := <-errc:
 				if err == nil {
 					t.Error("GET on a hung server succeeded")
 				}
-				t.Logf("returned %v after its context was cancelled: %v", time.Since(start), err)
-			case <-time.After(CancelBound):
-				t.Errorf("GET on a hung TLS server had not returned %v after its context was cancelled", CancelBound)
+				t.Logf("returned %v after the cancel (or, uncancellable, the start of the wait): %v", time.Since(start), err)
+			case <-time.After(wait):
+				t.Errorf("GET on a hung TLS server had not returned %v after its context ended", CancelBound)
 			}
 		})
 	}
 }
+
+// deadlineOnly is a context with a deadline and no Done channel: nothing
+// but the clock ends it.
+type deadlineOnly struct {
+	context.Context
+	d time.Time
+}
+
+func (c deadlineOnly) Deadline() (time.Time, bool) { return c.d, true }
