@@ -97,11 +97,11 @@ func dialTracked(ctx context.Context, conns *adapt.Conns, dst string, d *net.Dia
 	if conns.Closed() {
 		return nil, adapt.ErrClosed
 	}
-	if d, ok := ctx.Deadline(); ok && ctx.Done() == nil {
+	if dl, ok := ctx.Deadline(); ok && ctx.Done() == nil {
 		// The TLS handshake watches Done only: the kit's request under
 		// a caller that cannot be cancelled has a deadline and no Done.
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, d)
+		ctx, cancel = context.WithDeadline(ctx, dl)
 		defer cancel()
 	}
 	var (
