@@ -1,13 +1,39 @@
 package goredis_test
 
 import (
+	"context"
+	"io"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockswap/lockswap/redisclient"
 	"github.com/lockswap/lockswap/redisclient/goredis"
 	"github.com/lockswap/lockswap/redisclient/internal/stalltest"
+	"github.com/lockswap/lockswap/registry"
 )
 
-// TestCancelHung: a command whose context has no deadline returns soon
-// after that context is cancelled, with the server hung, before and after
-// the connection is up.
-func TestCancelHung(t *testing.T) { stalltest.RunCancelHung(t, goredis.Dial) }
+// dialDefaults opens a client with go-redis's default options, which
+// ignores contexts (ContextTimeoutEnabled is off): the adapter must keep
+// the context's bounds itself.
+func dialDefaults(_ context.Context, s registry.RedisServer) (redisclient.Client, io.Closer, error) {
+	rdb := redis.NewClient(&redis.Options{Addr: s.Addr, DialTimeout: s.DialTimeout})
+	return goredis.New(rdb), rdb, nil
+}
+
+// TestCancelHung: a command returns soon after its context (without a
+// deadline, or with one far off) is cancelled, with the server hung,
+// before and after the connection is up; with ContextTimeoutEnabled and
+// without.
+func TestCancelHung(t *testing.T) {
+	t.Run("context-timeout", func(t *testing.T) { stalltest.RunCancelHung(t, goredis.Dial, nil) })
+	t.Run("defaults", func(t *testing.T) { stalltest.RunCancelHung(t, dialDefaults, nil) })
+}
+
+// TestSubscribeHung: Subscribe returns soon after its context ends (its
+// deadline passes or it is cancelled), with the server hung, before and
+// after the connection is up; with ContextTimeoutEnabled and without.
+func TestSubscribeHung(t *testing.T) {
+	t.Run("context-timeout", func(t *testing.T) { stalltest.RunSubscribeHung(t, goredis.Dial) })
+	t.Run("defaults", func(t *testing.T) { stalltest.RunSubscribeHung(t, dialDefaults) })
+}

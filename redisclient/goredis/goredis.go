@@ -39,8 +39,9 @@ type goRedis struct {
 // runs each command in a goroutine of its own and returns when the context
 // ends, while the abandoned command finishes on the client's own timeouts.
 // That costs a goroutine per command. The same goes, with
-// ContextTimeoutEnabled, for a context that can be cancelled and has no
-// deadline, which go-redis would not notice until ReadTimeout.
+// ContextTimeoutEnabled, for a context that can be cancelled (with or
+// without a deadline): go-redis would not notice the cancellation until
+// the deadline or ReadTimeout.
 func New(c redis.Cmdable) redisclient.Client {
 	if redisclient.IsNil(c) {
 		return nil
@@ -103,27 +104,29 @@ func normalizeAll(addrs []string) string {
 func (g *goRedis) Addr() string { return g.addr }
 
 // unguarded reports whether a command under ctx can go to the client as
-// it is: ctx can neither end nor expire (no Done channel, no deadline), or
-// the client obeys contexts and ctx has a deadline. go-redis with ContextTimeoutEnabled puts a
+// it is: ctx cannot be cancelled (no Done channel), and it has no deadline
+// or the client obeys contexts. go-redis with ContextTimeoutEnabled puts a
 // context's deadline on the socket, and does not watch for cancellation
-// while it writes or reads: a context that can be cancelled and has no
-// deadline would wait for ReadTimeout (3 s by default) on a server that
+// while it dials, writes or reads: a context that can be cancelled would
+// wait for its deadline (the kit's request contexts have one, up to
+// lockswap.RequestTimeout, and end soon after the caller's cancellation)
+// or, without one, for ReadTimeout (3 s by default) on a server that
 // hangs. Such a command goes through bounded, which returns when ctx is
 // cancelled.
 func (g *goRedis) unguarded(ctx context.Context) bool {
-	_, ok := ctx.Deadline()
-	if ctx.Done() == nil && !ok {
-		return true
+	if ctx.Done() != nil {
+		return false
 	}
 	// A deadline without a Done channel (the kit's request under a caller
 	// that cannot be cancelled) still ends: a client that ignores contexts
 	// must not be left to its own timeouts then either.
-	return ok && !g.guard
+	_, ok := ctx.Deadline()
+	return !ok || !g.guard
 }
 
 // bounded runs f for a client that ignores contexts on its sockets (or,
-// for g with ContextTimeoutEnabled, under a context that can be cancelled
-// and has no deadline, which go-redis does not watch; see unguarded): it
+// for g with ContextTimeoutEnabled, under a context that can be
+// cancelled, which go-redis does not watch; see unguarded): it
 // returns as soon as ctx ends or its deadline passes, leaving f to finish
 // in the background on the client's own timeouts. f gets a context of its
 // own, detached from ctx (which may be reused once this returns) but ended

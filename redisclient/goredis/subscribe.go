@@ -24,17 +24,79 @@ type pubSubber interface {
 // Subscribe implements [redisclient.Subscriber] with the client's own
 // Pub/Sub, which holds a connection of its own and reconnects and
 // subscribes again after an error.
+//
+// go-redis does not watch a context's cancellation while it dials and
+// subscribes, and without ContextTimeoutEnabled it ignores the deadline
+// too: the subscription is made in a goroutine of its own, and Subscribe
+// returns as soon as ctx ends or its deadline passes; a subscription
+// abandoned then is closed as soon as go-redis returns it.
 func (g *goRedis) Subscribe(ctx context.Context, channel string, deliver func(payload string)) (io.Closer, error) {
 	c, ok := g.c.(pubSubber)
 	if !ok {
 		return nil, fmt.Errorf("go-redis: %T cannot subscribe: %w", g.c, errors.ErrUnsupported)
 	}
+	type result struct {
+		ps  *redis.PubSub
+		err error
+	}
+	var (
+		sctx    context.Context
+		cancel  context.CancelFunc
+		expired <-chan time.Time
+	)
+	if d, ok := ctx.Deadline(); ok {
+		sctx, cancel = context.WithDeadline(context.WithoutCancel(ctx), d)
+		t := time.NewTimer(time.Until(d))
+		defer t.Stop()
+		expired = t.C
+	} else {
+		sctx, cancel = context.WithCancel(context.WithoutCancel(ctx))
+	}
+	ch := make(chan result, 1)
+	go func() {
+		defer cancel()
+		ps, err := subscribe(sctx, c, channel)
+		ch <- result{ps, err}
+	}()
+	var r result
+	select {
+	case r = <-ch:
+		if r.err != nil {
+			return nil, fmt.Errorf("go-redis: subscribe: %w", goRedisErr(r.err))
+		}
+	case <-ctx.Done():
+		r.err = ctx.Err()
+	case <-expired:
+		r.err = context.DeadlineExceeded
+	}
+	if r.err != nil {
+		// Abandoned: end the attempt (which closes its PubSub once
+		// made), and close a subscription that comes all the same.
+		cancel()
+		go func() {
+			if r := <-ch; r.ps != nil {
+				r.ps.Close()
+			}
+		}()
+		return nil, fmt.Errorf("go-redis: subscribe: %w", r.err)
+	}
+	s := &goRedisSub{ps: r.ps, done: make(chan struct{})}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	go s.run(deliver)
+	return s, nil
+}
+
+// subscribe subscribes c to channel and waits for the confirmation (or
+// the error of the dial or of the SUBSCRIBE). When ctx ends first, it
+// closes the PubSub and returns ctx's error.
+func subscribe(ctx context.Context, c pubSubber, channel string) (*redis.PubSub, error) {
 	ps := c.Subscribe(ctx, channel)
-	// The first reply is the confirmation (or the error of the dial or
-	// of the SUBSCRIBE).
 	stop := context.AfterFunc(ctx, func() { ps.Close() })
 	v, err := ps.Receive(ctx)
-	stop()
+	if !stop() {
+		// ctx ended: ps is closed.
+		return nil, ctx.Err()
+	}
 	if err == nil {
 		if _, ok := v.(*redis.Subscription); !ok {
 			err = fmt.Errorf("unexpected reply %T to SUBSCRIBE", v)
@@ -45,12 +107,9 @@ func (g *goRedis) Subscribe(ctx context.Context, channel string, deliver func(pa
 		if ctx.Err() != nil {
 			err = ctx.Err()
 		}
-		return nil, fmt.Errorf("go-redis: subscribe: %w", goRedisErr(err))
+		return nil, err
 	}
-	s := &goRedisSub{ps: ps, done: make(chan struct{})}
-	s.ctx, s.cancel = context.WithCancel(context.Background())
-	go s.run(deliver)
-	return s, nil
+	return ps, nil
 }
 
 type goRedisSub struct {

@@ -7,10 +7,15 @@ import (
 	"github.com/lockswap/lockswap/redisclient/redigo"
 )
 
-// TestCancelHung: a command whose context has no deadline returns soon
-// after that context is cancelled, with the server hung, before and after
-// the connection is up.
-func TestCancelHung(t *testing.T) { stalltest.RunCancelHung(t, redigo.Dial) }
+// TestCancelHung: a command returns soon after its context (without a
+// deadline, or with one far off) is cancelled, with the server hung,
+// before and after the connection is up.
+func TestCancelHung(t *testing.T) { stalltest.RunCancelHung(t, redigo.Dial, nil) }
+
+// TestSubscribeHung: Subscribe returns soon after its context ends (its
+// deadline passes or it is cancelled), with the server hung, before and
+// after the connection is up.
+func TestSubscribeHung(t *testing.T) { stalltest.RunSubscribeHung(t, redigo.Dial) }
 
 // TestCancelBeforeDeadline: a command whose context is cancelled long
 // before its deadline returns soon after the cancellation, with the

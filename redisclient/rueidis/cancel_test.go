@@ -13,10 +13,23 @@ import (
 	"github.com/lockswap/lockswap/registry"
 )
 
-// TestCancelHung: a command whose context has no deadline returns soon
-// after that context is cancelled, with the server hung, before and after
-// the connection is up.
-func TestCancelHung(t *testing.T) { stalltest.RunCancelHung(t, rueidis.Dial) }
+// TestCancelHung: a command returns soon after its context (without a
+// deadline, or with one far off) is cancelled, with the server hung,
+// before and after the connection is up.
+func TestCancelHung(t *testing.T) {
+	stalltest.RunCancelHung(t, rueidis.Dial, map[string]string{
+		// A connection that comes up under a command (dial and HELLO)
+		// is bounded by the context's deadline, not by its
+		// cancellation: the adapter watches the cancellation only of
+		// contexts without a deadline (cancelOnly).
+		"listener/far-deadline": "rueidis does not watch a cancellation while a connection comes up, and the adapter only guards contexts without a deadline",
+	})
+}
+
+// TestSubscribeHung: Subscribe returns soon after its context ends (its
+// deadline passes or it is cancelled), with the server hung, before and
+// after the connection is up.
+func TestSubscribeHung(t *testing.T) { stalltest.RunSubscribeHung(t, rueidis.Dial) }
 
 // TestCancelBeforeDeadline: a command whose context is cancelled long
 // before its deadline returns soon after the cancellation, with the
