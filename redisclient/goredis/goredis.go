@@ -128,11 +128,13 @@ func (g *goRedis) unguarded(ctx context.Context) bool {
 // for g with ContextTimeoutEnabled, under a context that can be
 // cancelled, which go-redis does not watch; see unguarded): it
 // returns as soon as ctx ends or its deadline passes, leaving f to finish
-// in the background on the client's own timeouts. f gets a context of its
-// own, detached from ctx (which may be reused once this returns) but ended
-// at the same time: the client still obeys it between its retries and
-// while it waits for a pooled connection, so an abandoned command is not
-// sent again after the deadline.
+// in the background on the client's own timeouts. For a client that
+// ignores contexts f gets a context of its own, detached from ctx but
+// ended at the same time: the client still obeys it between its retries
+// and while it waits for a pooled connection, so an abandoned command is
+// not sent again after the deadline. With ContextTimeoutEnabled f gets
+// ctx itself (go-redis keeps its deadline), which saves the detached
+// context and the timer.
 //
 // f must not use memory the caller may reuse once bounded returns: the
 // callers give it copies of the slices they were given (keys, args), as
@@ -141,6 +143,24 @@ func bounded[T any](g *goRedis, ctx context.Context, f func(context.Context) (T,
 	type result struct {
 		v   T
 		err error
+	}
+	if !g.guard {
+		// go-redis keeps ctx's deadline itself, on the socket and while
+		// it waits for a connection: only the cancellation needs
+		// watching, and f can have ctx as it is (it has ended when f is
+		// abandoned).
+		ch := make(chan result, 1)
+		go func() {
+			v, err := f(ctx)
+			ch <- result{v, err}
+		}()
+		select {
+		case r := <-ch:
+			return r.v, r.err
+		case <-ctx.Done():
+			var zero T
+			return zero, fmt.Errorf("%w (go-redis command abandoned: go-redis does not watch a context's cancellation)", ctx.Err())
+		}
 	}
 	var (
 		fctx    context.Context
@@ -162,10 +182,7 @@ func bounded[T any](g *goRedis, ctx context.Context, f func(context.Context) (T,
 		ch <- result{v, err}
 	}()
 	var zero T
-	why := "go-redis command abandoned: the client ignores contexts, set ContextTimeoutEnabled"
-	if !g.guard {
-		why = "go-redis command abandoned: go-redis does not watch a context's cancellation"
-	}
+	const why = "go-redis command abandoned: the client ignores contexts, set ContextTimeoutEnabled"
 	select {
 	case r := <-ch:
 		return r.v, r.err
