@@ -461,8 +461,9 @@ func (lk *Locker[D]) Parked(key string) int {
 }
 
 // Close marks the Locker closed: Acquire calls still waiting return an
-// error matching lockswap.ErrClosed (an attempt in flight finishes first,
-// and a lock it or a hand-over took then is given back), and so do Extend
+// error matching lockswap.ErrClosed at once (the request of an attempt in
+// flight is cancelled, so a client that watches its context returns then;
+// a lock it or a hand-over took is given back), and so do Extend
 // and Release of its locks from then on. Held locks are not released;
 // they expire after their TTL. Releases still running in the background,
 // the kit's and the driver's (Config.Background), get half a second to
@@ -626,13 +627,20 @@ func (lk *Locker[D]) TryAcquire(ctx context.Context, key string, opts ...lockswa
 func (lk *Locker[D]) try(ctx context.Context, key string, ttl time.Duration, first bool, n *Attempts, timeout time.Duration) (lockswap.Lock, error) {
 	l := lk.newLock(key, ttl, first)
 	n.add()
-	rctx := attempt.Once(&l.acqReq, ctx, timeout)
+	// Close ends the request at once: a waiter whose attempt hangs on a
+	// server that does not answer gets ErrClosed then, not at the
+	// request's deadline.
+	rctx := attempt.Once(&l.acqReq, ctx, timeout).EndAtClose(lk.stop)
 	start := time.Now()
 	g, err := lk.d.Acquire(rctx, &l.c)
 	rctx.Stop()
 	if err != nil {
 		if lk.cfg.Undo != nil && lk.cfg.Undo(err) {
 			lk.undo(ctx, l.c)
+		}
+		if lk.closed.Load() && !errors.Is(err, lockswap.ErrClosed) {
+			// Close ran meanwhile, and may be what ended the request.
+			err = closedBy(err)
 		}
 		return nil, lk.fail("acquire", key, err)
 	}

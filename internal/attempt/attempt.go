@@ -116,7 +116,12 @@ type Request struct {
 	cancelSeen    bool          // parent's cancellation was taken into end
 	wake          *wakeup       // the timer and callback; taken by the first Done
 	stopParent    func() bool   // undoes context.AfterFunc(parent, wake.fire)
-	begun         atomic.Bool   // see Once
+	// closing, when set ([Request.EndAtClose]), ends the request at once
+	// (no grace) when it ends: the Locker's Close.
+	closing     context.Context
+	closingSeen bool        // closing's end was taken into end
+	stopClosing func() bool // undoes context.AfterFunc(closing, wake.fire)
+	begun       atomic.Bool // see Once
 }
 
 // Watch is how long after a client first asks for a request's Done the
@@ -217,6 +222,19 @@ func (r *Request) init(ctx context.Context, max time.Duration) {
 	r.bound, r.cancelSeen = !r.cancellable, ended
 }
 
+// EndAtClose makes r, a Request of [New] or [Once] not yet handed to a
+// client, also end at once, with context.Canceled and without the grace,
+// when closing ends: the kit passes the context its Locker's Close
+// cancels, so that a request in flight at Close returns then (from a
+// client that watches Done) instead of at its deadline. It returns r.
+func (r *Request) EndAtClose(closing context.Context) *Request {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.closing, r.bound = closing, false
+	r.noteCancel()
+	return r
+}
+
 // Stop ends the request and releases what it holds: its registration
 // with the caller's context, its timer, and the caller's context itself. A client still waiting on Done
 // sees it closed, with Err context.Canceled, as after a CancelFunc.
@@ -227,6 +245,10 @@ func (r *Request) Stop() {
 	if r.stopParent != nil {
 		idle = r.stopParent()
 		r.stopParent = nil
+	}
+	if r.stopClosing != nil {
+		idle = r.stopClosing() && idle
+		r.stopClosing = nil
 	}
 	if w := r.wake; w != nil {
 		r.wake = nil
@@ -240,7 +262,7 @@ func (r *Request) Stop() {
 	}
 	// Let the caller's context go: r may live on in the value that
 	// holds it.
-	r.parent = nil
+	r.parent, r.closing = nil, nil
 }
 
 // check is the callback of the timer and of the caller context's
@@ -261,6 +283,9 @@ func (r *Request) check() {
 	if r.watching() {
 		r.stopParent = context.AfterFunc(r.parent, r.wake.fire)
 	}
+	if r.watchingClose() {
+		r.stopClosing = context.AfterFunc(r.closing, r.wake.fire)
+	}
 	r.arm(left)
 }
 
@@ -268,6 +293,11 @@ func (r *Request) check() {
 // caller's context to learn of its cancellation. r.mu is held.
 func (r *Request) watching() bool {
 	return r.cancellable && !r.cancelSeen && r.stopParent == nil
+}
+
+// watchingClose is watching for the closing context. r.mu is held.
+func (r *Request) watchingClose() bool {
+	return r.closing != nil && !r.closingSeen && r.stopClosing == nil
 }
 
 // catchUp takes a cancellation of the caller's context into the end and
@@ -288,6 +318,12 @@ func (r *Request) catchUp() (left time.Duration, ended bool) {
 // the end: grace from now (Canceled), or now with the caller context's
 // Err for a request of [Until]. r.mu is held.
 func (r *Request) noteCancel() {
+	if r.closing != nil && !r.closingSeen && r.closing.Err() != nil {
+		r.closingSeen = true
+		if now := time.Now(); now.Before(r.end) {
+			r.end, r.endErr = now, context.Canceled
+		}
+	}
 	if r.cancelSeen || !r.cancellable {
 		return
 	}
@@ -346,9 +382,10 @@ func (r *Request) Done() <-chan struct{} {
 	r.done = make(chan struct{})
 	r.wake = wakeups.Get().(*wakeup)
 	r.wake.r.Store(r)
-	if r.watching() {
-		// Look at the caller's context again in Watch, and register
-		// with it then if the request is still running.
+	if r.watching() || r.watchingClose() {
+		// Look at the caller's context (and the closing one) again in
+		// Watch, and register with it then if the request is still
+		// running.
 		d = min(d, Watch)
 	}
 	r.arm(d)
