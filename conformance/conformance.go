@@ -458,9 +458,11 @@ func (s *suite) releaseCancelled(t *testing.T) {
 func (s *suite) cancelWaiting(t *testing.T) {
 	a, b, c := s.locker(t), s.locker(t), s.locker(t)
 	ctx, key := ctxT(t), s.key(t)
-	// The waiter's Locker takes a lock once first, so that its wait below
-	// is for the holder and not for its own setup (an etcd lease).
-	if lw, err := b.TryAcquire(ctx, key+"-warm-up", lockswap.WithTTL(10*time.Second)); err == nil {
+	// The waiter's Locker takes a lock once first, with Acquire, so that
+	// its wait below is for the holder and not for its own setup (an etcd
+	// lease, the fair wait's subscription: a cancel during it is no wait
+	// for a holder, and rightly not ErrHeld).
+	if lw, err := b.Acquire(ctx, key+"-warm-up", lockswap.WithTTL(10*time.Second)); err == nil {
 		lw.Release(ctx)
 	}
 	la := take(t, ctx, a, key, "TryAcquire: %v", lockswap.WithTTL(10*time.Second))
