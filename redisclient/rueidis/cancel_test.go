@@ -17,13 +17,7 @@ import (
 // deadline, or with one far off) is cancelled, with the server hung,
 // before and after the connection is up.
 func TestCancelHung(t *testing.T) {
-	stalltest.RunCancelHung(t, rueidis.Dial, map[string]string{
-		// A connection that comes up under a command (dial and HELLO)
-		// is bounded by the context's deadline, not by its
-		// cancellation: the adapter watches the cancellation only of
-		// contexts without a deadline (cancelOnly).
-		"listener/far-deadline": "rueidis does not watch a cancellation while a connection comes up, and the adapter only guards contexts without a deadline",
-	})
+	stalltest.RunCancelHung(t, rueidis.Dial, nil)
 }
 
 // TestSubscribeHung: Subscribe returns soon after its context ends (its
@@ -35,9 +29,8 @@ func TestSubscribeHung(t *testing.T) { stalltest.RunSubscribeHung(t, rueidis.Dia
 // before its deadline returns soon after the cancellation, with the
 // server hung, on a client made without AlwaysPipelining (given to New),
 // which runs a command alone on its connection with the deadline on the
-// socket and did not watch the cancellation. (Not on a client Dial made:
-// its command may land on a connection rueidis has yet to connect, whose
-// handshake watches the deadline only; see unwatched.)
+// socket and did not watch the cancellation. (A client Dial made
+// pipelines always: TestCancelHung.)
 func TestCancelBeforeDeadline(t *testing.T) {
 	stalltest.RunCancelBeforeDeadline(t, dialPlain)
 }

@@ -43,7 +43,11 @@ func dial(ctx context.Context, s registry.RedisServer) (redisclient.Client, io.C
 		TLSConfig: s.TLS, Dialer: net.Dialer{Timeout: s.DialTimeout},
 		// Every connection recorded, for Close (see closer).
 		DialCtxFn: func(dctx context.Context, dst string, d *net.Dialer, tlsConfig *tls.Config) (net.Conn, error) {
+			// The context the handshake watches (watchHandshake): the
+			// command's, or the open's.
+			watch := dctx
 			if octx := opening.Load(); octx != nil {
+				watch = *octx
 				// NewClient's own dial, under a context of its own
 				// without a cancel: the open's ctx instead, with the
 				// same deadline if any.
@@ -55,7 +59,11 @@ func dial(ctx context.Context, s registry.RedisServer) (redisclient.Client, io.C
 				}
 				defer cancel()
 			}
-			return dialTracked(dctx, conns, dst, d, tlsConfig)
+			nc, err := dialTracked(dctx, conns, dst, d, tlsConfig)
+			if err != nil {
+				return nil, err
+			}
+			return watchHandshake(watch, nc), nil
 		},
 		// One server: no cluster discovery. The client is made even when
 		// the server does not answer yet (it dials again on use), as the

@@ -122,24 +122,17 @@ func (a *adapter) do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisRe
 // for a command of a: ctx can be cancelled, and either has no deadline
 // or a's client may run a command synchronously.
 //
-// rueidis does not watch a context while a connection comes up: the
-// first command waits for the dial and the handshake, bounded by the
-// dial timeout and the context's deadline alone (a handshake watches a
-// deadline, not a cancellation), and the commands behind it wait for the
-// first. And a client made without ClientOption.AlwaysPipelining runs a
-// command that is alone on its connection by itself, with the context's
-// deadline on the socket and no eye on its cancellation: the kit's
-// request for a caller whose context has no deadline carries a deadline
-// of lockswap.CleanupTimeout or RequestTimeout, and a cancellation would
-// wait for it (the caller's Release took 2 s instead of about
-// DeadlineGrace). Only a client Dial made is known to pipeline always;
-// there, a context with a deadline is left to rueidis, which watches its
-// cancellation on a connection that is up. Not while one comes up:
-// rueidis connects its PipelineMultiplex connections lazily, and a
-// command that lands on one still connecting waits for the handshake up
-// to its deadline (or the dial timeout) whatever its cancellation. That
-// is left as it is: watching every command from a goroutine would cost
-// each lock cycle a goroutine and a channel.
+// A client made without ClientOption.AlwaysPipelining runs a command
+// that is alone on its connection by itself, with the context's deadline
+// on the socket and no eye on its cancellation: the kit's request for a
+// caller whose context has no deadline carries a deadline of
+// lockswap.CleanupTimeout or RequestTimeout, and a cancellation would wait
+// for it (the caller's Release took 2 s instead of about DeadlineGrace).
+// Only a client Dial made is known to pipeline always; there, a context
+// with a deadline is left to rueidis, which watches its cancellation on a
+// connection that is up, and Dial watches the handshake of a connection
+// that comes up under a command (watchHandshake). Watching every command
+// from a goroutine would cost each lock cycle a goroutine and a channel.
 func (a *adapter) unwatched(ctx context.Context) bool {
 	if ctx.Done() == nil {
 		return false

@@ -1,0 +1,107 @@
+package rueidis
+
+import (
+	"context"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// aLongTimeAgo is a deadline that has passed: a read or write on a
+// connection with it fails at once.
+var aLongTimeAgo = time.Unix(1, 0)
+
+// watchHandshake returns nc watched by ctx until the server first
+// answers on it.
+//
+// rueidis connects a connection under the command that first needs it
+// (PipelineMultiplex connections come up lazily, and a broken one is
+// made again under the next command) and runs its handshake (HELLO,
+// AUTH, SELECT) itself, with the command's deadline or the dial timeout
+// on the socket and no eye on the command's cancellation: a command
+// cancelled long before its deadline waited for the handshake of a
+// server that did not answer, up to the dial timeout (TestCancelHung
+// caught it, one run in five, under a request that landed on the
+// client's second connection). When ctx is cancelled before the server
+// has answered, the connection's deadline is put in the past and kept
+// there: the handshake fails at once, rueidis drops the connection, and
+// the command returns. Once the server has answered, the connection is
+// rueidis's alone. A context that cannot be cancelled is not watched.
+//
+// Only the command that makes the connection is watched so: the others
+// that land on the connection while it comes up wait for its handshake,
+// bounded by that command's context and the dial timeout, as rueidis
+// has them do.
+func watchHandshake(ctx context.Context, nc net.Conn) net.Conn {
+	if ctx.Done() == nil {
+		return nc
+	}
+	w := &handshakeConn{Conn: nc}
+	w.stop = context.AfterFunc(ctx, w.cancel)
+	return w
+}
+
+// handshakeConn is a connection of watchHandshake.
+type handshakeConn struct {
+	net.Conn
+	answered atomic.Bool // the server has answered: nothing is watched any more
+	stop     func() bool // stops watching the context
+
+	mu        sync.Mutex // orders cancel against the deadlines rueidis sets
+	cancelled bool       // cancelled before an answer: the past deadline stays
+}
+
+// cancel is called when the context is cancelled.
+func (c *handshakeConn) cancel() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.answered.Load() {
+		return
+	}
+	c.cancelled = true
+	c.Conn.SetDeadline(aLongTimeAgo)
+}
+
+// Read implements [net.Conn]; the first bytes read are the server's
+// first answer.
+func (c *handshakeConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if n > 0 && !c.answered.Load() {
+		c.mu.Lock()
+		if !c.cancelled {
+			c.answered.Store(true)
+		}
+		c.mu.Unlock()
+		c.stop()
+	}
+	return n, err
+}
+
+// SetDeadline implements [net.Conn]: a deadline rueidis sets does not
+// replace the past one of a cancellation.
+func (c *handshakeConn) SetDeadline(t time.Time) error {
+	return c.set(t, c.Conn.SetDeadline)
+}
+
+// SetReadDeadline implements [net.Conn], as SetDeadline.
+func (c *handshakeConn) SetReadDeadline(t time.Time) error {
+	return c.set(t, c.Conn.SetReadDeadline)
+}
+
+// SetWriteDeadline implements [net.Conn], as SetDeadline.
+func (c *handshakeConn) SetWriteDeadline(t time.Time) error {
+	return c.set(t, c.Conn.SetWriteDeadline)
+}
+
+func (c *handshakeConn) set(t time.Time, set func(time.Time) error) error {
+	if c.answered.Load() {
+		return set(t)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cancelled {
+		return nil
+	}
+	return set(t)
+}
