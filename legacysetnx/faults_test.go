@@ -10,14 +10,18 @@ import (
 	"github.com/lockswap/lockswap/redisclient"
 )
 
-// TestFaults: every call keeps its deadline when Redis stops answering, is
-// paused or answers late, on every client.
+// TestFaults runs the promise matrix: every call keeps its bound, and its
+// error has the right class, under every fault, on every client, whatever
+// the context.
 func TestFaults(t *testing.T) {
-	redistest.RunFaults(t, 1, 2*time.Second, func(t *testing.T, clients []redisclient.Client) lockswap.Locker {
-		lk, err := legacysetnx.New(clients[0], legacysetnx.Options{Unit: legacysetnx.Milliseconds})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return lk
+	redistest.RunMatrix(t, redistest.Backend{N: 1, TTL: 2 * time.Second,
+		NewLocker: func(t *testing.T, clients []redisclient.Client) lockswap.Locker {
+			lk, err := legacysetnx.New(clients[0], legacysetnx.Options{Unit: legacysetnx.Milliseconds})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return lk
+		},
+		URL: func(hosts []string) string { return "legacysetnx://" + hosts[0] + "?unit=ms" },
 	})
 }

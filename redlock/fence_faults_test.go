@@ -577,12 +577,15 @@ func TestFenceWriteBackDeadline(t *testing.T) {
 // gives it InitialInstanceTimeout, within the TTL's budget. The deadlines
 // under test do not depend on it.
 func TestFaultsFenced(t *testing.T) {
-	redistest.RunFaults(t, 3, time.Second, func(t *testing.T, clients []redisclient.Client) lockswap.Locker {
-		lk, err := redlock.New(clients, redlock.Options{Fence: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return lk
+	redistest.RunMatrix(t, redistest.Backend{N: 3, TTL: time.Second,
+		NewLocker: func(t *testing.T, clients []redisclient.Client) lockswap.Locker {
+			lk, err := redlock.New(clients, redlock.Options{Fence: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return lk
+		},
+		URL: func(hosts []string) string { return "redlock://" + strings.Join(hosts, ",") + "?fence=true" },
 	})
 }
 

@@ -15,19 +15,33 @@ import (
 	"github.com/lockswap/lockswap/singleredis"
 )
 
-// TestFaults: every call keeps its deadline when Redis stops answering, is
-// paused or answers late, on every client (go-redis with its default
-// options too, which ignores contexts by itself), plain and fenced.
+// TestFaults runs the promise matrix: every call keeps its bound, and its
+// error has the right class, when Redis stops answering, is paused,
+// answers late, refuses or resets connections, or speaks plain text to
+// TLS, on every client (go-redis with its default options too, which
+// ignores contexts by itself), whatever the context: plain, fenced and
+// with fair_wait.
 func TestFaults(t *testing.T) {
-	for _, fence := range []bool{false, true} {
-		t.Run(map[bool]string{false: "plain", true: "fenced"}[fence], func(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		opts  singleredis.Options
+		query string
+	}{
+		{"plain", singleredis.Options{}, ""},
+		{"fenced", singleredis.Options{Fence: true}, "?fence=true"},
+		{"fair_wait", singleredis.Options{FairWait: true}, "?fair_wait=true"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			redistest.RunFaults(t, 1, 500*time.Millisecond, func(t *testing.T, clients []redisclient.Client) lockswap.Locker {
-				lk, err := singleredis.New(clients[0], singleredis.Options{Fence: fence})
-				if err != nil {
-					t.Fatal(err)
-				}
-				return lk
+			redistest.RunMatrix(t, redistest.Backend{N: 1, TTL: 500 * time.Millisecond,
+				NewLocker: func(t *testing.T, clients []redisclient.Client) lockswap.Locker {
+					lk, err := singleredis.New(clients[0], c.opts)
+					if err != nil {
+						t.Fatal(err)
+					}
+					return lk
+				},
+				URL: func(hosts []string) string { return "singleredis://" + hosts[0] + c.query },
 			})
 		})
 	}

@@ -1,7 +1,9 @@
 package redistest
 
 import (
+	"context"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 	"github.com/lockswap/lockswap/internal/testserver"
 	"github.com/lockswap/lockswap/redisclient"
 	"github.com/lockswap/lockswap/redisclient/goredis"
+	"github.com/lockswap/lockswap/registry"
 )
 
 // GoRedisDefaults returns a go-redis adapter with its own client to addr,
@@ -80,26 +83,154 @@ func Faults(n int, newClient NewClient, newLocker func(t *testing.T, clients []r
 	}
 }
 
-// RunFaults runs conformance.RunFaults for a Redis backend over n servers
-// on every client of [FaultClients] (in parallel), and logs the worst
-// overrun measured per client, fault and call.
+// Backend is a Redis backend as the promise matrix runs it.
+type Backend struct {
+	// N is the number of servers.
+	N int
+	// TTL is the lock TTL of the cells.
+	TTL time.Duration
+	// NewLocker builds the backend over one client per server.
+	NewLocker func(t *testing.T, clients []redisclient.Client) lockswap.Locker
+	// URL, when set, returns the backend's URL over the given hosts,
+	// without client= (the matrix adds it); its scheme without the TLS
+	// "s". The matrix then opens it in the Open row, and over TLS to
+	// plain-text servers in the tls-to-plain fault.
+	URL func(hosts []string) string
+}
+
+// RunFaults runs the promise matrix (conformance.RunMatrix) for a Redis
+// backend over n servers with no URL (see [RunMatrix]).
 func RunFaults(t *testing.T, n int, ttl time.Duration, newLocker func(t *testing.T, clients []redisclient.Client) lockswap.Locker) {
+	RunMatrix(t, Backend{N: n, TTL: ttl, NewLocker: newLocker})
+}
+
+// RunMatrix runs conformance.RunMatrix for a Redis backend on every
+// client of [FaultClients], and logs the worst overrun measured per
+// cell.
+func RunMatrix(t *testing.T, b Backend) {
+	var o conformance.Overruns
+	t.Cleanup(func() {
+		worst := o.Worst()
+		names := make([]string, 0, len(worst))
+		for k := range worst {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		for _, k := range names {
+			t.Logf("worst overrun %s: %v", k, worst[k].Round(time.Millisecond))
+		}
+	})
+	m := conformance.Matrix{TTL: b.TTL, Overruns: &o}
 	for _, c := range FaultClients {
-		t.Run(c.Name, func(t *testing.T) {
-			t.Parallel()
-			var o conformance.Overruns
-			t.Cleanup(func() {
-				worst := o.Worst()
-				names := make([]string, 0, len(worst))
-				for k := range worst {
-					names = append(names, k)
-				}
-				sort.Strings(names)
-				for _, k := range names {
-					t.Logf("worst overrun %s: %v", k, worst[k].Round(time.Millisecond))
-				}
-			})
-			conformance.RunFaults(t, ttl, Faults(n, c.New, newLocker), &o)
-		})
+		m.Clients = append(m.Clients, conformance.MatrixClient{Name: c.Name, Faults: MatrixFaults(b, c.Name, c.New)})
 	}
+	conformance.RunMatrix(t, m)
+}
+
+// MatrixFaults returns the faults of the promise matrix for backend b over
+// the client library named client (a name of [FaultClients]), made by
+// newClient: those of [Faults], and every server refusing connections
+// ("refused": the listener closed, open connections with it), closing
+// every connection as soon as it is made ("reset") and, when b has a
+// URL, TLS to servers that speak plain text ("tls-to-plain", opened from
+// the URL). With a URL each fault has an Open: the URL over servers
+// already failing, opened with registry.OpenURL.
+func MatrixFaults(b Backend, client string, newClient NewClient) []conformance.Fault {
+	faults := Faults(b.N, newClient, b.NewLocker)
+	faults = append(faults,
+		conformance.Fault{Name: "refused", NewLocker: func(t *testing.T) (lockswap.Locker, func()) {
+			return viaProxies(t, b, newClient, (*testserver.Proxy).Close)
+		}},
+		conformance.Fault{Name: "reset", NewLocker: func(t *testing.T) (lockswap.Locker, func()) {
+			return viaProxies(t, b, newClient, func(p *testserver.Proxy) { p.Partition(true) })
+		}},
+	)
+	if b.URL == nil {
+		return faults
+	}
+	proxied := func(fault func(*testserver.Proxy)) func(t *testing.T) []string {
+		return func(t *testing.T) []string {
+			var hosts []string
+			for range b.N {
+				p := testserver.ProxyT(t, testserver.RedisT(t, testserver.RedisOptions{}).Addr())
+				fault(p)
+				hosts = append(hosts, p.Addr())
+			}
+			return hosts
+		}
+	}
+	hostsOf := map[string]func(t *testing.T) []string{
+		"no-reply": proxied(func(p *testserver.Proxy) { p.Blackhole(true) }),
+		"slow":     proxied(func(p *testserver.Proxy) { p.SetDelay(10 * time.Second) }),
+		"refused":  proxied((*testserver.Proxy).Close),
+		"reset":    proxied(func(p *testserver.Proxy) { p.Partition(true) }),
+		"paused": func(t *testing.T) []string {
+			var hosts []string
+			for range b.N {
+				srv := testserver.RedisT(t, testserver.RedisOptions{})
+				if err := srv.Pause(); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(srv.Resume)
+				hosts = append(hosts, srv.Addr())
+			}
+			return hosts
+		},
+		"tls-to-plain": func(t *testing.T) []string {
+			var hosts []string
+			for range b.N {
+				hosts = append(hosts, testserver.RedisT(t, testserver.RedisOptions{}).Addr())
+			}
+			return hosts
+		},
+	}
+	openURL := func(t *testing.T, ctx context.Context, hosts []string, tls bool) (lockswap.Locker, error) {
+		return registry.OpenURL(ctx, matrixURL(b.URL(hosts), client, tls))
+	}
+	faults = append(faults, conformance.Fault{Name: "tls-to-plain", NewLocker: func(t *testing.T) (lockswap.Locker, func()) {
+		lk, err := openURL(t, context.Background(), hostsOf["tls-to-plain"](t), true)
+		if err != nil {
+			t.Fatalf("OpenURL over TLS to plain-text servers: %v", err)
+		}
+		return lk, nil
+	}})
+	for i := range faults {
+		hosts, tls := hostsOf[faults[i].Name], faults[i].Name == "tls-to-plain"
+		faults[i].Open = func(t *testing.T, ctx context.Context) (lockswap.Locker, error) {
+			return openURL(t, ctx, hosts(t), tls)
+		}
+	}
+	return faults
+}
+
+// viaProxies builds b over proxies to servers of its own, and returns what
+// applies fault to every proxy.
+func viaProxies(t *testing.T, b Backend, newClient NewClient, fault func(*testserver.Proxy)) (lockswap.Locker, func()) {
+	var clients []redisclient.Client
+	var proxies []*testserver.Proxy
+	for range b.N {
+		p := testserver.ProxyT(t, testserver.RedisT(t, testserver.RedisOptions{}).Addr())
+		proxies = append(proxies, p)
+		clients = append(clients, newClient(t, p.Addr()))
+	}
+	return b.NewLocker(t, clients), func() {
+		for _, p := range proxies {
+			fault(p)
+		}
+	}
+}
+
+// matrixURL adds client= to u (go-redis with its default options is
+// client=goredis) and, with tls, the TLS "s" to its scheme.
+func matrixURL(u, client string, tls bool) string {
+	client = strings.TrimSuffix(client, "-defaults")
+	if tls {
+		scheme, rest, _ := strings.Cut(u, "://")
+		u = scheme + "s://" + rest
+	}
+	sep := "?"
+	if strings.Contains(u, "?") {
+		sep = "&"
+	}
+	return u + sep + "client=" + client
 }
