@@ -43,6 +43,10 @@ type Fault struct {
 	// Want is the sentinel the calls' errors match under the fault; nil
 	// means lockswap.ErrUnavailable (a retry may fix it).
 	Want error
+	// CloseBound is how long Close may take under the fault when the
+	// backend declares more than its default bound for this client
+	// (docs/errors.md); 0 means that default, a second.
+	CloseBound time.Duration
 }
 
 // Overruns records, per case, the worst time a call took past its

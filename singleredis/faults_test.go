@@ -26,10 +26,14 @@ func TestFaults(t *testing.T) {
 		name  string
 		opts  singleredis.Options
 		query string
+		// closeBound: docs/errors.md's Close row (fair_wait on rueidis:
+		// a second more, rueidis's goodbye on the subscription's
+		// connection).
+		closeBound map[string]time.Duration
 	}{
-		{"plain", singleredis.Options{}, ""},
-		{"fenced", singleredis.Options{Fence: true}, "?fence=true"},
-		{"fair_wait", singleredis.Options{FairWait: true}, "?fair_wait=true"},
+		{"plain", singleredis.Options{}, "", nil},
+		{"fenced", singleredis.Options{Fence: true}, "?fence=true", nil},
+		{"fair_wait", singleredis.Options{FairWait: true}, "?fair_wait=true", map[string]time.Duration{"rueidis": 2 * time.Second}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -41,7 +45,8 @@ func TestFaults(t *testing.T) {
 					}
 					return lk
 				},
-				URL: func(hosts []string) string { return "singleredis://" + hosts[0] + c.query },
+				URL:        func(hosts []string) string { return "singleredis://" + hosts[0] + c.query },
+				CloseBound: c.closeBound,
 			})
 		})
 	}

@@ -96,6 +96,9 @@ type Backend struct {
 	// "s". The matrix then opens it in the Open row, and over TLS to
 	// plain-text servers in the tls-to-plain fault.
 	URL func(hosts []string) string
+	// CloseBound, when set, gives the bound of Close per client name
+	// where the backend declares more than a second (conformance.Fault).
+	CloseBound map[string]time.Duration
 }
 
 // RunFaults runs the promise matrix (conformance.RunMatrix) for a Redis
@@ -145,6 +148,9 @@ func MatrixFaults(b Backend, client string, newClient NewClient) []conformance.F
 			return viaProxies(t, b, newClient, func(p *testserver.Proxy) { p.Partition(true) })
 		}},
 	)
+	for i := range faults {
+		faults[i].CloseBound = b.CloseBound[client]
+	}
 	if b.URL == nil {
 		return faults
 	}
@@ -187,7 +193,7 @@ func MatrixFaults(b Backend, client string, newClient NewClient) []conformance.F
 	openURL := func(t *testing.T, ctx context.Context, hosts []string, tls bool) (lockswap.Locker, error) {
 		return registry.OpenURL(ctx, matrixURL(b.URL(hosts), client, tls))
 	}
-	faults = append(faults, conformance.Fault{Name: "tls-to-plain", NewLocker: func(t *testing.T) (lockswap.Locker, func()) {
+	faults = append(faults, conformance.Fault{Name: "tls-to-plain", CloseBound: b.CloseBound[client], NewLocker: func(t *testing.T) (lockswap.Locker, func()) {
 		lk, err := openURL(t, context.Background(), hostsOf["tls-to-plain"](t), true)
 		if err != nil {
 			t.Fatalf("OpenURL over TLS to plain-text servers: %v", err)
