@@ -458,3 +458,33 @@ func TestUntilParentEnds(t *testing.T) {
 		}
 	})
 }
+
+// TestRequestEndAtClose: a request made to end at a Locker's Close ends at
+// once when the closing context is cancelled (no grace), for a waiter on
+// Done and for a client that only polls Err, also when the caller's
+// context can never be cancelled; Stop afterwards is safe.
+func TestRequestEndAtClose(t *testing.T) {
+	for _, poll := range []bool{false, true} {
+		closing, closeNow := context.WithCancel(context.Background())
+		r := attempt.New(context.Background(), time.Minute).EndAtClose(closing)
+		var done <-chan struct{}
+		if !poll {
+			if done = r.Done(); done == nil {
+				t.Fatal("Done is nil for a request that Close can end")
+			}
+		}
+		closeNow()
+		if poll {
+			if err := r.Err(); !errors.Is(err, context.Canceled) {
+				t.Fatalf("Err = %v right after Close, want Canceled (no grace)", err)
+			}
+		} else {
+			select {
+			case <-done:
+			case <-time.After(attempt.Grace * 20):
+				t.Fatalf("the request still running %v after Close", attempt.Grace*20)
+			}
+		}
+		r.Stop()
+	}
+}
