@@ -29,6 +29,18 @@ const (
 	// until the clock passes the epoch. Written with the MsgQuarantine it
 	// causes, at level Warn.
 	MsgEpochAhead = "restart-safety epoch ahead of the server's clock"
+	// MsgDurabilityRisk: with Fence or RestartSafety, a master whose
+	// settings let a crash bring a counter or the epoch back older
+	// (appendfsync other than always, RDB snapshots without the
+	// append-only file) or let memory pressure evict them (an allkeys-*
+	// maxmemory-policy): fences can repeat, and a restart can go
+	// unnoticed. Read once per Locker, at New; one record per master, at
+	// level Warn.
+	MsgDurabilityRisk = "master settings can lose fence counters or epochs"
+	// MsgDurabilityUnknown: with Fence or RestartSafety, the masters whose
+	// settings New could not read (CONFIG GET denied, or no answer). One
+	// record, at level Warn.
+	MsgDurabilityUnknown = "master settings unknown"
 )
 
 // epochAheadReason is the reason attribute of MsgEpochAhead.

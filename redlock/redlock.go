@@ -409,6 +409,9 @@ func New(clients []redisclient.Client, opts Options) (*Locker, error) {
 		p.fan.close()
 		return nil, err
 	}
+	if (opts.Fence || opts.RestartSafety) && p.log != nil {
+		p.bg.Go(p.checkDurability)
+	}
 	return &Locker{Locker: kit, p: p}, nil
 }
 

@@ -81,6 +81,19 @@ var DefaultRetry = lockswap.JitterRetry(5*time.Millisecond, 25*time.Millisecond)
 // FenceSuffix is appended to the fence counter's key.
 const FenceSuffix = ":fence"
 
+// The messages a fenced Locker with Options.Logger writes at New about
+// its server's settings (docs/observability.md), at level Warn.
+const (
+	// MsgDurabilityRisk: the server's settings let a crash bring a fence
+	// counter back older (appendfsync other than always, RDB snapshots
+	// without the append-only file: fences repeat) or let memory pressure
+	// evict it (an allkeys-* maxmemory-policy).
+	MsgDurabilityRisk = "server settings can lose fence counters"
+	// MsgDurabilityUnknown: the server's settings could not be read
+	// (CONFIG GET denied or renamed, or no answer).
+	MsgDurabilityUnknown = "server settings unknown"
+)
+
 var (
 	releaseScript = redisscript.CompareAndDelete
 	extendScript  = redisscript.CompareAndPExpire
@@ -213,9 +226,19 @@ func New(c redisclient.Client, opts Options) (*Locker, error) {
 		Closer:     closer,
 		Logger:     opts.Logger,
 		LogKeys:    opts.LogKeys,
+		Background: &p.bg,
 	})
 	if err != nil {
+		p.bg.Close()
 		return nil, err
+	}
+	if opts.Fence && p.log != nil {
+		// A fence counter that a crash brings back older repeats fences,
+		// one that memory pressure evicts is seeded again from the clock:
+		// warn about the settings that allow either (redisclient.Durability).
+		p.bg.Go(func(ctx context.Context) {
+			redisclient.WarnDurability(ctx, p.log, []redisclient.Client{c}, MsgDurabilityRisk, MsgDurabilityUnknown)
+		})
 	}
 	return &Locker{Locker: kit, p: p}, nil
 }
@@ -276,6 +299,9 @@ type proto struct {
 	plainSet atomic.Bool
 	// log is Options.Logger with the backend attribute; nil: silent.
 	log *slog.Logger
+	// bg is the kit's background group (driver.Config.Background): the
+	// durability check of a fenced Locker runs there.
+	bg driver.Background
 	// ttlArg is the last TTL of SET NX PX GET as its boxed argument, so
 	// that locks of the same TTL share one.
 	ttlArg atomic.Pointer[ttlArg]

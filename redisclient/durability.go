@@ -1,0 +1,132 @@
+package redisclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+)
+
+// Durability is what a Redis server says (CONFIG GET) about the settings
+// that decide whether a key it keeps can go back to an older value or
+// vanish: a Redlock fence counter or restart-safety epoch (docs/redlock.md,
+// assumptions A3 and A4), a lock a restart must not forget.
+type Durability struct {
+	// AppendOnly is appendonly: the append-only file is on.
+	AppendOnly bool
+	// AppendFsync is appendfsync: "always", "everysec" or "no".
+	AppendFsync string
+	// Save is the save rule of RDB snapshots ("3600 1 300 100 60 10000"),
+	// "" when snapshots are off.
+	Save string
+	// MaxmemoryPolicy is maxmemory-policy ("noeviction", "allkeys-lru",
+	// ...).
+	MaxmemoryPolicy string
+}
+
+// durabilityParams are the parameters ReadDurability reads, one CONFIG
+// GET each (several in one needs Redis 7).
+var durabilityParams = []string{"appendonly", "appendfsync", "save", "maxmemory-policy"}
+
+// ReadDurability reads c's [Durability] with CONFIG GET, which the
+// client's user must be allowed (+config|get). A server that denies it
+// (NOPERM, a managed Redis that renames CONFIG) gives an error matching
+// [ErrReply].
+func ReadDurability(ctx context.Context, c Client) (Durability, error) {
+	got := make(map[string]string, len(durabilityParams))
+	for _, p := range durabilityParams {
+		v, err := c.Do(ctx, "CONFIG", "GET", p)
+		if err != nil {
+			return Durability{}, fmt.Errorf("%v: CONFIG GET %s: %w", c, p, err)
+		}
+		pairs, _ := v.([]any)
+		if len(pairs) != 2 {
+			return Durability{}, fmt.Errorf("%v: CONFIG GET %s: unexpected reply %v", c, p, v)
+		}
+		s, _ := pairs[1].(string)
+		got[p] = s
+	}
+	return Durability{
+		AppendOnly:      got["appendonly"] == "yes",
+		AppendFsync:     got["appendfsync"],
+		Save:            strings.TrimSpace(got["save"]),
+		MaxmemoryPolicy: got["maxmemory-policy"],
+	}, nil
+}
+
+// Risks returns, in a user's words, each setting under which a crash or
+// memory pressure can give back an older value of a key or drop it
+// between restarts, with what to set instead; none for a server with
+// persistence off (a restart comes back empty, which the backends
+// notice) or with appendonly yes and appendfsync always, and no eviction
+// of keys without a TTL.
+func (d Durability) Risks() []string {
+	var r []string
+	switch {
+	case d.AppendOnly && d.AppendFsync != "always":
+		r = append(r, fmt.Sprintf("appendfsync %s: a crash loses the last writes, so a counter can come back older (set appendfsync always, or turn persistence off)", d.AppendFsync))
+	case !d.AppendOnly && d.Save != "":
+		r = append(r, fmt.Sprintf("RDB snapshots (save %q) without the append-only file: a crash restores an older snapshot, so a counter can come back older (set appendonly yes with appendfsync always, or save \"\" for no persistence)", d.Save))
+	}
+	if strings.HasPrefix(d.MaxmemoryPolicy, "allkeys-") {
+		r = append(r, fmt.Sprintf("maxmemory-policy %s: memory pressure can evict a key that has no TTL, a counter or a lock (set noeviction or a volatile-* policy)", d.MaxmemoryPolicy))
+	}
+	return r
+}
+
+// WarnDurability reads the [Durability] of clients' servers at once
+// (bounded by ctx) and writes, at level Warn, riskMsg for each server
+// whose settings have [Durability.Risks] (attributes instance, risks,
+// reason) and unknownMsg once for the servers whose settings could not be
+// read (attributes instances, errors, reason): the ACL denies CONFIG GET,
+// a managed service renamed it, or the server did not answer. It writes
+// nothing when ctx was cancelled (the Locker closed). The backends with
+// fences or restart safety call it once, at New, on their background
+// group, with their Logger.
+func WarnDurability(ctx context.Context, log *slog.Logger, clients []Client, riskMsg, unknownMsg string) {
+	results := make([]struct {
+		d   Durability
+		err error
+	}, len(clients))
+	var wg sync.WaitGroup
+	for i, c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i].d, results[i].err = ReadDurability(ctx, c)
+		}()
+	}
+	wg.Wait()
+	if errors.Is(context.Cause(ctx), context.Canceled) {
+		return
+	}
+	var unknown, causes []string
+	for i, r := range results {
+		addr := clients[i].String()
+		if r.err != nil {
+			unknown = append(unknown, addr)
+			causes = append(causes, r.err.Error())
+			continue
+		}
+		if risks := r.d.Risks(); len(risks) > 0 {
+			log.LogAttrs(ctx, slog.LevelWarn, riskMsg,
+				slog.String("instance", addr),
+				slog.String("risks", strings.Join(risks, "; ")),
+				slog.String("reason", durabilityRiskReason))
+		}
+	}
+	if len(unknown) > 0 {
+		log.LogAttrs(ctx, slog.LevelWarn, unknownMsg,
+			slog.Any("instances", unknown),
+			slog.String("errors", strings.Join(causes, "; ")),
+			slog.String("reason", durabilityUnknownReason))
+	}
+}
+
+// durabilityRiskReason is the reason attribute of WarnDurability's riskMsg.
+const durabilityRiskReason = "fence counters and restart-safety epochs need each server to keep them: persistence off, or appendonly yes with appendfsync always, and no eviction of keys without a TTL"
+
+// durabilityUnknownReason is the reason attribute of its unknownMsg.
+const durabilityUnknownReason = "the persistence and eviction settings of these servers could not be read (CONFIG GET): check them by hand, or allow +config|get to the Locker's user"
