@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+
+	"github.com/lockswap/lockswap"
 )
 
 // Durability is what a Redis server says (CONFIG GET) about the settings
@@ -76,44 +78,80 @@ func (d Durability) Risks() []string {
 	return r
 }
 
-// WarnDurability reads the [Durability] of clients' servers at once
-// (bounded by ctx) and writes, at level Warn, riskMsg for each server
-// whose settings have [Durability.Risks] (attributes instance, risks,
-// reason) and unknownMsg once for the servers whose settings could not be
-// read (attributes instances, errors, reason): the ACL denies CONFIG GET,
-// a managed service renamed it, or the server did not answer. It writes
-// nothing when ctx was cancelled (the Locker closed). The backends with
-// fences or restart safety call it once, at New, on their background
-// group, with their Logger.
-func WarnDurability(ctx context.Context, log *slog.Logger, clients []Client, riskMsg, unknownMsg string) {
-	results := make([]struct {
-		d   Durability
-		err error
-	}, len(clients))
+// DurabilityCheck is one server's answer to [CheckDurability].
+type DurabilityCheck struct {
+	// Client reaches the server.
+	Client Client
+	// Risks are its settings' [Durability.Risks]; none when Err is set.
+	Risks []string
+	// Err is why its settings could not be read: the ACL denies CONFIG
+	// GET, a managed service renamed it, or the server did not answer
+	// within ctx.
+	Err error
+}
+
+// CheckDurability reads the [Durability] of clients' servers at once,
+// bounded by ctx, and returns one DurabilityCheck per client, in order.
+func CheckDurability(ctx context.Context, clients []Client) []DurabilityCheck {
+	out := make([]DurabilityCheck, len(clients))
 	var wg sync.WaitGroup
 	for i, c := range clients {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i].d, results[i].err = ReadDurability(ctx, c)
+			d, err := ReadDurability(ctx, c)
+			out[i] = DurabilityCheck{Client: c, Err: err}
+			if err == nil {
+				out[i].Risks = d.Risks()
+			}
 		}()
 	}
 	wg.Wait()
+	return out
+}
+
+// RequireDurable returns nil when no server in checks has risks, and
+// otherwise an error matching lockswap.ErrInvalid that names each such
+// server and its risks (what to set instead): the answer of require=durable.
+// Servers whose settings could not be read do not fail it.
+func RequireDurable(checks []DurabilityCheck) error {
+	var bad []string
+	for _, c := range checks {
+		if len(c.Risks) > 0 {
+			bad = append(bad, fmt.Sprintf("%v: %s", c.Client, strings.Join(c.Risks, "; ")))
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	return fmt.Errorf("require=durable: %s: %w", strings.Join(bad, "; "), lockswap.ErrInvalid)
+}
+
+// WarnDurability checks clients' servers ([CheckDurability], bounded by
+// ctx) and writes, at level Warn, riskMsg for each server whose settings
+// have [Durability.Risks] (attributes instance, risks, reason) and
+// unknownMsg once for the servers whose settings could not be read
+// (attributes instances, errors, reason). It writes nothing when ctx was
+// cancelled (the Locker closed). The backends with fences or restart
+// safety call it once, at New, on their background group, with their
+// Logger.
+func WarnDurability(ctx context.Context, log *slog.Logger, clients []Client, riskMsg, unknownMsg string) {
+	checks := CheckDurability(ctx, clients)
 	if errors.Is(context.Cause(ctx), context.Canceled) {
 		return
 	}
 	var unknown, causes []string
-	for i, r := range results {
-		addr := clients[i].String()
-		if r.err != nil {
+	for _, c := range checks {
+		addr := c.Client.String()
+		if c.Err != nil {
 			unknown = append(unknown, addr)
-			causes = append(causes, r.err.Error())
+			causes = append(causes, c.Err.Error())
 			continue
 		}
-		if risks := r.d.Risks(); len(risks) > 0 {
+		if len(c.Risks) > 0 {
 			log.LogAttrs(ctx, slog.LevelWarn, riskMsg,
 				slog.String("instance", addr),
-				slog.String("risks", strings.Join(risks, "; ")),
+				slog.String("risks", strings.Join(c.Risks, "; ")),
 				slog.String("reason", durabilityRiskReason))
 		}
 	}

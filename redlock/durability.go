@@ -2,7 +2,9 @@ package redlock
 
 import (
 	"context"
+	"fmt"
 
+	"github.com/lockswap/lockswap"
 	"github.com/lockswap/lockswap/redisclient"
 )
 
@@ -21,4 +23,27 @@ func (p *proto) checkDurability(ctx context.Context) {
 		clients[i] = p.inst[i].c
 	}
 	redisclient.WarnDurability(ctx, p.log, clients, MsgDurabilityRisk, MsgDurabilityUnknown)
+}
+
+// CheckDurability implements registry.DurabilityChecker (require=durable):
+// it reads every master's settings at once, bounded by ctx, and returns an
+// error matching lockswap.ErrInvalid that names each master whose
+// settings let a crash bring a fence counter or the epoch back older or
+// let memory pressure evict it, and what to set instead; nil when none
+// does. Masters whose settings cannot be read (CONFIG GET denied, no
+// answer) do not fail it. A Locker without Fence or RestartSafety keeps
+// nothing the check is about: ErrInvalid.
+func (lk *Locker) CheckDurability(ctx context.Context) error {
+	p := lk.p
+	if !p.opts.Fence && !p.opts.RestartSafety {
+		return fmt.Errorf("redlock: require=durable applies to fence=true or restart_safety=true, and this Locker has neither: %w", lockswap.ErrInvalid)
+	}
+	clients := make([]redisclient.Client, len(p.inst))
+	for i := range p.inst {
+		clients[i] = p.inst[i].c
+	}
+	if err := redisclient.RequireDurable(redisclient.CheckDurability(ctx, clients)); err != nil {
+		return fmt.Errorf("redlock: %w", err)
+	}
+	return nil
 }

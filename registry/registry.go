@@ -18,7 +18,8 @@
 //
 // Every scheme takes require=fencing,failover,... (lockswap.Property
 // names): opening a backend whose Guarantees lack one fails with an error
-// naming it.
+// naming it. require=durable ([RequireDurable]) checks the servers'
+// persistence settings at Open.
 package registry
 
 import (
@@ -28,6 +29,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -256,8 +258,11 @@ func check(u *URL, c Clients) (*Scheme, OpenFunc, error) {
 		}
 	}
 	for _, r := range u.Require() {
+		if r == RequireDurable {
+			continue
+		}
 		if _, err := (lockswap.Guarantees{}).Has(r); err != nil {
-			return nil, nil, invalid("require=%s: unknown property (known: %v)", r, lockswap.Properties())
+			return nil, nil, invalid("require=%s: unknown property (known: %v, %s)", r, lockswap.Properties(), RequireDurable)
 		}
 	}
 	open, err := s.Parse(u, c)
@@ -280,12 +285,50 @@ func Open(ctx context.Context, u *URL, c Clients) (lockswap.Locker, error) {
 		return nil, fmt.Errorf("open %s: %w", u, err)
 	}
 	if req := u.Require(); len(req) > 0 {
-		if err := lk.Guarantees().Require(req...); err != nil {
+		durable := slices.Contains(req, RequireDurable)
+		req = slices.DeleteFunc(req, func(p lockswap.Property) bool { return p == RequireDurable })
+		err := lk.Guarantees().Require(req...)
+		if err == nil && durable {
+			err = requireDurable(ctx, lk)
+		}
+		if err != nil {
 			lk.Close()
 			return nil, fmt.Errorf("open %s: %w", u, err)
 		}
 	}
 	return lk, nil
+}
+
+// RequireDurable is the require= value that makes Open read the
+// persistence and eviction settings of every server of a Locker that
+// keeps fence counters or restart-safety epochs (redlock with fence=true
+// or restart_safety=true, singleredis with fence=true) and refuse one
+// whose settings let a crash bring them back older or memory pressure
+// evict them (redisclient.Durability.Risks). A server whose settings
+// cannot be read (CONFIG GET denied, no answer) does not fail it. Unlike
+// the properties of lockswap.Guarantees, it is checked against the
+// servers, not the backend.
+const RequireDurable lockswap.Property = "durable"
+
+// DurabilityChecker is implemented by the Lockers require=durable applies
+// to: CheckDurability returns nil when their servers keep their counters,
+// and an error matching lockswap.ErrInvalid that names what to fix
+// otherwise, or when the Locker keeps no counters (no fence=true or
+// restart_safety=true).
+type DurabilityChecker interface {
+	CheckDurability(ctx context.Context) error
+}
+
+// requireDurable checks lk for require=durable, bounded by ctx and
+// lockswap.RequestTimeout.
+func requireDurable(ctx context.Context, lk lockswap.Locker) error {
+	dc, ok := lk.(DurabilityChecker)
+	if !ok {
+		return fmt.Errorf("require=durable: backend %s keeps no fence counters or epochs on servers whose settings it can read (it applies to redlock with fence=true or restart_safety=true and singleredis with fence=true): %w", lk.Guarantees().Backend, lockswap.ErrInvalid)
+	}
+	ctx, cancel := context.WithTimeout(ctx, lockswap.RequestTimeout)
+	defer cancel()
+	return dc.CheckDurability(ctx)
 }
 
 // OpenURL parses raw and opens the backend it names.

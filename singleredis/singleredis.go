@@ -243,6 +243,23 @@ func New(c redisclient.Client, opts Options) (*Locker, error) {
 	return &Locker{Locker: kit, p: p}, nil
 }
 
+// CheckDurability implements registry.DurabilityChecker (require=durable):
+// it reads the server's settings, bounded by ctx, and returns an error
+// matching lockswap.ErrInvalid that names the settings that let a crash
+// bring a fence counter back older or let memory pressure evict it, and
+// what to set instead; nil when there are none, or when the settings
+// cannot be read (CONFIG GET denied, no answer). A Locker without Fence
+// keeps nothing the check is about: ErrInvalid.
+func (lk *Locker) CheckDurability(ctx context.Context) error {
+	if !lk.p.fence {
+		return fmt.Errorf("singleredis: require=durable applies to fence=true, and this Locker has none: %w", lockswap.ErrInvalid)
+	}
+	if err := redisclient.RequireDurable(redisclient.CheckDurability(ctx, []redisclient.Client{lk.p.c})); err != nil {
+		return fmt.Errorf("singleredis: %w", err)
+	}
+	return nil
+}
+
 // String names the backend and client, without credentials.
 func (lk *Locker) String() string { return "singleredis(" + lk.p.c.String() + ")" }
 
