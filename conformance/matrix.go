@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -460,6 +461,10 @@ func (mc *matrixCell) waiterAtClose(t *testing.T, f Fault, k ctxKind) {
 	default:
 		ctx = context.Background()
 	}
+	// One waiter at a time in the process: the faults (and a backend's
+	// variants) run in parallel, and blockedIn sees every goroutine.
+	waiterAtCloseMu.Lock()
+	defer waiterAtCloseMu.Unlock()
 	errc := make(chan error, 1)
 	go waitAtClose(ctx, lk, key, errc)
 	eventually(t, 5*time.Second, "the Acquire waiting", func() bool {
@@ -485,6 +490,10 @@ func (mc *matrixCell) waiterAtClose(t *testing.T, f Fault, k ctxKind) {
 		t.Fatalf("the waiting Acquire had not ended 10 s after Close under %s", f.Name)
 	}
 }
+
+// waiterAtCloseMu makes the waiterAtClose cells of the process wait one
+// at a time, so that the waiter blockedIn finds is the cell's own.
+var waiterAtCloseMu sync.Mutex
 
 // waitAtClose is the waiter of waiterAtClose, a function of its own so
 // that its goroutine can be told blocked (blockedIn).

@@ -26,11 +26,18 @@ type Durability struct {
 	// MaxmemoryPolicy is maxmemory-policy ("noeviction", "allkeys-lru",
 	// ...).
 	MaxmemoryPolicy string
+	// Maxmemory is maxmemory in bytes, "0" for no limit (nothing is
+	// evicted whatever the policy).
+	Maxmemory string
+	// NoFsyncOnRewrite is no-appendfsync-on-rewrite: while a rewrite or
+	// snapshot runs, writes are not fsynced, even under appendfsync
+	// always.
+	NoFsyncOnRewrite bool
 }
 
 // durabilityParams are the parameters ReadDurability reads, one CONFIG
 // GET each (several in one needs Redis 7).
-var durabilityParams = []string{"appendonly", "appendfsync", "save", "maxmemory-policy"}
+var durabilityParams = []string{"appendonly", "appendfsync", "save", "maxmemory-policy", "maxmemory", "no-appendfsync-on-rewrite"}
 
 // ReadDurability reads c's [Durability] with CONFIG GET, which the
 // client's user must be allowed (+config|get). A server that denies it
@@ -51,10 +58,12 @@ func ReadDurability(ctx context.Context, c Client) (Durability, error) {
 		got[p] = s
 	}
 	return Durability{
-		AppendOnly:      got["appendonly"] == "yes",
-		AppendFsync:     got["appendfsync"],
-		Save:            strings.TrimSpace(got["save"]),
-		MaxmemoryPolicy: got["maxmemory-policy"],
+		AppendOnly:       got["appendonly"] == "yes",
+		AppendFsync:      got["appendfsync"],
+		Save:             strings.TrimSpace(got["save"]),
+		MaxmemoryPolicy:  got["maxmemory-policy"],
+		Maxmemory:        got["maxmemory"],
+		NoFsyncOnRewrite: got["no-appendfsync-on-rewrite"] == "yes",
 	}, nil
 }
 
@@ -69,11 +78,13 @@ func (d Durability) Risks() []string {
 	switch {
 	case d.AppendOnly && d.AppendFsync != "always":
 		r = append(r, fmt.Sprintf("appendfsync %s: a crash loses the last writes, so a counter can come back older (set appendfsync always, or turn persistence off)", d.AppendFsync))
+	case d.AppendOnly && d.NoFsyncOnRewrite:
+		r = append(r, "no-appendfsync-on-rewrite yes: while a rewrite or snapshot runs, writes are not fsynced, so a crash then brings a counter back older (set no-appendfsync-on-rewrite no)")
 	case !d.AppendOnly && d.Save != "":
 		r = append(r, fmt.Sprintf("RDB snapshots (save %q) without the append-only file: a crash restores an older snapshot, so a counter can come back older (set appendonly yes with appendfsync always, or save \"\" for no persistence)", d.Save))
 	}
-	if strings.HasPrefix(d.MaxmemoryPolicy, "allkeys-") {
-		r = append(r, fmt.Sprintf("maxmemory-policy %s: memory pressure can evict a key that has no TTL, a counter or a lock (set noeviction or a volatile-* policy)", d.MaxmemoryPolicy))
+	if strings.HasPrefix(d.MaxmemoryPolicy, "allkeys-") && d.Maxmemory != "0" {
+		r = append(r, fmt.Sprintf("maxmemory-policy %s with maxmemory %s: memory pressure can evict a key that has no TTL, such as a counter or an epoch (set noeviction; a volatile-* policy keeps them but can evict locks)", d.MaxmemoryPolicy, d.Maxmemory))
 	}
 	return r
 }

@@ -24,7 +24,7 @@ func TestDurabilityChecked(t *testing.T) {
 	safe := testserver.RedisT(t, testserver.RedisOptions{})                     // persistence off
 	fsynced := testserver.RedisT(t, testserver.RedisOptions{Persistence: true}) // AOF, fsync always
 	everysec := testserver.RedisT(t, testserver.RedisOptions{Args: []string{"--appendonly", "yes", "--appendfsync", "everysec"}})
-	snapshots := testserver.RedisT(t, testserver.RedisOptions{Args: []string{"--save", "3600 1", "--maxmemory-policy", "allkeys-lru"}})
+	snapshots := testserver.RedisT(t, testserver.RedisOptions{Args: []string{"--save", "3600 1", "--maxmemory-policy", "allkeys-lru", "--maxmemory", "100mb"}})
 	noConfig := testserver.RedisT(t, testserver.RedisOptions{Args: []string{"--rename-command", "CONFIG", ""}})
 	ports, err := testserver.FreePorts(1)
 	if err != nil {

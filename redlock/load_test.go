@@ -158,17 +158,26 @@ func waitBackground(t *testing.T, lks ...*redlock.Locker) {
 // release goes on for lockswap.CleanupTimeout (2 s), longer than these
 // tests' TTLs, so that an instance that had not answered by then (the
 // CPU saturated by the test itself and by whatever else runs: a CI run
-// saw one) holds a key that has expired; the tests' watch fails on keys
-// that stay. Its give-ups are logged.
+// saw one) holds a key that has expired. A few such give-ups are logged;
+// more than maxLoadedGiveUps per Locker fail the test, as instances that
+// did not answer for 2 s that often are no scheduling hiccup.
 func waitLoaded(t *testing.T, lks ...*redlock.Locker) {
 	t.Helper()
 	waitReleases(t, lks)
 	for i, lk := range lks {
-		if _, gaveUp := redlock.BackgroundReleases(lk); gaveUp != 0 {
-			t.Logf("Locker %d: %d background releases reached their lock's expiry with instances whose outcome was still unknown", i, gaveUp)
+		_, gaveUp := redlock.BackgroundReleases(lk)
+		switch {
+		case gaveUp > maxLoadedGiveUps:
+			t.Errorf("Locker %d: %d background releases ended with instances whose outcome was still unknown (at most %d allowed under load)", i, gaveUp, maxLoadedGiveUps)
+		case gaveUp != 0:
+			t.Logf("Locker %d: %d background releases reached lockswap.CleanupTimeout with instances whose outcome was still unknown", i, gaveUp)
 		}
 	}
 }
+
+// maxLoadedGiveUps is how many background releases per Locker waitLoaded
+// lets give up.
+const maxLoadedGiveUps = 2
 
 // waitReleases waits until no background release of lks runs.
 func waitReleases(t *testing.T, lks []*redlock.Locker) {

@@ -328,7 +328,13 @@ func requireDurable(ctx context.Context, lk lockswap.Locker) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, lockswap.RequestTimeout)
 	defer cancel()
-	return dc.CheckDurability(ctx)
+	err := dc.CheckDurability(ctx)
+	if err == nil && ctx.Err() != nil {
+		// The servers' settings were not read in time: unchecked is
+		// not checked.
+		return fmt.Errorf("require=durable: the servers' settings were not read in time: %w (%w)", lockswap.ErrUnavailable, ctx.Err())
+	}
+	return err
 }
 
 // OpenURL parses raw and opens the backend it names.

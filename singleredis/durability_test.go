@@ -18,7 +18,7 @@ import (
 // Locker, and a fenced one on a server that keeps its counters, write
 // nothing about them.
 func TestDurabilityChecked(t *testing.T) {
-	risky := testserver.RedisT(t, testserver.RedisOptions{Args: []string{"--save", "60 1", "--maxmemory-policy", "allkeys-lfu"}})
+	risky := testserver.RedisT(t, testserver.RedisOptions{Args: []string{"--save", "60 1", "--maxmemory-policy", "allkeys-lfu", "--maxmemory", "100mb"}})
 	noConfig := testserver.RedisT(t, testserver.RedisOptions{Args: []string{"--rename-command", "CONFIG", ""}})
 	fsynced := testserver.RedisT(t, testserver.RedisOptions{Persistence: true})
 	for _, c := range []struct {

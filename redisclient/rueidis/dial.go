@@ -44,10 +44,10 @@ func dial(ctx context.Context, s registry.RedisServer) (redisclient.Client, io.C
 		// Every connection recorded, for Close (see closer).
 		DialCtxFn: func(dctx context.Context, dst string, d *net.Dialer, tlsConfig *tls.Config) (net.Conn, error) {
 			// The context the handshake watches (watchHandshake): the
-			// command's, or the open's.
+			// command's. NewClient's own dial has one that cannot be
+			// cancelled; the open's ctx ends it by closing conns.
 			watch := dctx
 			if octx := opening.Load(); octx != nil {
-				watch = *octx
 				// NewClient's own dial, under a context of its own
 				// without a cancel: the open's ctx instead, with the
 				// same deadline if any.

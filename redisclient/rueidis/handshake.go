@@ -50,6 +50,9 @@ type handshakeConn struct {
 
 	mu        sync.Mutex // orders cancel against the deadlines rueidis sets
 	cancelled bool       // cancelled before an answer: the past deadline stays
+	// The deadlines rueidis last set, put back when the answer came
+	// after all (read before a cancellation that came meanwhile).
+	deadline, readDeadline, writeDeadline time.Time
 }
 
 // cancel is called when the context is cancelled.
@@ -69,8 +72,18 @@ func (c *handshakeConn) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
 	if n > 0 && !c.answered.Load() {
 		c.mu.Lock()
-		if !c.cancelled {
-			c.answered.Store(true)
+		c.answered.Store(true)
+		if c.cancelled {
+			// The answer was read before the cancellation took effect:
+			// the connection is up, and rueidis's own deadlines apply
+			// again (a past one would break it for good).
+			c.Conn.SetDeadline(c.deadline)
+			if !c.readDeadline.IsZero() {
+				c.Conn.SetReadDeadline(c.readDeadline)
+			}
+			if !c.writeDeadline.IsZero() {
+				c.Conn.SetWriteDeadline(c.writeDeadline)
+			}
 		}
 		c.mu.Unlock()
 		c.stop()
@@ -78,28 +91,41 @@ func (c *handshakeConn) Read(b []byte) (int, error) {
 	return n, err
 }
 
+// Close implements [net.Conn]: a connection closed before its server
+// answered stops watching the context.
+func (c *handshakeConn) Close() error {
+	c.stop()
+	return c.Conn.Close()
+}
+
 // SetDeadline implements [net.Conn]: a deadline rueidis sets does not
 // replace the past one of a cancellation.
 func (c *handshakeConn) SetDeadline(t time.Time) error {
-	return c.set(t, c.Conn.SetDeadline)
+	return c.set(t, &c.deadline, c.Conn.SetDeadline)
 }
 
 // SetReadDeadline implements [net.Conn], as SetDeadline.
 func (c *handshakeConn) SetReadDeadline(t time.Time) error {
-	return c.set(t, c.Conn.SetReadDeadline)
+	return c.set(t, &c.readDeadline, c.Conn.SetReadDeadline)
 }
 
 // SetWriteDeadline implements [net.Conn], as SetDeadline.
 func (c *handshakeConn) SetWriteDeadline(t time.Time) error {
-	return c.set(t, c.Conn.SetWriteDeadline)
+	return c.set(t, &c.writeDeadline, c.Conn.SetWriteDeadline)
 }
 
-func (c *handshakeConn) set(t time.Time, set func(time.Time) error) error {
+// set sets a deadline, and records it in last while the server has not
+// answered: after a cancellation it is only recorded.
+func (c *handshakeConn) set(t time.Time, last *time.Time, set func(time.Time) error) error {
 	if c.answered.Load() {
 		return set(t)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.answered.Load() {
+		return set(t)
+	}
+	*last = t
 	if c.cancelled {
 		return nil
 	}
