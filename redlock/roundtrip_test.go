@@ -26,6 +26,11 @@ import (
 // that request and left as it was (a TYPE per instance, on that error
 // path only, names the type).
 func TestContendedAttemptIsOneRequest(t *testing.T) {
+	// The requests are counted, so none may time out: a fixed timeout far
+	// above a loaded machine's stalls (100 ms did not hold beside a CI's
+	// other work while rueidis dialed its connections), and far below the
+	// default TTL.
+	const countedTimeout = time.Second
 	addrs, _ := realN(t, 3)
 	raw := make([]*goredis.Client, len(addrs))
 	for i, a := range addrs {
@@ -40,7 +45,7 @@ func TestContendedAttemptIsOneRequest(t *testing.T) {
 				ccs[i] = &redistest.Counting{Client: newClient(t, a)}
 				cs[i] = ccs[i]
 			}
-			lk, err := redlock.New(cs, redlock.Options{InstanceTimeout: testTimeout})
+			lk, err := redlock.New(cs, redlock.Options{InstanceTimeout: countedTimeout})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -55,7 +60,7 @@ func TestContendedAttemptIsOneRequest(t *testing.T) {
 	}
 	makers := map[string]mk{
 		"redigo-pipelined": func(t *testing.T) (*redlock.Locker, func() int64) {
-			lk, ccs := countingLocker(t, addrs, redlock.Options{})
+			lk, ccs := countingLocker(t, addrs, redlock.Options{InstanceTimeout: countedTimeout})
 			return lk, func() (n int64) {
 				for _, c := range ccs {
 					n += c.splits.Load() + c.direct.Load()

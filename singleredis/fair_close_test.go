@@ -38,11 +38,12 @@ func TestFairCloseOwnedClient(t *testing.T) {
 				t.Fatal(err)
 			}
 			// A wait opens the subscription.
-			wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-			_, err = lk.Acquire(wctx, "k")
+			wctx, cancel := context.WithCancel(ctx)
+			out := acquireAsync(wctx, lk, "k")
+			waitFor(t, 5*time.Second, "the waiter waiting for its wake-up", waitingForWakeUp)
 			cancel()
-			if !errors.Is(err, lockswap.ErrHeld) {
-				t.Fatalf("Acquire of a held key: %v, want ErrHeld", err)
+			if r := <-out; !errors.Is(r.err, lockswap.ErrHeld) {
+				t.Fatalf("Acquire of a held key: %v, want ErrHeld", r.err)
 			}
 			if err := held.Release(ctx); err != nil {
 				t.Fatal(err)

@@ -562,7 +562,11 @@ func TestFairWaitCancelAndClose(t *testing.T) {
 			}
 			wctx, cancel := context.WithCancel(ctx)
 			out := acquireAsync(wctx, lk, key)
+			// Registered, and told so: a cancellation while the
+			// registration's answer is on its way is an outage
+			// (ErrUnavailable), not news that the key is held.
 			waitFor(t, 5*time.Second, "registered", func() bool { return queued(raw, key) == 1 })
+			waitFor(t, 5*time.Second, "the waiter waiting for its wake-up", waitingForWakeUp)
 			cancel()
 			r := <-out
 			if !errors.Is(r.err, context.Canceled) || !errors.Is(r.err, lockswap.ErrHeld) {
@@ -591,6 +595,23 @@ func TestFairWaitCancelAndClose(t *testing.T) {
 func stacks() string {
 	buf := make([]byte, 1<<20)
 	return string(buf[:runtime.Stack(buf, true)])
+}
+
+// waitingForWakeUp reports whether a fair waiter is between its requests:
+// blocked in (*fair).Wait itself, not in a request to the server, so the
+// server's answer to its registration has reached it.
+func waitingForWakeUp() bool {
+	for _, g := range strings.Split(stacks(), "\n\n") {
+		_, frames, _ := strings.Cut(g, "\n")
+		for strings.HasPrefix(frames, "runtime.") { // with GOTRACEBACK=system
+			_, frames, _ = strings.Cut(frames, "\n")
+			_, frames, _ = strings.Cut(frames, "\n")
+		}
+		if strings.HasPrefix(frames, "github.com/lockswap/lockswap/singleredis.(*fair).Wait(") {
+			return true
+		}
+	}
+	return false
 }
 
 // TestFairWaitGivenUpAfterHandOver: a lock handed to a waiter as its
