@@ -18,6 +18,17 @@ import (
 	"github.com/lockswap/lockswap/redisclient/rueidis"
 )
 
+func init() {
+	// go-redis logs each failed dial on its own, to stderr. The tests stop
+	// and pause servers on purpose, and check what the calls return; the
+	// hundreds of lines buried a failing test's output in CI.
+	redis.SetLogger(quiet{})
+}
+
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
 // NewClient makes a new client to addr with its own connections.
 type NewClient func(t testing.TB, addr string) redisclient.Client
 
