@@ -49,7 +49,9 @@ func TestDoRenewsAndReleases(t *testing.T) {
 	f := &faultyLocker{Locker: memlock.New(store)}
 	other := memlock.New(store)
 	ctx := context.Background()
-	ttl := 150 * time.Millisecond
+	// A TTL a busy machine's scheduling delays do not starve (150 ms did
+	// not hold), renewed often so that the renewals come quickly.
+	ttl, every := time.Second, 20*time.Millisecond
 	err := lockswap.Do(ctx, f, "job", func(ctx context.Context, l lockswap.Lock) error {
 		// Wait until renewal has extended the lock past its first deadline.
 		first := l.Deadline()
@@ -67,12 +69,12 @@ func TestDoRenewsAndReleases(t *testing.T) {
 			return fmt.Errorf("key free while Do holds it past its TTL: %v", err)
 		}
 		return nil
-	}, lockswap.WithTTL(ttl))
+	}, lockswap.WithTTL(ttl), lockswap.WithRenewEvery(every))
 	if err != nil {
 		t.Fatalf("Do: %v", err)
 	}
 	n := f.extends.Load()
-	time.Sleep(ttl) // nothing may renew after Do returned: give a stray renewer the chance to show itself
+	time.Sleep(10 * every) // nothing may renew after Do returned: give a stray renewer the chance to show itself
 	if m := f.extends.Load(); m != n {
 		t.Errorf("%d Extend calls after Do returned: renewal must stop synchronously", m-n)
 	}

@@ -487,7 +487,9 @@ func TestWaitLongerThanTheTTL(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lk.Close()
-	l, err := lk.Acquire(context.Background(), "k", lockswap.WithTTL(20*time.Millisecond))
+	// A TTL a loaded machine's stalls do not eat between the grant and
+	// the checks (20 ms did not always hold).
+	l, err := lk.Acquire(context.Background(), "k", lockswap.WithTTL(500*time.Millisecond))
 	if err != nil {
 		t.Fatalf("Acquire after a wait longer than the TTL: %v", err)
 	}
@@ -502,8 +504,8 @@ func TestWaitLongerThanTheTTL(t *testing.T) {
 	}
 }
 
-// slowWaiter's Wait takes 100 ms before it grants, watching the claim's
-// Done meanwhile.
+// slowWaiter's Wait takes twice the TTL before it grants, watching the
+// claim's Done meanwhile.
 type slowWaiter struct {
 	*fake
 	doneDuringWait bool
@@ -513,7 +515,7 @@ func (w *slowWaiter) Wait(ctx context.Context, c *driver.Claim[int], _ *driver.O
 	select {
 	case <-c.Done():
 		w.doneDuringWait = true
-	case <-time.After(100 * time.Millisecond):
+	case <-time.After(2 * c.TTL):
 	}
 	granted := time.Now() // the request that found the lock ours
 	return driver.Grant{Deadline: granted.Add(c.TTL - 2*time.Millisecond)}, nil

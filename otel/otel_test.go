@@ -122,8 +122,9 @@ func TestAcquireOutcomes(t *testing.T) {
 	if _, err := lk.TryAcquire(ctx, "job"); !errors.Is(err, lockswap.ErrHeld) {
 		t.Fatalf("TryAcquire of a held key: %v", err)
 	}
-	// A wait that its deadline ends while the key is held: held.
-	wctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	// A wait that its deadline ends while the key is held: held (a
+	// deadline a loaded machine does not pass before the first attempt).
+	wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	_, err = lk.Acquire(wctx, "job")
 	cancel()
 	if !errors.Is(err, lockswap.ErrHeld) || !errors.Is(err, context.DeadlineExceeded) {
@@ -505,7 +506,7 @@ func TestDoRenewals(t *testing.T) {
 			}
 		}
 		return nil
-	}, lockswap.WithTTL(60*time.Millisecond), lockswap.WithRenewEvery(5*time.Millisecond))
+	}, lockswap.WithTTL(2*time.Second), lockswap.WithRenewEvery(5*time.Millisecond)) // a TTL a loaded machine does not starve (60 ms could)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -105,7 +105,10 @@ func TestQuorumAndValidity(t *testing.T) {
 		addrs[i] = ms[i].Addr()
 	}
 	ctx := ctxT(t)
-	lk := newLocker(t, addrs, redistest.Redigo, redlock.Options{DriftFactor: 0.1, DriftFixed: 50 * time.Millisecond})
+	// ErrHeld only: all three holding instances must answer, a loaded
+	// machine's first dials included (the TTL of 1 s allows 500 ms).
+	lk := newLocker(t, addrs, redistest.Redigo, redlock.Options{DriftFactor: 0.1, DriftFixed: 50 * time.Millisecond,
+		InstanceTimeout: 500 * time.Millisecond})
 	if lk.Quorum() != 3 {
 		t.Fatalf("Quorum() = %d for 5 instances, want 3", lk.Quorum())
 	}
@@ -251,8 +254,12 @@ func TestMinorityDown(t *testing.T) {
 		t.Run(c.Name, func(t *testing.T) {
 			addrs, srvs := realN(t, 5)
 			ctx := ctxT(t)
-			a := newLocker(t, addrs, c.New, redlock.Options{})
-			b := newLocker(t, addrs, c.New, redlock.Options{})
+			// ErrHeld with 2 of 5 down needs every live instance's
+			// answer, first dials included: a timeout a loaded machine
+			// keeps, far below the TTL.
+			opts := redlock.Options{InstanceTimeout: time.Second}
+			a := newLocker(t, addrs, c.New, opts)
+			b := newLocker(t, addrs, c.New, opts)
 			held, err := a.TryAcquire(ctx, "before", lockswap.WithTTL(10*time.Second))
 			if err != nil {
 				t.Fatal(err)
@@ -296,10 +303,13 @@ func TestMajorityDown(t *testing.T) {
 			proxy := testserver.ProxyT(t, addrs[4])
 			addrs[4] = proxy.Addr()
 			ctx := ctxT(t)
-			const timeout = 50 * time.Millisecond
+			// The live instances must answer within it on a loaded
+			// machine (the error counts them).
+			const timeout = 300 * time.Millisecond
 			lk := newLocker(t, addrs, c.New, redlock.Options{InstanceTimeout: timeout})
 			// Warm the connection through the proxy, then silence it.
-			if l, err := lk.TryAcquire(ctx, "warm", lockswap.WithTTL(time.Second)); err != nil {
+			if l, err := lk.Acquire(ctx, "warm", lockswap.WithTTL(5*time.Second),
+				lockswap.WithRetry(lockswap.ConstantRetry(10*time.Millisecond))); err != nil {
 				t.Fatal(err)
 			} else {
 				l.Release(ctx)
@@ -442,7 +452,9 @@ func TestInteroperability(t *testing.T) {
 	}
 	for _, c := range redistest.Clients {
 		t.Run(c.Name, func(t *testing.T) {
-			lk := newLocker(t, addrs, c.New, redlock.Options{Prefix: "app:"})
+			// Every instance must grant it: a timeout a loaded machine's
+			// first dials keep.
+			lk := newLocker(t, addrs, c.New, redlock.Options{Prefix: "app:", InstanceTimeout: time.Second})
 			l, err := lk.TryAcquire(ctx, "k", lockswap.WithTTL(10*time.Second))
 			if err != nil {
 				t.Fatal(err)

@@ -400,8 +400,11 @@ func TestFairWaitLostWakeUp(t *testing.T) {
 	for _, fence := range []bool{false, true} {
 		t.Run(fmt.Sprintf("fence=%v", fence), func(t *testing.T) {
 			ctx, key := context.Background(), fmt.Sprintf("lost:%v", fence)
-			// A holder (a third party) with 300 ms left.
-			if err := raw.Set(ctx, key, "other", 300*time.Millisecond).Err(); err != nil {
+			// A holder (a third party) with 1 s left: the new Locker
+			// subscribes and registers, and the hand-over below runs,
+			// before it expires, also on a loaded machine (300 ms did
+			// not always hold).
+			if err := raw.Set(ctx, key, "other", time.Second).Err(); err != nil {
 				t.Fatal(err)
 			}
 			lk := fairLocker(t, redistest.GoRedis(t, srv.Addr()), singleredis.Options{Fence: fence})

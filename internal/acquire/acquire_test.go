@@ -41,7 +41,7 @@ func TestRetryLoop(t *testing.T) {
 		t.Fatalf("policy gave up: err = %v, want the last cause only", err)
 	}
 
-	cctx, cancel := context.WithTimeout(ctx, 30*time.Millisecond)
+	cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond) // not passed before the first attempt on a loaded machine
 	defer cancel()
 	_, err = acquire.Retry(cctx, lockswap.ConstantRetry(time.Hour), func(context.Context) (int, error) {
 		return 0, fmt.Errorf("busy: %w", lockswap.ErrHeld)

@@ -15,7 +15,8 @@ func closed(c <-chan struct{}) bool {
 }
 
 func TestDoneClosesAtDeadline(t *testing.T) {
-	s := New("k", NewToken(), 0, false, time.Now().Add(30*time.Millisecond))
+	// Far enough that a loaded machine gets to the first check before it.
+	s := New("k", NewToken(), 0, false, time.Now().Add(500*time.Millisecond))
 	done := s.Done()
 	if closed(done) {
 		t.Fatal("Done closed before the deadline")
@@ -23,7 +24,7 @@ func TestDoneClosesAtDeadline(t *testing.T) {
 	select {
 	case <-done:
 	case <-time.After(5 * time.Second):
-		t.Fatal("Done not closed 5s after a 30ms deadline")
+		t.Fatal("Done not closed 5s after a 500ms deadline")
 	}
 	if time.Now().Before(s.Deadline()) {
 		t.Error("Done closed before the deadline")
@@ -34,12 +35,13 @@ func TestDoneClosesAtDeadline(t *testing.T) {
 }
 
 func TestSetDeadlineMovesTimer(t *testing.T) {
-	s := New("k", NewToken(), 0, false, time.Now().Add(40*time.Millisecond))
+	// Far enough that a loaded machine moves it before it passes.
+	s := New("k", NewToken(), 0, false, time.Now().Add(500*time.Millisecond))
 	done := s.Done()
 	if !s.SetDeadline(time.Now().Add(time.Hour)) {
 		t.Fatal("SetDeadline on a live lock failed")
 	}
-	time.Sleep(80 * time.Millisecond) // past the first deadline: the moved timer must not fire
+	time.Sleep(time.Second) // past the first deadline: the moved timer must not fire
 	if closed(done) || s.Ended() {
 		t.Fatal("Done closed at the old deadline after SetDeadline moved it")
 	}
