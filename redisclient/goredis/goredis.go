@@ -339,40 +339,7 @@ func (g *goRedis) doOnce(ctx context.Context, args ...any) (any, error) {
 	if err != nil {
 		return nil, goRedisErr(err)
 	}
-	return normalize(v), nil
-}
-
-// normalize returns a reply as [redisclient.Client.Do] gives it whatever
-// the protocol: RESP3's maps (CONFIG GET, HELLO, ...) as arrays of key,
-// value pairs sorted by key, and its booleans as 1 and nil, as RESP2
-// gives them (the rueidis adapter does the same).
-func normalize(v any) any {
-	switch x := v.(type) {
-	case bool:
-		if x {
-			return int64(1)
-		}
-		return nil
-	case []any:
-		for i, e := range x {
-			x[i] = normalize(e)
-		}
-	case map[any]any:
-		keys := make([]string, 0, len(x))
-		byKey := make(map[string]any, len(x))
-		for k, e := range x {
-			ks := fmt.Sprint(k)
-			keys = append(keys, ks)
-			byKey[ks] = e
-		}
-		slices.Sort(keys)
-		pairs := make([]any, 0, 2*len(keys))
-		for _, k := range keys {
-			pairs = append(pairs, k, normalize(byKey[k]))
-		}
-		return pairs
-	}
-	return v
+	return adapt.Normalize(v, nil), nil
 }
 
 func (g *goRedis) Do(ctx context.Context, args ...any) (any, error) {

@@ -30,8 +30,6 @@ package rueidis
 import (
 	"context"
 	"fmt"
-	"maps"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -139,31 +137,7 @@ func result(r rueidis.RedisResult) (any, error) {
 	if err != nil {
 		return nil, replyErr(err)
 	}
-	return normalize(v), nil
-}
-
-func normalize(v any) any {
-	switch x := v.(type) {
-	case bool:
-		if x {
-			return int64(1)
-		}
-		return nil
-	case []any:
-		for i, e := range x {
-			x[i] = normalize(e)
-		}
-	case map[string]any:
-		keys := slices.Sorted(maps.Keys(x))
-		pairs := make([]any, 0, 2*len(keys))
-		for _, k := range keys {
-			pairs = append(pairs, k, normalize(x[k]))
-		}
-		return pairs
-	case error:
-		return replyErr(x)
-	}
-	return v
+	return adapt.Normalize(v, func(err error) any { return replyErr(err) }), nil
 }
 
 // do runs cmd, bounded by ctx.

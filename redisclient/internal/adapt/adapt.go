@@ -1,5 +1,5 @@
 // Package adapt holds what the Redis client adapters (redisclient/goredis,
-// redisclient/redigo) share but do not export.
+// redisclient/redigo, redisclient/rueidis) share but do not export.
 package adapt
 
 import (
