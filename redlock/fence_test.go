@@ -479,7 +479,7 @@ func TestFencedHandOver(t *testing.T) {
 			dcs[i] = &redistest.Counting{Client: redistest.GoRedis(t, a)}
 			cs[i] = dcs[i]
 		}
-		lk, err := redlock.New(cs, redlock.Options{InstanceTimeout: testTimeout, Fence: true})
+		lk, err := redlock.New(cs, redlock.Options{InstanceTimeout: countedTimeout, Fence: true})
 		if err != nil {
 			t.Fatal(err)
 		}

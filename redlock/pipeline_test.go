@@ -52,6 +52,14 @@ func (c *countingClient) Run(ctx context.Context, s *redisclient.Script, keys []
 	return c.Client.Run(ctx, s, keys, args...)
 }
 
+// countedTimeout is the instance timeout of the tests that count
+// requests, none of which may time out: far above a loaded machine's
+// stalls (100 ms did not hold beside a CI's other work while a client
+// dialed) and far below their TTLs (10 s).
+const countedTimeout = time.Second
+
+// countingLocker returns a Locker over redigo pools whose requests are
+// counted; a zero opts.InstanceTimeout is countedTimeout.
 func countingLocker(t *testing.T, addrs []string, opts redlock.Options) (*redlock.Locker, []*countingClient) {
 	t.Helper()
 	cs := make([]redisclient.Client, len(addrs))
@@ -62,7 +70,7 @@ func countingLocker(t *testing.T, addrs []string, opts redlock.Options) (*redloc
 		cs[i] = ccs[i]
 	}
 	if opts.InstanceTimeout == 0 {
-		opts.InstanceTimeout = testTimeout
+		opts.InstanceTimeout = countedTimeout
 	}
 	lk, err := redlock.New(cs, opts)
 	if err != nil {
@@ -167,9 +175,12 @@ func TestPipelinedTimeout(t *testing.T) {
 	proxy := testserver.ProxyT(t, addrs[2])
 	addrs[2] = proxy.Addr()
 	ctx := ctxT(t)
-	lk, ccs := countingLocker(t, addrs, redlock.Options{InstanceTimeout: 100 * time.Millisecond})
+	// A timeout the live instance's answer keeps on a loaded machine, far
+	// below the slow one's delay.
+	const timeout = 300 * time.Millisecond
+	lk, ccs := countingLocker(t, addrs, redlock.Options{InstanceTimeout: timeout})
 	// Warm: a connection per pool, scripts loaded.
-	l, err := lk.TryAcquire(ctx, "warm", lockswap.WithTTL(10*time.Second))
+	l, err := lk.Acquire(ctx, "warm", lockswap.WithTTL(10*time.Second), lockswap.WithRetry(lockswap.ConstantRetry(10*time.Millisecond)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +188,7 @@ func TestPipelinedTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	srvs[0].Kill()
-	const delay = 250 * time.Millisecond // the reply comes after 500 ms
+	const delay = time.Second // the reply comes after 2 s
 	proxy.SetDelay(delay)
 	splits := ccs[2].splits.Load()
 	start := time.Now()
@@ -195,7 +206,7 @@ func TestPipelinedTimeout(t *testing.T) {
 		t.Error("the acquire did not use the pipelined path on the slow instance")
 	}
 	if elapsed > 2*delay {
-		t.Errorf("attempt took %v: the slow instance must cost the instance timeout (100 ms), not its %v", elapsed, 2*delay)
+		t.Errorf("attempt took %v: the slow instance must cost the instance timeout (%v), not its %v", elapsed, timeout, 2*delay)
 	}
 	// (A background undo may hold a connection now: the property is that
 	// no connection whose read timed out went back to the idle pool.)

@@ -60,7 +60,7 @@ func TestReleaseHandsOverInOneRequest(t *testing.T) {
 			dcs[i] = &redistest.Counting{Client: redistest.GoRedis(t, a)}
 			cs[i] = dcs[i]
 		}
-		lk, err := redlock.New(cs, redlock.Options{InstanceTimeout: testTimeout})
+		lk, err := redlock.New(cs, redlock.Options{InstanceTimeout: countedTimeout})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -26,11 +26,6 @@ import (
 // that request and left as it was (a TYPE per instance, on that error
 // path only, names the type).
 func TestContendedAttemptIsOneRequest(t *testing.T) {
-	// The requests are counted, so none may time out: a fixed timeout far
-	// above a loaded machine's stalls (100 ms did not hold beside a CI's
-	// other work while rueidis dialed its connections), and far below the
-	// default TTL.
-	const countedTimeout = time.Second
 	addrs, _ := realN(t, 3)
 	raw := make([]*goredis.Client, len(addrs))
 	for i, a := range addrs {

@@ -214,13 +214,22 @@ func (a *adapter) sendBatch(batch []*member) {
 	sent := batch[:0]
 	var latest time.Time
 	unbounded := false
+	now := time.Now()
 	for _, m := range batch {
-		if err := m.ctx.Err(); err != nil {
+		d, bounded := m.ctx.Deadline()
+		err := m.ctx.Err()
+		if err == nil && bounded && !now.Before(d) {
+			// Past its deadline, though its context's timer has not run
+			// yet (a busy machine runs timers late): its caller is
+			// leaving.
+			err = context.DeadlineExceeded
+		}
+		if err != nil {
 			// Its caller left before the batch went: not sent.
 			m.done <- rueidis.NewErrorResult(err)
 			continue
 		}
-		if d, ok := m.ctx.Deadline(); !ok {
+		if !bounded {
 			unbounded = true
 		} else if d.After(latest) {
 			latest = d
