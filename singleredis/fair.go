@@ -229,7 +229,8 @@ func (f *fair) grant(fence int64, sent time.Time, pttl time.Duration, ttl time.D
 // or registers c at the tail of the key's queue in Redis; then it waits
 // for its wake-up (the release that handed it the lock publishes on the
 // Locker's channel), renewing its registration every 3/4 of its TTL (the
-// registration lives one TTL; the renewals also notice an outage).
+// registration lives one TTL; the renewals also notice an outage), or
+// every half of the outage bound when that is sooner.
 // The first live waiter also asks again when the holder's key expires
 // (its PTTL), so that a holder that died costs no more than its TTL. A
 // renewal finds out whether a wake-up was lost. When ctx ends it leaves
@@ -312,6 +313,13 @@ func (f *fair) Wait(ctx context.Context, c *driver.Claim[ref], o *driver.Outage)
 		}
 		registered, sent, serverNow = true, start, r[3]
 		d := ttl * renewNum / renewDen
+		if left, bounded := o.Left(); bounded {
+			// Ask again while half the outage bound is left: a server
+			// that stopped answering meanwhile is noticed within the
+			// bound (lockswap.WithMaxOutage), whatever the TTL, and the
+			// request still has time to be answered by a live one.
+			d = min(d, max(left/2, time.Millisecond))
+		}
 		if head, pttl := r[1] == 1, r[2]; head && pttl >= 0 {
 			d = min(d, time.Duration(pttl)*time.Millisecond+expiryMargin)
 		}

@@ -201,3 +201,57 @@ func TestFairWaitQueueLimit(t *testing.T) {
 	}
 	r.l.Release(ctx)
 }
+
+// TestFairWaitOutageBoundWhileQueued: a fair waiter queued with a long TTL
+// (its registration renewed every 3/4 of it) notices a server that stopped
+// answering within its outage bound (WithMaxOutage), not at its next
+// renewal: an Acquire with no deadline ends with ErrUnavailable, not
+// ErrHeld, within the bound plus DeadlineGrace (plus the scheduling lags
+// measured meanwhile).
+func TestFairWaitOutageBoundWhileQueued(t *testing.T) {
+	srv := testserver.RedisT(t, testserver.RedisOptions{})
+	proxy := testserver.ProxyT(t, srv.Addr())
+	raw := redistest.GoRedisClient(t, srv.Addr())
+	ctx, key := context.Background(), "outage-queued"
+	holder := fairLocker(t, redistest.GoRedis(t, srv.Addr()), singleredis.Options{})
+	held, err := holder.Acquire(ctx, key, lockswap.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release(ctx)
+	lk := fairLocker(t, redistest.GoRedis(t, proxy.Addr()), singleredis.Options{})
+	const bound = 2 * time.Second
+	type result struct {
+		err  error
+		took time.Duration
+	}
+	out := make(chan result, 1)
+	go func() {
+		begin := time.Now()
+		l, err := lk.Acquire(ctx, key, lockswap.WithTTL(time.Minute), lockswap.WithMaxOutage(bound))
+		if err == nil {
+			l.Release(ctx)
+		}
+		out <- result{err, time.Since(begin)}
+	}()
+	waitFor(t, 5*time.Second, "registered", func() bool { return queued(raw, key) == 1 })
+	waitFor(t, 5*time.Second, "the waiter waiting for its wake-up", waitingForWakeUp)
+	probe := conformance.StartLagProbe()
+	proxy.Blackhole(true)
+	defer proxy.Blackhole(false)
+	stopped := time.Now()
+	select {
+	case r := <-out:
+		probe.Stop()
+		if !errors.Is(r.err, lockswap.ErrUnavailable) || errors.Is(r.err, lockswap.ErrHeld) {
+			t.Errorf("Acquire queued when the server stopped answering: %v, want ErrUnavailable only", r.err)
+		}
+		// The outage counts from the last answer, which came before the
+		// server stopped.
+		if d, allowed := time.Since(stopped), bound+lockswap.DeadlineGrace+probe.Allowance(); d > allowed {
+			t.Errorf("Acquire returned %v after the server stopped answering, want within the outage bound %v (allowed %v)", d, bound, allowed)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Acquire queued with a 1-minute TTL still waiting 20 s after the server stopped answering: the outage went unnoticed until the renewal at 45 s")
+	}
+}
