@@ -50,12 +50,12 @@ func TestDoRenewsAndReleases(t *testing.T) {
 	other := memlock.New(store)
 	ctx := context.Background()
 	// A TTL a busy machine's scheduling delays do not starve (150 ms did
-	// not hold), renewed often so that the renewals come quickly.
-	ttl, every := time.Second, 20*time.Millisecond
+	// not hold), renewed often.
+	ttl, every := 300*time.Millisecond, 20*time.Millisecond
 	err := lockswap.Do(ctx, f, "job", func(ctx context.Context, l lockswap.Lock) error {
 		// Wait until renewal has extended the lock past its first deadline.
 		first := l.Deadline()
-		for f.extends.Load() < 4 {
+		for f.extends.Load() < 4 || !time.Now().After(first) {
 			select {
 			case <-ctx.Done():
 				return context.Cause(ctx)

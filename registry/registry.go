@@ -262,7 +262,11 @@ func check(u *URL, c Clients) (*Scheme, OpenFunc, error) {
 			continue
 		}
 		if _, err := (lockswap.Guarantees{}).Has(r); err != nil {
-			return nil, nil, invalid("require=%s: unknown property (known: %v, %s)", r, lockswap.Properties(), RequireDurable)
+			known := []string{}
+			for _, p := range lockswap.Properties() {
+				known = append(known, string(p))
+			}
+			return nil, nil, invalid("require=%s: unknown property (known: %s, %s)", r, strings.Join(known, ", "), RequireDurable)
 		}
 	}
 	open, err := s.Parse(u, c)

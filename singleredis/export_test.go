@@ -1,5 +1,7 @@
 package singleredis
 
+import "time"
+
 // Waiting returns how many Acquire calls of lk wait for key (tests).
 func Waiting(lk *Locker, key string) int { return lk.Locker.Waiting(key) }
 
@@ -12,4 +14,12 @@ func SetFairWaitersLimit(t interface{ Cleanup(func()) }, n int) {
 	old := fairWaitersLimit
 	fairWaitersLimit = n
 	t.Cleanup(func() { fairWaitersLimit = old })
+}
+
+// SetFenceCounterTTL sets how long fence counters live after their last
+// fence (tests of FenceCounterTTL), until the test ends.
+func SetFenceCounterTTL(t interface{ Cleanup(func()) }, d time.Duration) {
+	old := fenceCounterTTL
+	fenceCounterTTL = d
+	t.Cleanup(func() { fenceCounterTTL = old })
 }

@@ -270,7 +270,7 @@ func (f *fair) Wait(ctx context.Context, c *driver.Claim[ref], o *driver.Outage)
 	for {
 		rctx, cancel := requestCtx(ctx, o)
 		start := time.Now()
-		v, err := f.c.Run(rctx, fairWait, keys, c.Token, ttl.Milliseconds(), reg.Milliseconds(), f.channel, fairWaitersLimit)
+		v, err := f.c.Run(rctx, fairWait, keys, c.Token, ttl.Milliseconds(), reg.Milliseconds(), f.channel, fairWaitersLimit, fenceCounterTTL.Milliseconds())
 		cancel()
 		if err != nil {
 			if redisclient.IsWrongType(err) {
@@ -391,7 +391,7 @@ func (f *fair) leave(ctx context.Context, keys []string, c *driver.Claim[ref], o
 // waiter of the queue in the same request and wakes it.
 func (f *fair) Release(ctx context.Context, c *driver.Claim[ref]) error {
 	k := c.Data.keys[0]
-	v, err := f.c.Run(ctx, fairRelease, f.keys(k), c.Token)
+	v, err := f.c.Run(ctx, fairRelease, f.keys(k), c.Token, fenceCounterTTL.Milliseconds())
 	if err != nil {
 		return redisclient.ClassifyHeld(f.c, err)
 	}

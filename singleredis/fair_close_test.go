@@ -8,6 +8,7 @@ import (
 
 	"github.com/lockswap/lockswap"
 	"github.com/lockswap/lockswap/conformance"
+	"github.com/lockswap/lockswap/internal/redistest"
 	"github.com/lockswap/lockswap/internal/testserver"
 	"github.com/lockswap/lockswap/registry"
 )
@@ -23,6 +24,7 @@ func TestFairCloseOwnedClient(t *testing.T) {
 	for _, client := range []string{"goredis", "redigo", "rueidis"} {
 		t.Run(client, func(t *testing.T) {
 			srv := testserver.RedisT(t, testserver.RedisOptions{})
+			raw := redistest.GoRedisClient(t, srv.Addr())
 			ctx := context.Background()
 			open := func(query string) lockswap.Locker {
 				lk, err := registry.OpenURL(ctx, "singleredis://"+srv.Addr()+"?client="+client+query)
@@ -40,6 +42,7 @@ func TestFairCloseOwnedClient(t *testing.T) {
 			// A wait opens the subscription.
 			wctx, cancel := context.WithCancel(ctx)
 			out := acquireAsync(wctx, lk, "k")
+			waitFor(t, 5*time.Second, "registered", func() bool { return queued(raw, "k") == 1 })
 			waitFor(t, 5*time.Second, "the waiter waiting for its wake-up", waitingForWakeUp)
 			cancel()
 			if r := <-out; !errors.Is(r.err, lockswap.ErrHeld) {

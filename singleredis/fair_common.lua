@@ -28,6 +28,9 @@ local function prune(now)
     redis.call("HDEL", KEYS[3], w)
   end
 end
+-- fence_keep is how long (ms) the fence counter lives after the last fence
+-- it gave: each script that may take the lock sets it from its ARGV.
+local fence_keep
 -- take(w, ttl) sets the free lock key to w for ttl ms and returns the fence
 -- (1 without fencing), or a negative fence code with nothing written.
 local function take(w, ttl)
@@ -35,7 +38,7 @@ local function take(w, ttl)
   if fenced() then
     fence = next_fence(KEYS[4])
     if fence < 0 then return fence end
-    redis.call("SET", KEYS[4], string.format("%.0f", fence))
+    redis.call("SET", KEYS[4], string.format("%.0f", fence), "PX", fence_keep)
   end
   redis.call("SET", KEYS[1], w, "PX", ttl)
   return fence

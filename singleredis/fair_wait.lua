@@ -1,5 +1,5 @@
 -- ARGV: token, lock TTL (ms), registration TTL (ms), wake-up channel, the
--- most registrations the queue takes.
+-- most registrations the queue takes, the fence counter's life (ms).
 -- Takes the lock when it is free and nobody alive waits before us,
 -- otherwise registers us (or renews our registration) at the queue's tail.
 -- Returns {status, a, b, now}:
@@ -9,6 +9,7 @@
 --   {3, 0, 0, now}: the queue is full: we are not registered;
 --   {-n, 0, 0, now}: fence code n, nothing written.
 local token = ARGV[1]
+fence_keep = ARGV[6]
 local cur = redis.call("GET", KEYS[1])
 local now = now_ms()
 if cur == token then

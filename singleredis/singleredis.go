@@ -290,10 +290,24 @@ func Guarantees(fence bool) lockswap.Guarantees {
 			"a fence is max(counter + 1, the server's clock in microseconds), always below 2^53: fences keep increasing across a restart without persistence unless the server's clock is set back across it by more than the downtime",
 			"after a failover fences keep increasing unless the promoted replica's clock is behind the old primary's by more than the time from the old primary's last fence to the new one's first: a replica that lags in data only repeats no fence",
 			"while two primaries take writes at once (split brain) each gives fences from its own clock: they interleave and can coincide",
+			"a fence counter key expires 1 h after the last fence it gave (FenceCounterTTL): fences keep increasing after that unless the server's clock was set back by more than that meanwhile",
 		)
 	}
 	return g
 }
+
+// FenceCounterTTL is how long a fence counter key lives after the last
+// fence it gave (each fence sets it again), so that fenced locks on
+// ever new names leave no key forever. Its loss when it expires is the
+// loss of a restart without persistence, with no downtime: the next fence
+// is the server's clock in microseconds, above every fence given, as long
+// as the server's clock has not been set back by more than this since the
+// last one (docs/singleredis.md, "Fencing").
+const FenceCounterTTL = time.Hour
+
+// fenceCounterTTL is FenceCounterTTL, shorter in tests
+// (SetFenceCounterTTL).
+var fenceCounterTTL = FenceCounterTTL
 
 // FenceKey returns the key of the fence counter for the Redis key k, in the
 // same Redis Cluster hash slot as k: "{k}:fence", or "k:fence" when k has a
@@ -368,7 +382,7 @@ func (p *proto) Acquire(ctx context.Context, c *driver.Claim[ref]) (driver.Grant
 	switch {
 	case p.fence:
 		var v any
-		if v, err = p.c.Run(ctx, fencedAcquire, []string{k, FenceKey(k)}, c.Token, c.TTL.Milliseconds()); err == nil {
+		if v, err = p.c.Run(ctx, fencedAcquire, []string{k, FenceKey(k)}, c.Token, c.TTL.Milliseconds(), fenceCounterTTL.Milliseconds()); err == nil {
 			if n, _ := v.(int64); n == fenceKeyNotLock {
 				return g, p.notLock(ctx, k)
 			}
@@ -507,7 +521,7 @@ func (p *proto) handOver(ctx context.Context, held, next *driver.Claim[ref]) (dr
 	if p.fence {
 		script, keys = fencedHandOver, []string{k, FenceKey(k)}
 	}
-	v, err := p.c.Run(ctx, script, keys, held.Token, next.Token, next.TTL.Milliseconds())
+	v, err := p.c.Run(ctx, script, keys, held.Token, next.Token, next.TTL.Milliseconds(), fenceCounterTTL.Milliseconds())
 	released, acquired, ok := redisscript.ParseHandOver(v)
 	if err == nil && !ok {
 		err = fmt.Errorf("unexpected hand-over reply %v", v)

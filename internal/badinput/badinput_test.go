@@ -18,6 +18,8 @@ import (
 	"github.com/lockswap/lockswap/backend"
 	"github.com/lockswap/lockswap/internal/redistest"
 	"github.com/lockswap/lockswap/internal/testserver"
+	"github.com/lockswap/lockswap/redisclient"
+	"github.com/lockswap/lockswap/redlock"
 )
 
 // secret is the password of the URLs that carry one: no error may show it.
@@ -93,15 +95,28 @@ var calls = []call{
 	}},
 }
 
-// lockers are the Lockers the calls are tried on, one per backend.
-var lockers = []struct{ name, url string }{
-	{"singleredis", "singleredis://{r1}?fence=true"},
-	{"singleredis fair_wait", "singleredis://{r1}?fair_wait=true"},
-	{"redlock", "redlock://{r1},{r2},{r3}?fence=true"},
-	{"legacysetnx", "legacysetnx://{r1}?unit=ms"},
-	{"etcd", "etcd://{etcd}?prefix=bad-input/"},
-	{"memlock", "memlock://?store=bad-input"},
-	{"migrate", "migrate://?phase=dual&legacy=legacysetnx%3A%2F%2F{r1}%3Funit%3Dms&target=singleredis%3A%2F%2F{r1}%3Fprefix%3Dnew%3A"},
+// lockers are the Lockers the calls are tried on, one per backend, by
+// URL, or by open when set.
+var lockers = []struct {
+	name, url string
+	open      func(t *testing.T, s *servers) (lockswap.Locker, error)
+}{
+	{"singleredis", "singleredis://{r1}?fence=true", nil},
+	{"singleredis fair_wait", "singleredis://{r1}?fair_wait=true", nil},
+	// A fixed instance timeout: the messages list what each instance
+	// answered, and the adaptive one (50 ms once the first answers came)
+	// could miss one on a loaded machine.
+	{"redlock", "", func(t *testing.T, s *servers) (lockswap.Locker, error) {
+		cs := make([]redisclient.Client, len(s.redis))
+		for i, a := range s.redis {
+			cs[i] = redistest.GoRedis(t, a)
+		}
+		return redlock.New(cs, redlock.Options{Fence: true, InstanceTimeout: time.Second})
+	}},
+	{"legacysetnx", "legacysetnx://{r1}?unit=ms", nil},
+	{"etcd", "etcd://{etcd}?prefix=bad-input/", nil},
+	{"memlock", "memlock://?store=bad-input", nil},
+	{"migrate", "migrate://?phase=dual&legacy=legacysetnx%3A%2F%2F{r1}%3Funit%3Dms&target=singleredis%3A%2F%2F{r1}%3Fprefix%3Dnew%3A", nil},
 }
 
 // urls are bad URLs: each is refused when parsed or opened.
@@ -164,17 +179,24 @@ func TestBadInput(t *testing.T) {
 		msg := s.check(t, u.what+": "+u.url, err, before, s.snapshot(t, ctx))
 		fmt.Fprintf(&doc, "| %s | `%s` | %s |\n", u.what, strings.ReplaceAll(u.url, secret, "xxxxx"), cell(msg))
 	}
-	doc.WriteString("\n## Calls\n\nEach is refused by the Locker of every backend; nothing is written (the hash under the key of the last row is left as it was).\n")
+	doc.WriteString("\n## Calls\n\nEach is refused by the Locker of every backend (the last, a Redis type under the key, on the Redis backends); nothing is written on the servers (the hash under the key of the last row is left as it was).\n")
 	for _, c := range calls {
 		fmt.Fprintf(&doc, "\n### %s: `%s`\n\n| backend | error (matches `lockswap.ErrInvalid`) |\n|---|---|\n", c.what, c.code)
 		for _, l := range lockers {
 			if c.what == "a key holding another Redis type" && (l.name == "etcd" || l.name == "memlock") {
 				continue // no Redis types there
 			}
-			lk, err := backend.OpenURL(ctx, s.expand.Replace(l.url))
+			var lk lockswap.Locker
+			var err error
+			if l.open != nil {
+				lk, err = l.open(t, s)
+			} else {
+				lk, err = backend.OpenURL(ctx, s.expand.Replace(l.url))
+			}
 			if err != nil {
 				t.Fatalf("%s: %v", l.name, err)
 			}
+			t.Cleanup(func() { lk.Close() })
 			held, err := lk.TryAcquire(ctx, "held")
 			if err != nil {
 				t.Fatalf("%s: %v", l.name, err)
@@ -182,7 +204,9 @@ func TestBadInput(t *testing.T) {
 			before := s.snapshot(t, ctx)
 			err = c.do(ctx, lk, held)
 			after := s.snapshot(t, ctx)
-			held.Release(ctx)
+			if rerr := held.Release(ctx); rerr != nil {
+				t.Fatalf("%s: releasing the lock the calls were tried with: %v", l.name, rerr)
+			}
 			lk.Close()
 			msg := s.check(t, c.what+" on "+l.name, err, before, after)
 			fmt.Fprintf(&doc, "| %s | %s |\n", l.name, cell(msg))

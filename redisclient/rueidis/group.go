@@ -214,11 +214,10 @@ func (a *adapter) sendBatch(batch []*member) {
 	sent := batch[:0]
 	var latest time.Time
 	unbounded := false
-	now := time.Now()
 	for _, m := range batch {
 		d, bounded := m.ctx.Deadline()
 		err := m.ctx.Err()
-		if err == nil && bounded && !now.Before(d) {
+		if err == nil && ended(m.ctx) {
 			// Past its deadline, though its context's timer has not run
 			// yet (a busy machine runs timers late): its caller is
 			// leaving.

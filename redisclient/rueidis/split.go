@@ -94,7 +94,7 @@ func (sc *splitConn) Send(cmd string, args ...any) error {
 // Flush hands the commands sent to the adapter's next batch.
 func (sc *splitConn) Flush() error {
 	ctx := sc.ctx
-	if len(sc.unsent) > 0 && ctx.Err() != nil {
+	if len(sc.unsent) > 0 && ended(ctx) {
 		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lateSend)
 		sc.cancels = append(sc.cancels, cancel)
 		ctx = lctx
@@ -105,6 +105,17 @@ func (sc *splitConn) Flush() error {
 	clear(sc.unsent)
 	sc.unsent = sc.unsent[:0]
 	return nil
+}
+
+// ended reports whether ctx has ended, or passed its deadline although its
+// timer has not run yet (a busy machine runs timers late): the batch would
+// not send a command under it (sendBatch).
+func ended(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	d, ok := ctx.Deadline()
+	return ok && !time.Now().Before(d)
 }
 
 // Receive waits for the reply of the oldest command flushed and not yet
