@@ -453,8 +453,9 @@ func snapshot(t *testing.T, raw *goredis.Client, k string) string {
 }
 
 // scriptCounter counts the fenced scripts run for one counter key: the
-// fenced acquire (KEYS key and counter; ARGV token and TTL) and the fenced
-// hand-over (ARGV our token, the waiter's token and TTL).
+// fenced acquire (KEYS key and counter; ARGV token, TTL and the counter's
+// life) and the fenced hand-over (ARGV our token, the waiter's token, TTL
+// and the counter's life).
 type scriptCounter struct {
 	redisclient.Client
 	fenceKey            string
@@ -463,7 +464,7 @@ type scriptCounter struct {
 
 func (c *scriptCounter) Run(ctx context.Context, s *redisclient.Script, keys []string, args ...any) (any, error) {
 	if len(keys) == 2 && keys[1] == c.fenceKey {
-		if len(args) == 3 {
+		if len(args) == 4 {
 			c.handOvers.Add(1)
 		} else {
 			c.acquires.Add(1)
