@@ -133,7 +133,8 @@ func pingEtcd(ctx context.Context, endpoint string) error {
 // removeUserKeys deletes every key on the user's Redis servers whose name
 // contains prefix (compare's random per-run prefix: the lock keys and the
 // counters the backends keep beside them, such as singleredis's
-// "{prefix...}:fence", which has no TTL). It is bounded by
+// "{prefix...}:fence", which lives an hour, and redlock's, which has no
+// TTL). It is bounded by
 // userCleanupTimeout and independent of the run's context.
 // MsgKeysLeft is compare's warning that it could not delete its keys from
 // the user's servers (attributes "pattern", the keys to delete, and
