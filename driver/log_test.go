@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -158,34 +159,19 @@ func TestLogQuiet(t *testing.T) {
 
 // TestLogNoAllocs: a logger costs no allocation on the paths that log
 // nothing: acquire, release, and contention allocate the same with and
-// without one.
+// without one. testing.AllocsPerRun counts the whole process's
+// allocations, so another goroutine that allocates meanwhile (the
+// runtime's, a timer of an earlier test) adds to a measure on a busy
+// machine (CI once saw 11 against 10): each figure is the least of 5
+// measures, since noise only adds.
 func TestLogNoAllocs(t *testing.T) {
 	ctx := context.Background()
 	allocs := func(logger *slog.Logger) (free, held float64) {
-		lk, err := memlock.NewWithOptions(memlock.NewStore(), memlock.Options{Logger: logger})
-		if err != nil {
-			t.Fatal(err)
+		free, held = math.Inf(1), math.Inf(1)
+		for range 5 {
+			f, h := allocsOnce(t, ctx, logger)
+			free, held = min(free, f), min(held, h)
 		}
-		defer lk.Close()
-		free = testing.AllocsPerRun(200, func() {
-			l, err := lk.TryAcquire(ctx, "k")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := l.Release(ctx); err != nil {
-				t.Fatal(err)
-			}
-		})
-		l, err := lk.TryAcquire(ctx, "k")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Release(ctx)
-		held = testing.AllocsPerRun(200, func() {
-			if _, err := lk.TryAcquire(ctx, "k"); !errors.Is(err, lockswap.ErrHeld) {
-				t.Fatal(err)
-			}
-		})
 		return free, held
 	}
 	freeNil, heldNil := allocs(nil)
@@ -194,6 +180,37 @@ func TestLogNoAllocs(t *testing.T) {
 		t.Errorf("allocations per acquire+release / contended attempt: %v / %v with a logger, %v / %v without; want the same", freeLog, heldLog, freeNil, heldNil)
 	}
 	t.Logf("allocations per acquire+release %v, per contended attempt %v", freeNil, heldNil)
+}
+
+// allocsOnce measures the allocations of an acquire+release and of a
+// contended attempt on a memlock Locker with logger.
+func allocsOnce(t *testing.T, ctx context.Context, logger *slog.Logger) (free, held float64) {
+	t.Helper()
+	lk, err := memlock.NewWithOptions(memlock.NewStore(), memlock.Options{Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lk.Close()
+	free = testing.AllocsPerRun(200, func() {
+		l, err := lk.TryAcquire(ctx, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+	l, err := lk.TryAcquire(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctx)
+	held = testing.AllocsPerRun(200, func() {
+		if _, err := lk.TryAcquire(ctx, "k"); !errors.Is(err, lockswap.ErrHeld) {
+			t.Fatal(err)
+		}
+	})
+	return free, held
 }
 
 // redisLocker returns a singleredis Locker that logs to rec, over a go-redis

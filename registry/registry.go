@@ -40,6 +40,7 @@ import (
 
 	"github.com/lockswap/lockswap"
 	"github.com/lockswap/lockswap/internal/acquire"
+	"github.com/lockswap/lockswap/internal/redact"
 	"github.com/lockswap/lockswap/redisclient"
 )
 
@@ -166,7 +167,7 @@ func invalid(format string, args ...any) error {
 func ParseURL(raw string) (*URL, error) {
 	u, err := split(raw)
 	if err != nil {
-		return nil, err
+		return nil, redact.Error(err)
 	}
 	if err := Check(u, Clients{}); err != nil {
 		return nil, err
@@ -229,7 +230,7 @@ func unknownScheme(scheme string) error {
 // clients stand for hosts). It dials nothing.
 func Check(u *URL, c Clients) error {
 	_, _, err := check(u, c)
-	return err
+	return redact.Error(err)
 }
 
 func check(u *URL, c Clients) (*Scheme, OpenFunc, error) {
@@ -280,6 +281,13 @@ func check(u *URL, c Clients) (*Scheme, OpenFunc, error) {
 // an error matching lockswap.ErrInvalid, naming the missing property, when
 // the backend's Guarantees lack one of require=.
 func Open(ctx context.Context, u *URL, c Clients) (lockswap.Locker, error) {
+	lk, err := openChecked(ctx, u, c)
+	// A malformed URL's parts, which the errors may repeat, can hold a
+	// password (user information, a nested URL's): they never show.
+	return lk, redact.Error(err)
+}
+
+func openChecked(ctx context.Context, u *URL, c Clients) (lockswap.Locker, error) {
 	_, open, err := check(u, c)
 	if err != nil {
 		return nil, err
@@ -345,7 +353,7 @@ func requireDurable(ctx context.Context, lk lockswap.Locker) error {
 func OpenURL(ctx context.Context, raw string) (lockswap.Locker, error) {
 	u, err := split(raw)
 	if err != nil {
-		return nil, err
+		return nil, redact.Error(err)
 	}
 	return Open(ctx, u, Clients{})
 }
@@ -517,7 +525,7 @@ func checkHosts(hosts []string) error {
 			return fmt.Errorf("host %d of %d: %w", i+1, len(hosts), err)
 		}
 		if j, dup := seen[key]; dup {
-			return invalid("hosts %d and %d of %d are the same server %q: list each server once (Redlock would count it twice toward its quorum)", j+1, i+1, len(hosts), h)
+			return invalid("hosts %d and %d of %d are the same server %s: list each server once (Redlock would count it twice toward its quorum)", j+1, i+1, len(hosts), quoteAddr(h))
 		}
 		seen[key] = i
 	}
@@ -533,17 +541,28 @@ func checkHostPort(h string) (string, error) {
 	}
 	if i := strings.IndexFunc(h, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }); i >= 0 {
 		r, _ := utf8.DecodeRuneInString(h[i:])
-		return "", invalid("address %q contains %q: want host:port without spaces (a space after a comma?)", h, r)
+		return "", invalid("address %s contains %q: want host:port without spaces (a space after a comma?)", quoteAddr(h), r)
 	}
 	host, port, err := net.SplitHostPort(h)
 	if err != nil || host == "" {
-		return "", invalid("address %q: want host:port", h)
+		return "", invalid("address %s: want host:port", quoteAddr(h))
 	}
 	p, err := strconv.Atoi(port)
 	if err != nil || strings.Trim(port, "0123456789") != "" || p < 1 || p > 65535 {
-		return "", invalid("address %q: port %q is not a number between 1 and 65535", h, port)
+		return "", invalid("address %s: port %q is not a number between 1 and 65535", quoteAddr(h), port)
 	}
 	return net.JoinHostPort(strings.ToLower(host), strconv.Itoa(p)), nil
+}
+
+// quoteAddr quotes a host list entry for an error, with everything before
+// its last "@" or "%40" hidden: an entry has neither unless the URL is
+// malformed, and then what comes before may be a password (a URL's user
+// information, or a nested URL's, percent-encoded).
+func quoteAddr(h string) string {
+	if at := max(strings.LastIndex(h, "@"), redact.LastIndexFold(h, "%40")); at >= 0 {
+		h = "xxxxx" + h[at:]
+	}
+	return strconv.Quote(h)
 }
 
 // redactRaw hides anything between "://" and "@" in an unparsed URL.

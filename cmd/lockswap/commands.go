@@ -18,33 +18,35 @@ import (
 	"github.com/lockswap/lockswap/redisclient/goredis"
 )
 
-func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func parseBench(args []string, stdout, stderr io.Writer) (job, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	backends := fs.String("backends", "", "comma-separated backends, each in its default configuration (default all: "+strings.Join(compare.BackendNames(), ",")+")")
 	duration := fs.Duration("duration", time.Second, "time per measurement")
 	useMini := fs.Bool("miniredis", false, "use miniredis even when redis-server is on PATH")
 	fs.Usage = commandUsage(fs, "[flags]", "Measures acquire+release cycles per backend (serial, parallel, contended) on the\nsame kind of servers compare starts.")
 	if err := parseFlags(fs, args, stdout); err != nil {
-		return err
+		return nil, err
 	}
 	if *duration <= 0 {
-		return usageError("bench: --duration %v: want a positive duration such as 1s", *duration)
+		return nil, usageError("bench: --duration %v: want a positive duration such as 1s", *duration)
 	}
 	o := compare.BenchOptions{Backends: splitList(*backends), Duration: *duration, Miniredis: *useMini}
 	if _, err := compare.ShorthandColumns(o.Backends); err != nil {
-		return usageError("bench: %v", err)
+		return nil, usageError("bench: %v", err)
 	}
 	if isTerminal(stderr) {
 		o.Progress = stderr
 	}
-	rows, env, err := compare.Bench(ctx, o)
-	if err != nil {
-		return err
-	}
-	return compare.WriteBench(stdout, rows, env)
+	return func(ctx context.Context) error {
+		rows, env, err := compare.Bench(ctx, o)
+		if err != nil {
+			return err
+		}
+		return compare.WriteBench(stdout, rows, env)
+	}, nil
 }
 
-func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func parseInspect(args []string, stdout, stderr io.Writer) (job, error) {
 	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
 	addr := fs.String("redis", "", "Redis address host[:port] (required; the port defaults to "+inspect.DefaultPort+")")
 	prefix := fs.String("prefix", "", "key prefix to list, e.g. lock.")
@@ -54,30 +56,39 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	password := fs.String("password", "", "Redis password; prefer the REDIS_PASSWORD environment variable (a flag shows in ps)")
 	fs.Usage = commandUsage(fs, "--redis host[:port] [flags]", "Lists lock keys under a prefix in a Redis server, with the unit (s or ms) of legacy\ntimestamps.")
 	if err := parseFlags(fs, args, stdout); err != nil {
-		return err
+		return nil, err
 	}
 	switch {
 	case *addr == "":
-		return usageError("inspect: --redis host[:port] is required (run \"lockswap inspect -h\")")
+		return nil, usageError("inspect: --redis host[:port] is required (run \"lockswap inspect -h\")")
 	case *limit < 0:
-		return usageError("inspect: --limit %d is negative (0 lists every key)", *limit)
+		return nil, usageError("inspect: --limit %d is negative (0 lists every key)", *limit)
 	case *timeout <= 0:
-		return usageError("inspect: --timeout %v must be positive", *timeout)
+		return nil, usageError("inspect: --timeout %v must be positive", *timeout)
 	}
-	*addr = inspect.Addr(*addr)
-	pw := *password
-	if pw == "" {
-		pw = os.Getenv("REDIS_PASSWORD")
+	if err := plainAddrs("inspect", "redis", []string{*addr}, false); err != nil {
+		return nil, err
 	}
-	c := redis.NewClient(&redis.Options{Addr: *addr, Password: pw, ContextTimeoutEnabled: true})
-	defer c.Close()
-	ictx, cancel := context.WithTimeout(ctx, *timeout)
-	defer cancel()
-	now := time.Now()
-	q := inspect.Query{Prefix: *prefix, Limit: *limit, Now: now}
+	o := redis.Options{Addr: inspect.Addr(*addr), Password: *password, ContextTimeoutEnabled: true}
+	q := inspect.Query{Prefix: *prefix, Limit: *limit}
 	if *showProgress || isTerminal(stderr) {
 		q.Progress = inspectProgress(stderr, time.Second)
 	}
+	return func(ctx context.Context) error { return runInspect(ctx, o, q, *timeout, stdout) }, nil
+}
+
+// runInspect lists the keys of q on the server of o (its password, when
+// none, from REDIS_PASSWORD) within timeout and prints them on stdout.
+func runInspect(ctx context.Context, o redis.Options, q inspect.Query, timeout time.Duration, stdout io.Writer) error {
+	if o.Password == "" {
+		o.Password = os.Getenv("REDIS_PASSWORD")
+	}
+	c := redis.NewClient(&o)
+	defer c.Close()
+	ictx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	now := time.Now()
+	q.Now = now
 	l, err := inspect.Scan(ictx, goredis.New(c), q)
 	if err == nil {
 		return inspect.Print(stdout, l, now)
@@ -95,7 +106,7 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	case ctx.Err() != nil:
 		return exitCode{exitInterrupted, fmt.Sprintf("inspect: interrupted; printed the %d keys listed so far", len(l.Entries))}
 	case ictx.Err() != nil:
-		return fmt.Errorf("%w (stopped by --timeout %v: raise it, or narrow --prefix)", err, *timeout)
+		return fmt.Errorf("%w (stopped by --timeout %v: raise it, or narrow --prefix)", err, timeout)
 	}
 	return err // it names the command, the server and the cause once
 }
@@ -112,18 +123,20 @@ func inspectProgress(w io.Writer, every time.Duration) func(listed, calls int) {
 	}
 }
 
-func runVersion(args []string, stdout io.Writer) error {
+func parseVersion(args []string, stdout, _ io.Writer) (job, error) {
 	fs := flag.NewFlagSet("version", flag.ContinueOnError)
 	fs.Usage = commandUsage(fs, "", "Prints the module version, VCS revision and Go version of this binary.")
 	if err := parseFlags(fs, args, stdout); err != nil {
+		return nil, err
+	}
+	return func(context.Context) error {
+		bi, ok := debug.ReadBuildInfo()
+		if !ok {
+			return fmt.Errorf("version: this binary carries no build information (built without module support)")
+		}
+		_, err := io.WriteString(stdout, versionText(bi, runtime.GOOS, runtime.GOARCH))
 		return err
-	}
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return fmt.Errorf("version: this binary carries no build information (built without module support)")
-	}
-	_, err := io.WriteString(stdout, versionText(bi, runtime.GOOS, runtime.GOARCH))
-	return err
+	}, nil
 }
 
 // versionText describes a build: the module's version (as `go install

@@ -35,6 +35,7 @@ import (
 	"github.com/lockswap/lockswap"
 	"github.com/lockswap/lockswap/cmd/lockswap/internal/compare"
 	"github.com/lockswap/lockswap/cmd/lockswap/internal/soak"
+	"github.com/lockswap/lockswap/internal/redact"
 )
 
 func main() {
@@ -91,45 +92,62 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		usage(stderr)
 		return exitUsage
 	}
-	var err error
 	switch args[0] {
-	case "compare":
-		err = runCompare(ctx, args[1:], stdout, stderr)
-	case "bench":
-		err = runBench(ctx, args[1:], stdout, stderr)
-	case "soak":
-		err = runSoak(ctx, args[1:], stdout, stderr)
-	case soak.HogCommand: // hidden: a CPU hog that soak starts
-		err = runSoakHog(ctx)
-	case "inspect":
-		err = runInspect(ctx, args[1:], stdout, stderr)
-	case "version":
-		err = runVersion(args[1:], stdout)
-	case "dev":
-		err = runDev(ctx, args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		usage(stdout)
 		return exitOK
-	default:
-		fmt.Fprintf(stderr, "lockswap: unknown command %q (want compare, bench, soak, inspect, dev or version; run \"lockswap -h\")\n", args[0])
+	}
+	parse, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintln(stderr, redact.String(fmt.Sprintf("lockswap: unknown command %q (want compare, bench, soak, inspect, dev or version; run \"lockswap -h\")", args[0])))
 		return exitUsage
 	}
+	job, err := parse(args[1:], stdout, stderr)
+	if err == nil {
+		err = job(ctx)
+	}
+	return report(stderr, args[0], err)
+}
+
+// report writes err, if any, on stderr with passwords hidden
+// (redact.String: messages repeat what the user typed), and returns the
+// exit code it stands for.
+func report(stderr io.Writer, command string, err error) int {
+	code, msg := exitOK, ""
 	var ec exitCode
 	switch {
-	case err == nil:
-		return exitOK
-	case errors.Is(err, flag.ErrHelp):
+	case err == nil, errors.Is(err, flag.ErrHelp):
 		return exitOK
 	case errors.As(err, &ec):
-		fmt.Fprintln(stderr, "lockswap:", err)
-		return ec.code
+		code, msg = ec.code, err.Error()
 	case errors.Is(err, compare.ErrUsage):
-		fmt.Fprintf(stderr, "lockswap: %s: %v\n", args[0], err)
-		return exitUsage
+		code, msg = exitUsage, command+": "+err.Error()
 	default:
-		fmt.Fprintln(stderr, "lockswap:", err)
-		return exitError
+		code, msg = exitError, err.Error()
 	}
+	fmt.Fprintln(stderr, "lockswap:", redact.String(msg))
+	return code
+}
+
+// A parser reads a command's arguments and returns its job: the flags
+// are checked, -h is answered on stdout, and nothing is started, dialed or
+// written elsewhere until the job runs, so that a parser can be fuzzed
+// (FuzzCLIFlags). The job writes its results on stdout and its progress
+// and logs on stderr.
+type parser func(args []string, stdout, stderr io.Writer) (job, error)
+
+// A job is a parsed command's work.
+type job func(ctx context.Context) error
+
+// commands are the parsers of the commands, by name.
+var commands = map[string]parser{
+	"compare":       parseCompare,
+	"bench":         parseBench,
+	"soak":          parseSoak,
+	soak.HogCommand: parseSoakHog, // hidden: a CPU hog that soak starts
+	"inspect":       parseInspect,
+	"version":       parseVersion,
+	"dev":           parseDev,
 }
 
 // exitCode is an error that sets the exit code.
@@ -159,9 +177,25 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) error {
 		return usageError("%s: %v (run \"lockswap %s -h\")", fs.Name(), err, fs.Name())
 	}
 	if fs.NArg() > 0 {
+		if i := len(args) - fs.NArg(); i > 0 && isPasswordFlag(args[i-1]) {
+			// --password was the value of the flag before it, so this
+			// is the password: do not repeat it.
+			return usageError("%s: unexpected argument after %s: it takes only flags (run \"lockswap %s -h\")", fs.Name(), args[i-1], fs.Name())
+		}
 		return usageError("%s: unexpected argument %q: it takes only flags (run \"lockswap %s -h\")", fs.Name(), fs.Arg(0), fs.Name())
 	}
 	return nil
+}
+
+// isPasswordFlag reports whether arg is the flag --password without its
+// value (-password, --password, --password=), so that the argument after it
+// is the password.
+func isPasswordFlag(arg string) bool {
+	if !strings.HasPrefix(arg, "-") {
+		return false
+	}
+	name, value, _ := strings.Cut(strings.TrimLeft(arg, "-"), "=")
+	return name == "password" && value == ""
 }
 
 // commandUsage makes a FlagSet's Usage: what the command does, its flags,
@@ -173,6 +207,21 @@ func commandUsage(fs *flag.FlagSet, synopsis, about string) func() {
 		fs.PrintDefaults()
 		fmt.Fprintf(w, "\n%s\n", exitCodesHelp)
 	}
+}
+
+// plainAddrs refuses an address of flag --name that has user information
+// (an "@"), or that is a URL unless urls, without repeating it: it may
+// hold a password.
+func plainAddrs(cmd, name string, addrs []string, urls bool) error {
+	for i, a := range addrs {
+		switch {
+		case strings.Contains(a, "@"):
+			return usageError("%s: --%s: address %d of %d has user information (a user or password before an at sign): give the address alone (it is not repeated here: it may hold a password)", cmd, name, i+1, len(addrs))
+		case !urls && strings.Contains(a, "://"):
+			return usageError("%s: --%s: address %d of %d is a URL: give host:port", cmd, name, i+1, len(addrs))
+		}
+	}
+	return nil
 }
 
 func splitList(s string) []string {
@@ -195,7 +244,7 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
-func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func parseCompare(args []string, stdout, stderr io.Writer) (job, error) {
 	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
 	columns := fs.String("columns", "", "comma-separated configurations to compare, each a backend and the URL parameters a user\nwould set, such as redlock?restart_safety=true or legacysetnx?unit=ms (default:\n"+strings.Join(compare.DefaultColumns, ",")+")")
 	backends := fs.String("backends", "", "shorthand for --columns: each named backend in its default configuration\n("+strings.Join(compare.BackendNames(), ", ")+")")
@@ -212,24 +261,33 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 (real redis-server processes when on PATH, else miniredis; embedded etcd) and shows what
 each measured beside what the configuration's Guarantees() declare.`)
 	if err := parseFlags(fs, args, stdout); err != nil {
-		return err
+		return nil, err
 	}
 	switch *format {
 	case "table", "markdown", "json":
 	default:
-		return usageError("compare: --format %q: want table, markdown or json", *format)
+		return nil, usageError("compare: --format %q: want table, markdown or json", *format)
 	}
 	if *iterations < 1 {
-		return usageError("compare: --iterations %d: want at least 1", *iterations)
+		return nil, usageError("compare: --iterations %d: want at least 1", *iterations)
 	}
 	if *budget < 0 || (*budget == 0 && isSet(fs, "budget")) {
-		return usageError("compare: --budget %v: want a positive duration such as 2m", *budget)
+		return nil, usageError("compare: --budget %v: want a positive duration such as 2m", *budget)
 	}
 	o := compare.Options{Columns: splitList(*columns), Backends: splitList(*backends), Scenarios: splitList(*scenarios),
 		Iterations: *iterations, Budget: *budget, Miniredis: *useMini,
 		RedisAddrs: splitList(*redisAddrs), EtcdEndpoints: splitList(*etcdEndpoints)}
 	if len(o.Columns) > 0 && len(o.Backends) > 0 {
-		return usageError("compare: give --columns or --backends, not both")
+		return nil, usageError("compare: give --columns or --backends, not both")
+	}
+	if err := plainAddrs("compare", "redis", o.RedisAddrs, false); err != nil {
+		return nil, err
+	}
+	if err := plainAddrs("compare", "etcd", o.EtcdEndpoints, true); err != nil {
+		return nil, err
+	}
+	if err := compare.Check(o); err != nil {
+		return nil, err
 	}
 	if *showProgress || isTerminal(stderr) {
 		o.Progress = stderr
@@ -238,6 +296,12 @@ each measured beside what the configuration's Guarantees() declare.`)
 	// logged on stderr, with the reason and the time left; compare lets
 	// only those records through.
 	o.Log = slog.NewTextHandler(stderr, nil)
+	return func(ctx context.Context) error { return runCompare(ctx, o, *format, stdout) }, nil
+}
+
+// runCompare runs compare with o and prints the result on stdout in
+// format.
+func runCompare(ctx context.Context, o compare.Options, format string, stdout io.Writer) error {
 	start := time.Now()
 	res, err := compare.Run(ctx, o)
 	if res == nil {
@@ -248,7 +312,7 @@ each measured beside what the configuration's Guarantees() declare.`)
 		}
 		return err
 	}
-	switch *format {
+	switch format {
 	case "markdown":
 		err = res.WriteMarkdown(stdout)
 	case "json":

@@ -11,7 +11,7 @@ import (
 	"github.com/lockswap/lockswap/cmd/lockswap/internal/soak"
 )
 
-func runSoak(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func parseSoak(args []string, stdout, stderr io.Writer) (job, error) {
 	fs := flag.NewFlagSet("soak", flag.ContinueOnError)
 	duration := fs.Duration("duration", soak.DefaultDuration, "time per configuration and load")
 	configs := fs.String("configs", "", "comma-separated configurations to run, path.Match globs over backend/ttl/client\n(such as redlock3+fence/300ms/redigo, */*/rueidis; a pattern without / matches the backend,\nsuch as singleredis*) (default all)")
@@ -28,17 +28,17 @@ configuration cycles/s, errors, release errors and lock keys left behind. Target
 0 errors, 0 lock keys left, hogs cycles/s at least half of idle. Exit 1 when a
 configuration misses it.`)
 	if err := parseFlags(fs, args, stdout); err != nil {
-		return err
+		return nil, err
 	}
 	switch {
 	case *duration <= 0:
-		return usageError("soak: --duration %v: want a positive duration such as 60s", *duration)
+		return nil, usageError("soak: --duration %v: want a positive duration such as 60s", *duration)
 	case *deadline <= 0:
-		return usageError("soak: --deadline %v: want a positive duration such as 3s", *deadline)
+		return nil, usageError("soak: --deadline %v: want a positive duration such as 3s", *deadline)
 	case *hogs < 1:
-		return usageError("soak: --hogs %d: want at least 1", *hogs)
+		return nil, usageError("soak: --hogs %d: want at least 1", *hogs)
 	case *goroutines < 1:
-		return usageError("soak: --goroutines %d: want at least 1", *goroutines)
+		return nil, usageError("soak: --goroutines %d: want at least 1", *goroutines)
 	}
 	o := soak.Options{Duration: *duration, Deadline: *deadline, Hogs: *hogs, Goroutines: *goroutines}
 	switch *load {
@@ -47,21 +47,28 @@ configuration misses it.`)
 	case "idle", "hogs":
 		o.Loads = []soak.Load{soak.Load(*load)}
 	default:
-		return usageError("soak: --load %q: want idle, hogs or both", *load)
+		return nil, usageError("soak: --load %q: want idle, hogs or both", *load)
 	}
 	var err error
 	if o.Configs, err = soak.Select(soak.Configs(), splitList(*configs)); err != nil {
-		return usageError("soak: --configs: %v", err)
+		return nil, usageError("soak: --configs: %v", err)
 	}
 	if *list {
-		for _, c := range o.Configs {
-			fmt.Fprintln(stdout, c.Name())
-		}
-		return nil
+		return func(context.Context) error {
+			for _, c := range o.Configs {
+				fmt.Fprintln(stdout, c.Name())
+			}
+			return nil
+		}, nil
 	}
 	if *showProgress || isTerminal(stderr) {
 		o.Progress = stderr
 	}
+	return func(ctx context.Context) error { return runSoak(ctx, o, stdout) }, nil
+}
+
+// runSoak runs the soak o and prints its report on stdout.
+func runSoak(ctx context.Context, o soak.Options, stdout io.Writer) error {
 	start := time.Now()
 	rep, err := soak.Run(ctx, o)
 	if err != nil {
@@ -80,6 +87,9 @@ configuration misses it.`)
 	return nil
 }
 
-// runSoakHog is the hidden command soak.HogCommand: a CPU hog that the
-// soak starts as a child process and stops by its PID.
-func runSoakHog(ctx context.Context) error { return soak.Hog(ctx, os.Stdin) }
+// parseSoakHog is the hidden command soak.HogCommand: a CPU hog that the
+// soak starts as a child process and stops by its PID. It takes no
+// arguments and ignores any.
+func parseSoakHog(_ []string, _, _ io.Writer) (job, error) {
+	return func(ctx context.Context) error { return soak.Hog(ctx, os.Stdin) }, nil
+}

@@ -131,19 +131,24 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// Run runs the comparison. Mistakes in o are errors matching ErrUsage.
-// When ctx is cancelled, Run returns what it measured so far (the cells it
-// did not finish are inconclusive, Result.Interrupted is set) with ctx's
-// error.
-func Run(ctx context.Context, o Options) (*Result, error) {
+// Check checks o as Run does before it starts anything (iterations,
+// budget, columns or backends, scenarios): a mistake is an error matching
+// ErrUsage, and nil means Run would start measuring.
+func Check(o Options) error {
+	_, _, err := prepare(o)
+	return err
+}
+
+// prepare checks o and returns it with its defaults set, and its columns.
+func prepare(o Options) (Options, []Column, error) {
 	if o.Iterations < 0 {
-		return nil, usageErr("iterations %d: want at least 1", o.Iterations)
+		return o, nil, usageErr("iterations %d: want at least 1", o.Iterations)
 	}
 	if o.Iterations == 0 {
 		o.Iterations = DefaultIterations
 	}
 	if o.Budget < 0 {
-		return nil, usageErr("budget %v: want a positive duration", o.Budget)
+		return o, nil, usageErr("budget %v: want a positive duration", o.Budget)
 	}
 	if o.Budget == 0 {
 		o.Budget = DefaultBudget(o.Iterations)
@@ -151,23 +156,35 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	specs := o.Columns
 	switch {
 	case len(o.Columns) > 0 && len(o.Backends) > 0:
-		return nil, usageErr("give columns or backends, not both")
+		return o, nil, usageErr("give columns or backends, not both")
 	case len(o.Backends) > 0:
 		var err error
 		if specs, err = ShorthandColumns(o.Backends); err != nil {
-			return nil, err
+			return o, nil, err
 		}
 	case len(specs) == 0:
 		specs = DefaultColumns
 	}
 	columns, err := ParseColumns(specs)
 	if err != nil {
-		return nil, err
+		return o, nil, err
 	}
 	for _, s := range o.Scenarios {
 		if !contains(ScenarioNames(), s) {
-			return nil, usageErr("unknown scenario %q (known: %s)", s, strings.Join(ScenarioNames(), ", "))
+			return o, nil, usageErr("unknown scenario %q (known: %s)", s, strings.Join(ScenarioNames(), ", "))
 		}
+	}
+	return o, columns, nil
+}
+
+// Run runs the comparison. Mistakes in o are errors matching ErrUsage.
+// When ctx is cancelled, Run returns what it measured so far (the cells it
+// did not finish are inconclusive, Result.Interrupted is set) with ctx's
+// error.
+func Run(ctx context.Context, o Options) (*Result, error) {
+	o, columns, err := prepare(o)
+	if err != nil {
+		return nil, err
 	}
 	e := &env{redisAddrs: o.RedisAddrs, etcdEndpoints: o.EtcdEndpoints, prefix: "lockswap-compare-" + lockstate.NewToken()[:8] + ":"}
 	_, hasRedis := servers.RedisServerPath()
