@@ -467,7 +467,7 @@ func (mc *matrixCell) waiterAtClose(t *testing.T, f Fault, k ctxKind) {
 	defer waiterAtCloseMu.Unlock()
 	errc := make(chan error, 1)
 	go waitAtClose(ctx, lk, key, errc)
-	eventually(t, 5*time.Second, "the Acquire waiting", func() bool {
+	eventually(t, blockedWithin, "the Acquire waiting", func() bool {
 		return blockedIn(".Acquire(", "conformance.waitAtClose") >= 1
 	})
 	start()
