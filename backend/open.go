@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"fmt"
 	"log/slog"
-	"os"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -54,19 +53,18 @@ func OpenURL(ctx context.Context, raw string) (lockswap.Locker, error) {
 	return Open(ctx, c, Clients{})
 }
 
-// FromEnv opens the backend named by the URL in the environment variable
-// name (EnvVar when name is empty).
+// FromEnv opens the backend the environment names under name (EnvVar
+// when name is empty): the URL in the variable name, or, during a
+// migration, the migrate Locker of the variables MigrateEnv names, which
+// take precedence (see EnvURL).
 func FromEnv(ctx context.Context, name string) (lockswap.Locker, error) {
-	if name == "" {
-		name = EnvVar
-	}
-	raw, ok := os.LookupEnv(name)
-	if !ok || raw == "" {
-		return nil, invalid("environment variable %s is not set; set it to a backend URL such as singleredis://127.0.0.1:6379", name)
+	raw, from, err := EnvURL(name)
+	if err != nil {
+		return nil, err
 	}
 	lk, err := OpenURL(ctx, raw)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
+		return nil, fmt.Errorf("%s: %w", from, err)
 	}
 	return lk, nil
 }

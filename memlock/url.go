@@ -11,16 +11,17 @@ import (
 
 // The URL of this backend, registered with package registry:
 //
-//	memlock://?store=name&ttl=10s
+//	memlock://?store=name&ttl=10s&log_keys=true
 //
-// Lockers opened with the same store= (default: the empty name) share one
+// ttl= and log_keys= set the fields of Options of the same names. Lockers
+// opened with the same store= (default: the empty name) share one
 // Store of this process, so that they exclude each other: a program's own
 // tests can run on memlock by configuration alone. This file is all that a
 // backend needs beyond its driver to be opened from a URL.
 func init() {
 	registry.Register(registry.Scheme{
 		Name:   "memlock",
-		Params: []string{"ttl", "store"},
+		Params: []string{"ttl", "store", "log_keys"},
 		Parse:  parseURL,
 	})
 }
@@ -36,13 +37,27 @@ func parseURL(u *registry.URL, c registry.Clients) (registry.OpenFunc, error) {
 	if err := u.NoPath(); err != nil {
 		return nil, err
 	}
-	ttl, err := u.TTL()
+	o, err := urlOptions(u, c)
 	if err != nil {
 		return nil, err
 	}
 	name := u.Query.Get("store")
 	return func(context.Context) (lockswap.Locker, error) {
 		s, _ := stores.LoadOrStore(name, NewStore())
-		return NewWithOptions(s.(*Store), Options{TTL: ttl, Logger: c.Logger})
+		return NewWithOptions(s.(*Store), o)
 	}, nil
+}
+
+// urlOptions returns the Options a URL sets: one field per parameter
+// (TestURLOptions checks that every field a URL can set has one).
+func urlOptions(u *registry.URL, c registry.Clients) (Options, error) {
+	o := Options{Logger: c.Logger}
+	var err error
+	if o.TTL, err = u.TTL(); err != nil {
+		return Options{}, err
+	}
+	if o.LogKeys, err = u.Bool("log_keys"); err != nil {
+		return Options{}, err
+	}
+	return o, nil
 }

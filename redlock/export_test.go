@@ -1,6 +1,10 @@
 package redlock
 
-import "time"
+import (
+	"time"
+
+	"github.com/lockswap/lockswap/internal/optionstest"
+)
 
 // Waiting returns how many Acquire calls of lk wait for key (tests).
 func Waiting(lk *Locker, key string) int { return lk.Locker.Waiting(key) }
@@ -19,3 +23,13 @@ func BackgroundReleases(lk *Locker) (running, gaveUp int64) {
 // now instead of the host's clock (tests of a client whose clock is off).
 // Call it while no acquisition of lk is under way.
 func SetGuessClock(lk *Locker, now func() time.Time) { lk.p.hints.now = now }
+
+// URLOptions returns the Options the URL raw sets, once registry has
+// checked it (urlOptions).
+func URLOptions(raw string) (Options, error) {
+	u, r, err := optionstest.CheckedRedis("redlock", raw)
+	if err != nil {
+		return Options{}, err
+	}
+	return urlOptions(u, r)
+}

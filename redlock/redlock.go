@@ -329,20 +329,7 @@ func New(clients []redisclient.Client, opts Options) (*Locker, error) {
 	if err := checkFailovers(len(clients), opts.Failovers); err != nil {
 		return nil, err
 	}
-	if opts.DriftFactor == 0 {
-		opts.DriftFactor = DefaultDriftFactor
-	}
-	if opts.DriftFixed == 0 {
-		opts.DriftFixed = DefaultDriftFixed
-	} else if opts.DriftFixed < 0 {
-		opts.DriftFixed = 0
-	}
-	if opts.MaxExtensions == 0 {
-		opts.MaxExtensions = DefaultMaxExtensions
-	}
-	if opts.Retry == nil {
-		opts.Retry = DefaultRetry
-	}
+	opts = opts.withDefaults()
 	opts.Closers = append([]io.Closer(nil), opts.Closers...)
 	p := &proto{inst: make([]instance, len(clients)), quorum: len(clients)/2 + 1 + opts.Failovers, opts: opts}
 	if opts.Logger != nil {
@@ -527,6 +514,26 @@ func (p *proto) drift(ttl time.Duration) time.Duration {
 // quarter of the TTL.
 func (p *proto) usable(ttl time.Duration) bool {
 	return ttl-p.checkTimeout()-p.drift(ttl) >= ttl/4
+}
+
+// withDefaults returns o with the defaults in place of its zero values
+// (and no drift for a negative DriftFixed).
+func (o Options) withDefaults() Options {
+	if o.DriftFactor == 0 {
+		o.DriftFactor = DefaultDriftFactor
+	}
+	if o.DriftFixed == 0 {
+		o.DriftFixed = DefaultDriftFixed
+	} else if o.DriftFixed < 0 {
+		o.DriftFixed = 0
+	}
+	if o.MaxExtensions == 0 {
+		o.MaxExtensions = DefaultMaxExtensions
+	}
+	if o.Retry == nil {
+		o.Retry = DefaultRetry
+	}
+	return o
 }
 
 // setTTLRange computes TTLRange, and fails when no TTL is usable.

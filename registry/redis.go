@@ -76,10 +76,10 @@ func redisDialer(name string) (RedisDialer, error) {
 }
 
 // RedisParams returns the query parameters every Redis backend takes
-// (ttl, prefix, client, dial_timeout: see [Redis]; the [TLSParams])
-// followed by extra, the backend's own.
+// (ttl, prefix, log_keys, client, dial_timeout: see [Redis]; the
+// [TLSParams]) followed by extra, the backend's own.
 func RedisParams(extra ...string) []string {
-	p := append([]string{"ttl", "prefix", "client", "dial_timeout"}, TLSParams...)
+	p := append([]string{"ttl", "prefix", "log_keys", "client", "dial_timeout"}, TLSParams...)
 	return append(p, extra...)
 }
 
@@ -96,6 +96,9 @@ type Redis struct {
 	// TTL is ttl=, within [lockswap.MinTTL, lockswap.MaxTTL]; 0 when
 	// absent.
 	TTL time.Duration
+	// LogKeys is log_keys=, for the backend's Options.LogKeys: the
+	// Logger's records carry the lock's key.
+	LogKeys bool
 	// Logger is Clients.Logger, for the backend's Options.Logger.
 	Logger *slog.Logger
 }
@@ -124,12 +127,8 @@ func RedisScheme(name string, parse func(u *URL, r Redis) (RedisOpener, error), 
 	return Scheme{
 		Name: name, TLS: true, Params: RedisParams(params...),
 		Parse: func(u *URL, c Clients) (OpenFunc, error) {
-			n, err := u.RedisServers(c)
+			r, err := ParseRedis(name, u, c)
 			if err != nil {
-				return nil, err
-			}
-			r := Redis{Backend: name, Servers: n, Prefix: u.Query.Get("prefix"), Logger: c.Logger}
-			if r.TTL, err = u.TTL(); err != nil {
 				return nil, err
 			}
 			open, err := parse(u, r)
@@ -139,6 +138,25 @@ func RedisScheme(name string, parse func(u *URL, r Redis) (RedisOpener, error), 
 			return OpenRedis(u, c, open), nil
 		},
 	}
+}
+
+// ParseRedis checks what every Redis backend's URL takes (the servers,
+// the database in the path, client=, dial_timeout=, prefix=, ttl=,
+// log_keys=) and returns it, for the backend named name: what the Parse of
+// a [RedisScheme] hands to the backend's own parse. It does not dial.
+func ParseRedis(name string, u *URL, c Clients) (Redis, error) {
+	n, err := u.RedisServers(c)
+	if err != nil {
+		return Redis{}, err
+	}
+	r := Redis{Backend: name, Servers: n, Prefix: u.Query.Get("prefix"), Logger: c.Logger}
+	if r.TTL, err = u.TTL(); err != nil {
+		return Redis{}, err
+	}
+	if r.LogKeys, err = u.Bool("log_keys"); err != nil {
+		return Redis{}, err
+	}
+	return r, nil
 }
 
 // RedisServers checks the Redis parts of u (client=, dial_timeout=, the

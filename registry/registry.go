@@ -395,6 +395,20 @@ func (u *URL) Duration(name string) (time.Duration, error) {
 	return d, nil
 }
 
+// Int returns parameter name as a whole number; 0 when absent. The
+// backend checks its range.
+func (u *URL) Int(name string) (int, error) {
+	v, ok := u.get(name)
+	if !ok {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return 0, invalid("parameter %s=%q: want a whole number such as 3", name, v)
+	}
+	return n, nil
+}
+
 // Float returns parameter name as a number; 0 when absent.
 func (u *URL) Float(name string) (float64, error) {
 	v, ok := u.get(name)

@@ -1,6 +1,10 @@
 package singleredis
 
-import "time"
+import (
+	"time"
+
+	"github.com/lockswap/lockswap/internal/optionstest"
+)
 
 // Waiting returns how many Acquire calls of lk wait for key (tests).
 func Waiting(lk *Locker, key string) int { return lk.Locker.Waiting(key) }
@@ -22,4 +26,14 @@ func SetFenceCounterTTL(t interface{ Cleanup(func()) }, d time.Duration) {
 	old := fenceCounterTTL
 	fenceCounterTTL = d
 	t.Cleanup(func() { fenceCounterTTL = old })
+}
+
+// URLOptions returns the Options the URL raw sets, once registry has
+// checked it (urlOptions).
+func URLOptions(raw string) (Options, error) {
+	u, r, err := optionstest.CheckedRedis("singleredis", raw)
+	if err != nil {
+		return Options{}, err
+	}
+	return urlOptions(u, r)
 }

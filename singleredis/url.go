@@ -10,7 +10,7 @@ import (
 
 // The URL of this backend, registered with package registry:
 //
-//	singleredis://[user:password@]host:port[/db]?ttl=10s&prefix=app:&fence=true&fair_wait=true&client=goredis&dial_timeout=5s
+//	singleredis://[user:password@]host:port[/db]?ttl=10s&prefix=app:&fence=true&fair_wait=true&log_keys=true&client=goredis&dial_timeout=5s
 //
 // singlerediss:// is the same over TLS; redis:// and rediss:// are aliases.
 // The client library is client=goredis (the default) or client=redigo;
@@ -24,15 +24,8 @@ func init() {
 
 // parseURL checks this backend's parameters; registry checked the others.
 func parseURL(u *registry.URL, r registry.Redis) (registry.RedisOpener, error) {
-	if err := r.One(); err != nil {
-		return nil, err
-	}
-	o := Options{Prefix: r.Prefix, TTL: r.TTL, Logger: r.Logger}
-	var err error
-	if o.Fence, err = u.Bool("fence"); err != nil {
-		return nil, err
-	}
-	if o.FairWait, err = u.Bool("fair_wait"); err != nil {
+	o, err := urlOptions(u, r)
+	if err != nil {
 		return nil, err
 	}
 	return func(rcs []redisclient.Client, closer io.Closer) (lockswap.Locker, error) {
@@ -40,4 +33,21 @@ func parseURL(u *registry.URL, r registry.Redis) (registry.RedisOpener, error) {
 		o.Closer = closer
 		return New(rcs[0], o)
 	}, nil
+}
+
+// urlOptions returns the Options a URL sets: one field per parameter
+// (TestURLOptions checks that every field a URL can set has one).
+func urlOptions(u *registry.URL, r registry.Redis) (Options, error) {
+	if err := r.One(); err != nil {
+		return Options{}, err
+	}
+	o := Options{Prefix: r.Prefix, TTL: r.TTL, Logger: r.Logger, LogKeys: r.LogKeys}
+	var err error
+	if o.Fence, err = u.Bool("fence"); err != nil {
+		return Options{}, err
+	}
+	if o.FairWait, err = u.Bool("fair_wait"); err != nil {
+		return Options{}, err
+	}
+	return o, nil
 }

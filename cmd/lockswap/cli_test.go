@@ -127,6 +127,12 @@ func TestCLIUsageErrors(t *testing.T) {
 		{[]string{"inspect"}, "--redis"},
 		{[]string{"inspect", "--bogus"}, "-bogus"},
 		{[]string{"inspect", "--redis", "127.0.0.1", "extra-arg"}, "extra-arg"},
+		{[]string{"inspect", "--redis", "u:pw@127.0.0.1"}, "user information"},
+		{[]string{"inspect", "--redis", "rediss://127.0.0.1"}, "rediss"},
+		{[]string{"inspect", "--redis", "redis://:pw@127.0.0.1", "--password", "pw"}, "give one"},
+		{[]string{"compare", "--password", "pw"}, "--password"},
+		{[]string{"compare", "--redis", "redis://:a@127.0.0.1:1,redis://:b@127.0.0.1:2,redis://:a@127.0.0.1:3"}, "other credentials"},
+		{[]string{"compare", "--redis", "redis://127.0.0.1:1/2"}, "database"},
 		{[]string{"version", "--bogus"}, "-bogus"},
 	} {
 		code, out, errOut := runBinary(t, time.Minute, tc.args...)
@@ -137,12 +143,43 @@ func TestCLIUsageErrors(t *testing.T) {
 	}
 }
 
-// TestCLIHelp: -h prints the flags and the exit codes on stdout, exit 0.
+// TestCLIHelp: -h prints the flags and the command's own exit codes on
+// stdout, exit 0, in lines of at most 100 columns; a command without
+// flags shows no empty "flags:" (issue 30, "CLI help that fits each
+// command").
 func TestCLIHelp(t *testing.T) {
-	for _, args := range [][]string{{"-h"}, {"compare", "-h"}, {"bench", "-h"}, {"inspect", "-h"}, {"version", "-h"}} {
-		code, out, errOut := runBinary(t, time.Minute, args...)
-		if code != 0 || errOut != "" || !strings.Contains(out, "exit codes:") || !strings.Contains(out, "130") {
-			t.Errorf("lockswap %v: exit %d, stderr %q, stdout:\n%s", args, code, errOut, out)
+	for _, c := range []struct {
+		args      []string
+		want, not []string // exit codes the command has, and has not
+	}{
+		{[]string{"-h"}, []string{"  3 ", "  4 ", "130"}, nil},
+		{[]string{"compare", "-h"}, []string{"  3 ", "  4 ", "130"}, nil},
+		{[]string{"bench", "-h"}, []string{"  2 "}, []string{"  3 ", "  4 "}},
+		{[]string{"inspect", "-h"}, []string{"  2 ", "130"}, []string{"  3 ", "  4 "}},
+		{[]string{"soak", "-h"}, []string{"  2 ", "130"}, []string{"  3 ", "  4 "}},
+		{[]string{"version", "-h"}, []string{"  2 "}, []string{"  3 ", "  4 ", "130", "flags:"}},
+		{[]string{"dev", "-h"}, []string{"  2 "}, []string{"  3 ", "  4 "}},
+		{[]string{"dev", "etcd", "-h"}, []string{"  2 "}, []string{"  3 ", "  4 "}},
+	} {
+		code, out, errOut := runBinary(t, time.Minute, c.args...)
+		if code != 0 || errOut != "" || !strings.Contains(out, "exit codes:") {
+			t.Errorf("lockswap %v: exit %d, stderr %q, stdout:\n%s", c.args, code, errOut, out)
+		}
+		codes := out[strings.Index(out, "exit codes:")+1:]
+		for _, w := range c.want {
+			if !strings.Contains(codes, w) {
+				t.Errorf("lockswap %v: the exit codes lack %q:\n%s", c.args, w, codes)
+			}
+		}
+		for _, w := range c.not {
+			if strings.Contains(out, w) {
+				t.Errorf("lockswap %v: -h shows %q, which this command does not have:\n%s", c.args, w, out)
+			}
+		}
+		for _, line := range strings.Split(out, "\n") {
+			if n := utf8.RuneCountInString(line); n > 100 {
+				t.Errorf("lockswap %v: a line of %d columns (at most 100): %q", c.args, n, line)
+			}
 		}
 	}
 	if _, out, _ := runBinary(t, time.Minute, "compare", "-h"); !strings.Contains(out, "-columns") || !strings.Contains(out, "redlock?restart_safety=true") {

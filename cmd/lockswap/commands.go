@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"runtime"
 	"runtime/debug"
 	"strings"
@@ -20,7 +19,7 @@ import (
 
 func parseBench(args []string, stdout, stderr io.Writer) (job, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	backends := fs.String("backends", "", "comma-separated backends, each in its default configuration (default all: "+strings.Join(compare.BackendNames(), ",")+")")
+	backends := fs.String("backends", "", "comma-separated backends, each in its default configuration (default all: "+strings.Join(compare.BackendNames(), ", ")+")")
 	duration := fs.Duration("duration", time.Second, "time per measurement")
 	useMini := fs.Bool("miniredis", false, "use miniredis even when redis-server is on PATH")
 	fs.Usage = commandUsage(fs, "[flags]", "Measures acquire+release cycles per backend (serial, parallel, contended) on the\nsame kind of servers compare starts.")
@@ -48,12 +47,12 @@ func parseBench(args []string, stdout, stderr io.Writer) (job, error) {
 
 func parseInspect(args []string, stdout, stderr io.Writer) (job, error) {
 	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
-	addr := fs.String("redis", "", "Redis address host[:port] (required; the port defaults to "+inspect.DefaultPort+")")
+	addr := fs.String("redis", "", "Redis address host[:port] or URL redis://[user:password@]host[:port][/db]\n(required; the port defaults to "+inspect.DefaultPort+")")
 	prefix := fs.String("prefix", "", "key prefix to list, e.g. lock.")
 	limit := fs.Int("limit", 1000, "list at most this many keys (0: all); the output says when others may match (exit 0 all the same)")
 	timeout := fs.Duration("timeout", 30*time.Second, "give up after this long, printing the keys listed so far")
 	showProgress := fs.Bool("progress", false, "print progress on stderr even when it is not a terminal")
-	password := fs.String("password", "", "Redis password; prefer the REDIS_PASSWORD environment variable (a flag shows in ps)")
+	password := fs.String("password", "", "Redis password (a flag shows in ps: prefer REDISCLI_AUTH or REDIS_PASSWORD;\nthe flag or the URL's wins over them, then REDISCLI_AUTH over REDIS_PASSWORD)")
 	fs.Usage = commandUsage(fs, "--redis host[:port] [flags]", "Lists lock keys under a prefix in a Redis server, with the unit (s or ms) of legacy\ntimestamps.")
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return nil, err
@@ -66,24 +65,21 @@ func parseInspect(args []string, stdout, stderr io.Writer) (job, error) {
 	case *timeout <= 0:
 		return nil, usageError("inspect: --timeout %v must be positive", *timeout)
 	}
-	if err := plainAddrs("inspect", "redis", []string{*addr}, false); err != nil {
+	t, err := parseRedisFlag("inspect", []string{*addr}, *password, true)
+	if err != nil {
 		return nil, err
 	}
-	o := redis.Options{Addr: inspect.Addr(*addr), Password: *password, ContextTimeoutEnabled: true}
 	q := inspect.Query{Prefix: *prefix, Limit: *limit}
 	if *showProgress || isTerminal(stderr) {
 		q.Progress = inspectProgress(stderr, time.Second)
 	}
-	return func(ctx context.Context) error { return runInspect(ctx, o, q, *timeout, stdout) }, nil
+	return func(ctx context.Context) error { return runInspect(ctx, t, q, *timeout, stdout) }, nil
 }
 
-// runInspect lists the keys of q on the server of o (its password, when
-// none, from REDIS_PASSWORD) within timeout and prints them on stdout.
-func runInspect(ctx context.Context, o redis.Options, q inspect.Query, timeout time.Duration, stdout io.Writer) error {
-	if o.Password == "" {
-		o.Password = os.Getenv("REDIS_PASSWORD")
-	}
-	c := redis.NewClient(&o)
+// runInspect lists the keys of q on the server of t within timeout and
+// prints them on stdout.
+func runInspect(ctx context.Context, t redisTargets, q inspect.Query, timeout time.Duration, stdout io.Writer) error {
+	c := redis.NewClient(&redis.Options{Addr: t.addrs[0], Username: t.user, Password: t.password, DB: t.db, ContextTimeoutEnabled: true})
 	defer c.Close()
 	ictx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -108,7 +104,7 @@ func runInspect(ctx context.Context, o redis.Options, q inspect.Query, timeout t
 	case ictx.Err() != nil:
 		return fmt.Errorf("%w (stopped by --timeout %v: raise it, or narrow --prefix)", err, timeout)
 	}
-	return err // it names the command, the server and the cause once
+	return authHint(err, t) // it names the command, the server and the cause once
 }
 
 // inspectProgress returns an inspect.Query.Progress that writes a line to

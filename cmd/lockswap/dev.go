@@ -43,7 +43,10 @@ Runs a server to try lockswap against, in the foreground until Ctrl-C:
 
 For Redis, install redis-server (apt-get install -y redis-server) and run it.
 
-` + exitCodesHelp
+exit codes:
+  0    stopped by Ctrl-C
+  1    an error
+  2    usage mistake: no or an unknown server, unknown flag, bad value`
 
 func parseDevEtcd(args []string, stdout io.Writer) (job, error) {
 	fs := flag.NewFlagSet("dev etcd", flag.ContinueOnError)

@@ -31,6 +31,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/lockswap/lockswap"
 	"github.com/lockswap/lockswap/cmd/lockswap/internal/compare"
@@ -54,7 +55,7 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, `usage: lockswap <command> [flags]
 
 commands:
-  compare   run fault scenarios against backend configurations; print measured vs declared guarantees
+  compare   run fault scenarios against backend configurations: measured vs declared guarantees
   bench     acquire/release latency and throughput per backend
   soak      every backend and Redis client, idle and beside CPU hogs: cycles/s, errors, keys left
   inspect   list lock keys under a prefix in a Redis, with the unit (s or ms) of legacy timestamps
@@ -203,10 +204,89 @@ func isPasswordFlag(arg string) bool {
 func commandUsage(fs *flag.FlagSet, synopsis, about string) func() {
 	return func() {
 		w := fs.Output()
-		fmt.Fprintf(w, "usage: lockswap %s %s\n\n%s\n\nflags:\n", fs.Name(), synopsis, about)
-		fs.PrintDefaults()
-		fmt.Fprintf(w, "\n%s\n", exitCodesHelp)
+		fmt.Fprintf(w, "usage: lockswap %s %s\n\n%s\n", fs.Name(), synopsis, about)
+		hasFlags := false
+		fs.VisitAll(func(f *flag.Flag) {
+			hasFlags = true
+			f.Usage = wrapText(f.Usage, usageWidth)
+		})
+		if hasFlags {
+			fmt.Fprintf(w, "\nflags:\n")
+			fs.PrintDefaults()
+		}
+		fmt.Fprintf(w, "\n%s\n", commandExitCodes(fs.Name()))
 	}
+}
+
+// usageWidth is the longest line of a flag's description in -h: the flag
+// package indents it by four spaces and a tab (8 columns on a terminal),
+// and the lines must fit in 100 columns, its " (default ...)" included.
+const usageWidth = 76
+
+// wrapText reflows s, a flag's description, into lines of at most width
+// runes, broken at spaces (its own line breaks count as spaces), so that
+// -h fits a terminal.
+func wrapText(s string, width int) string {
+	var b strings.Builder
+	line := strings.ReplaceAll(s, "\n", " ")
+	for utf8.RuneCountInString(line) > width {
+		cut := strings.LastIndexByte(prefixRunes(line, width+1), ' ')
+		if cut <= 0 {
+			break // one word longer than width: left as it is
+		}
+		b.WriteString(line[:cut])
+		b.WriteByte('\n')
+		line = line[cut+1:]
+	}
+	b.WriteString(line)
+	return b.String()
+}
+
+// prefixRunes returns the first n runes of s (all of s when shorter).
+func prefixRunes(s string, n int) string {
+	for i := range s {
+		if n == 0 {
+			return s[:i]
+		}
+		n--
+	}
+	return s
+}
+
+// commandExitCodes is the exit codes command can end with, as its -h
+// prints them.
+func commandExitCodes(command string) string {
+	const (
+		ok          = "  0    success\n"
+		failed      = "  1    an error\n"
+		usage       = "  2    usage mistake: unknown flag, bad value\n"
+		interrupted = "  130  interrupted (Ctrl-C)"
+	)
+	codes := ok + failed + usage
+	switch command {
+	case "compare":
+		codes = "  0    every measured cell is as declared\n" +
+			"  1    an error (for example servers that compare could not start, or that refused the login)\n" +
+			usage +
+			"  3    a measurement contradicts the declared guarantees\n" +
+			"  4    some cells are inconclusive (setup failed, servers unreachable, time budget\n" +
+			"       used up, too few iterations) and none contradicts\n" +
+			interrupted + "; prints what it measured so far"
+	case "inspect":
+		codes = "  0    the keys were listed (the output says when --limit cut the listing)\n" +
+			"  1    an error: the server unreachable, the login refused, or --timeout reached\n" +
+			"       (the keys listed so far are printed)\n" +
+			usage + interrupted + "; prints the keys listed so far"
+	case "soak":
+		codes = "  0    every configuration met the target\n" +
+			"  1    a configuration missed it, or an error\n" + usage +
+			interrupted + "; prints what it measured so far"
+	case "dev etcd":
+		codes = "  0    stopped by Ctrl-C\n" + failed + usage
+	case "version":
+		codes = ok + "  1    the binary carries no build information\n" + usage
+	}
+	return "exit codes:\n" + strings.TrimRight(codes, "\n")
 }
 
 // plainAddrs refuses an address of flag --name that has user information
@@ -246,15 +326,16 @@ func isTerminal(w io.Writer) bool {
 
 func parseCompare(args []string, stdout, stderr io.Writer) (job, error) {
 	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
-	columns := fs.String("columns", "", "comma-separated configurations to compare, each a backend and the URL parameters a user\nwould set, such as redlock?restart_safety=true or legacysetnx?unit=ms (default:\n"+strings.Join(compare.DefaultColumns, ",")+")")
+	columns := fs.String("columns", "", "comma-separated configurations to compare, each a backend and the URL parameters a user\nwould set, such as redlock?restart_safety=true or legacysetnx?unit=ms (default: "+strings.Join(compare.DefaultColumns, ", ")+")")
 	backends := fs.String("backends", "", "shorthand for --columns: each named backend in its default configuration\n("+strings.Join(compare.BackendNames(), ", ")+")")
-	scenarios := fs.String("scenarios", "", "comma-separated scenarios (default all: "+strings.Join(compare.ScenarioNames(), ",")+")")
+	scenarios := fs.String("scenarios", "", "comma-separated scenarios (default all: "+strings.Join(compare.ScenarioNames(), ", ")+")")
 	format := fs.String("format", "table", "output format: table, markdown or json")
 	iterations := fs.Int("iterations", compare.DefaultIterations, "critical sections per goroutine in the contention scenario (at least 1)")
 	budget := fs.Duration("budget", 0, "the longest one cell may take before it is inconclusive (default 1m plus 80ms per iteration)")
 	useMini := fs.Bool("miniredis", false, "use miniredis even when redis-server is on PATH (scenarios that need real processes are not run)")
 	showProgress := fs.Bool("progress", false, "print progress on stderr even when it is not a terminal")
-	redisAddrs := fs.String("redis", "", "your own Redis servers host:port[,host:port...] instead of started ones (scenarios that harm servers are not run)")
+	redisAddrs := fs.String("redis", "", "your own Redis servers host:port[,host:port...] (or redis://[user:password@]host:port\nURLs) instead of started ones (scenarios that harm servers are not run)")
+	password := fs.String("password", "", "the password of your --redis servers (a flag shows in ps: prefer REDISCLI_AUTH or\nREDIS_PASSWORD; the flag or the URLs' wins over them, then REDISCLI_AUTH over REDIS_PASSWORD)")
 	etcdEndpoints := fs.String("etcd", "", "your own etcd endpoints host:port[,...] instead of an embedded one")
 	fs.Usage = commandUsage(fs, "[flags]",
 		`Runs fault scenarios (rows) against lock configurations (columns) on servers it starts
@@ -276,12 +357,18 @@ each measured beside what the configuration's Guarantees() declare.`)
 	}
 	o := compare.Options{Columns: splitList(*columns), Backends: splitList(*backends), Scenarios: splitList(*scenarios),
 		Iterations: *iterations, Budget: *budget, Miniredis: *useMini,
-		RedisAddrs: splitList(*redisAddrs), EtcdEndpoints: splitList(*etcdEndpoints)}
+		EtcdEndpoints: splitList(*etcdEndpoints)}
 	if len(o.Columns) > 0 && len(o.Backends) > 0 {
 		return nil, usageError("compare: give --columns or --backends, not both")
 	}
-	if err := plainAddrs("compare", "redis", o.RedisAddrs, false); err != nil {
-		return nil, err
+	if rs := splitList(*redisAddrs); len(rs) > 0 {
+		t, err := parseRedisFlag("compare", rs, *password, false)
+		if err != nil {
+			return nil, err
+		}
+		o.RedisAddrs, o.RedisUsername, o.RedisPassword, o.RedisPasswordFrom = t.addrs, t.user, t.password, t.from
+	} else if *password != "" {
+		return nil, usageError("compare: --password is for your --redis servers, and none is given")
 	}
 	if err := plainAddrs("compare", "etcd", o.EtcdEndpoints, true); err != nil {
 		return nil, err

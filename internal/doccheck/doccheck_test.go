@@ -29,6 +29,7 @@ var packages = map[string]string{
 	"slog":        "log/slog",
 	"os":          "os",
 	"tls":         "crypto/tls",
+	"url":         "net/url",
 	"lockswap":    "github.com/lockswap/lockswap",
 	"backend":     "github.com/lockswap/lockswap/backend",
 	"singleredis": "github.com/lockswap/lockswap/singleredis",

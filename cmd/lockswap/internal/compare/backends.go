@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -143,6 +144,7 @@ var kits = func() []kit {
 func ShorthandColumns(backends []string) ([]string, error) {
 	var out []string
 	for _, name := range backends {
+		name = canonical(name)
 		b, ok := backendInfo{}, false
 		for _, x := range backendInfos {
 			if x.name == name {
@@ -155,6 +157,16 @@ func ShorthandColumns(backends []string) ([]string, error) {
 		out = append(out, b.shorthand)
 	}
 	return out, nil
+}
+
+// canonical returns the backend name of name, a backend's name or an
+// alias of its URL scheme without TLS (etcd for etcdlease, redis for
+// singleredis); other names as they are.
+func canonical(name string) string {
+	if s, ok := registry.Lookup(name); ok && slices.Contains(s.Aliases, name) {
+		return s.Name
+	}
+	return name
 }
 
 // ParseColumns parses column specs and gives each a unique label. Errors
@@ -182,6 +194,7 @@ func ParseColumns(specs []string) ([]Column, error) {
 // own URL parser. Errors match ErrUsage.
 func ParseColumn(spec string) (Column, error) {
 	name, rawQuery, _ := strings.Cut(strings.TrimSpace(spec), "?")
+	name = canonical(name)
 	var b *backendInfo
 	for i := range backendInfos {
 		if backendInfos[i].name == name {

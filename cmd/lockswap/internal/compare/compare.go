@@ -59,6 +59,10 @@ type Options struct {
 	// "lockswap-compare-" prefix and are deleted after each scenario.
 	RedisAddrs    []string
 	EtcdEndpoints []string
+	// RedisUsername and RedisPassword log in to the RedisAddrs servers
+	// (AUTH); never printed. RedisPasswordFrom says where the password
+	// came from ("--password", ...), for the error when it is refused.
+	RedisUsername, RedisPassword, RedisPasswordFrom string
 	// Log, when set, receives the one kind of the backends' log records
 	// that a person running compare must see: a wait nobody asked for,
 	// redlock's restart-safety quarantine (redlock.MsgQuarantine), with
@@ -89,7 +93,8 @@ func DefaultBudget(iterations int) time.Duration {
 // env is what a run has: real redis-server processes, or only miniredis.
 type env struct {
 	real          bool
-	redisAddrs    []string // the user's servers, when given
+	redisAddrs    []string  // the user's servers, when given
+	redisAuth     redisAuth // how to log in to them
 	etcdEndpoints []string
 	prefix        string       // key prefix on the user's servers
 	log           slog.Handler // the library's records a person must see
@@ -186,7 +191,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &env{redisAddrs: o.RedisAddrs, etcdEndpoints: o.EtcdEndpoints, prefix: "lockswap-compare-" + lockstate.NewToken()[:8] + ":"}
+	e := &env{redisAddrs: o.RedisAddrs, redisAuth: redisAuth{o.RedisUsername, o.RedisPassword, o.RedisPasswordFrom}, etcdEndpoints: o.EtcdEndpoints, prefix: "lockswap-compare-" + lockstate.NewToken()[:8] + ":"}
 	_, hasRedis := servers.RedisServerPath()
 	e.real = hasRedis && !o.Miniredis
 	if o.Log != nil {

@@ -72,8 +72,11 @@ func startNode(e *env, f *fixture) (*node, error) {
 	return &node{addr: mr.Addr(), kill: mr.Close, restart: func() error { return errNeedsReal }}, nil
 }
 
+// newGoRedis returns a client of addr that f closes, logged in as
+// f.auth (the user's servers; none for the servers compare starts).
 func newGoRedis(f *fixture, addr string) redisclient.Client {
-	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1,
+	c := redis.NewClient(&redis.Options{Addr: addr, Username: f.auth.user, Password: f.auth.password,
+		ContextTimeoutEnabled: true, MaxRetries: -1,
 		DialTimeout: 250 * time.Millisecond, ReadTimeout: time.Second, WriteTimeout: time.Second})
 	f.onClose(func() { c.Close() })
 	return goredis.New(c)
@@ -282,6 +285,7 @@ func (rb redisBackend) setupUser(e *env, f *fixture, sc string, ok *bool) (*fixt
 	}
 	addrs := append([]string(nil), e.redisAddrs[:n]...)
 	prefix := e.prefix + rb.name + ":"
+	f.auth = e.redisAuth
 	// Registered first, so run last: after the Lockers have closed.
 	f.onClose(func() { cleanUserServers(e) })
 	if sc == ScSlow {

@@ -47,6 +47,8 @@ type fixture struct {
 	alive func(ctx context.Context) error
 	// logger, when set, is given to the Lockers the fixture makes.
 	logger *slog.Logger
+	// auth logs the fixture's Redis clients in to the user's servers.
+	auth redisAuth
 
 	mu      sync.Mutex
 	closers []func()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -38,7 +39,10 @@ const userCleanupTimeout = 5 * time.Second
 // answers before any scenario runs, so that an unreachable server is one
 // clear error instead of a run of measurements of connection errors. The
 // error matches lockswap.ErrUnavailable and names each server that did not
-// answer and why.
+// answer and why; when a Redis server refused the login (NOAUTH,
+// WRONGPASS) it matches lockswap.ErrInvalid instead, says how to give a
+// password or where the refused one came from, and names the servers that
+// did not answer too.
 func checkUserServers(ctx context.Context, e *env) error {
 	ctx, cancel := context.WithTimeout(ctx, userCheckTimeout)
 	defer cancel()
@@ -58,13 +62,35 @@ func checkUserServers(ctx context.Context, e *env) error {
 			}
 		}()
 	}
+	var refused []string // servers that refused the login
 	for _, a := range e.redisAddrs {
-		check("--redis "+a, func(ctx context.Context) error { return pingRedis(ctx, a) })
+		check("--redis "+a, func(ctx context.Context) error {
+			err := pingRedis(ctx, a, e.redisAuth)
+			if isAuthError(err) {
+				mu.Lock()
+				refused = append(refused, fmt.Sprintf("--redis %s: %v", a, err))
+				mu.Unlock()
+				return nil
+			}
+			return err
+		})
 	}
 	for _, ep := range e.etcdEndpoints {
 		check("--etcd "+ep, func(ctx context.Context) error { return pingEtcd(ctx, ep) })
 	}
 	wg.Wait()
+	if len(refused) > 0 {
+		sort.Strings(refused)
+		hint := "the servers want a password: give it with --password, redis://[user]:password@host:port URLs in --redis, REDISCLI_AUTH or REDIS_PASSWORD"
+		if e.redisAuth.password != "" {
+			hint = "the servers refused the user or password; the password came from " + e.redisAuth.from
+		}
+		if len(errs) > 0 {
+			sort.Strings(errs)
+			hint += "; and these did not answer: " + strings.Join(errs, "; ")
+		}
+		return fmt.Errorf("compare: your servers refused the login (nothing was run): %s (%s): %w", strings.Join(refused, "; "), hint, lockswap.ErrInvalid)
+	}
 	if len(errs) == 0 {
 		return nil
 	}
@@ -86,13 +112,28 @@ func userServers(c Column, o Options) string {
 	return "your --redis servers"
 }
 
-func newUserRedis(addr string, timeout time.Duration) *redis.Client {
-	return redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1,
+// redisAuth is the login to the user's Redis servers, and where the
+// password came from (Options.RedisPasswordFrom), for messages.
+type redisAuth struct{ user, password, from string }
+
+func newUserRedis(addr string, auth redisAuth, timeout time.Duration) *redis.Client {
+	return redis.NewClient(&redis.Options{Addr: addr, Username: auth.user, Password: auth.password,
+		ContextTimeoutEnabled: true, MaxRetries: -1,
 		DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout, PoolSize: 1})
 }
 
-func pingRedis(ctx context.Context, addr string) error {
-	c := newUserRedis(addr, userCheckTimeout)
+// isAuthError reports whether err is a server's refusal of the login
+// (NOAUTH: a password is wanted; WRONGPASS: user or password refused).
+func isAuthError(err error) bool {
+	if err == nil {
+		return false
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "NOAUTH") || strings.Contains(msg, "WRONGPASS") || strings.Contains(msg, "invalid password")
+}
+
+func pingRedis(ctx context.Context, addr string, auth redisAuth) error {
+	c := newUserRedis(addr, auth, userCheckTimeout)
 	defer c.Close()
 	if err := c.Ping(ctx).Err(); err != nil {
 		if ctx.Err() != nil {
@@ -145,26 +186,26 @@ const MsgKeysLeft = "compare could not delete its keys from your servers: delete
 // warns, through Options.Log, when it could not: a key left behind is the
 // user's to delete, so they must hear of it.
 func cleanUserServers(e *env) {
-	err := removeUserKeys(e.redisAddrs, e.prefix)
+	err := removeUserKeys(e.redisAddrs, e.redisAuth, e.prefix)
 	if err != nil && e.warn != nil {
 		slog.New(e.warn).Warn(MsgKeysLeft, "pattern", "*"+globEscape(e.prefix)+"*", "error", err)
 	}
 }
 
-func removeUserKeys(addrs []string, prefix string) error {
+func removeUserKeys(addrs []string, auth redisAuth, prefix string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), userCleanupTimeout)
 	defer cancel()
 	var errs []error
 	for _, a := range addrs {
-		if err := removeKeys(ctx, a, prefix); err != nil {
+		if err := removeKeys(ctx, a, auth, prefix); err != nil {
 			errs = append(errs, fmt.Errorf("delete compare's keys on %s: %w", a, err))
 		}
 	}
 	return errors.Join(errs...)
 }
 
-func removeKeys(ctx context.Context, addr, prefix string) error {
-	c := newUserRedis(addr, userCleanupTimeout)
+func removeKeys(ctx context.Context, addr string, auth redisAuth, prefix string) error {
+	c := newUserRedis(addr, auth, userCleanupTimeout)
 	defer c.Close()
 	pattern := "*" + globEscape(prefix) + "*"
 	var cursor uint64
