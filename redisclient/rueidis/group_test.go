@@ -11,6 +11,7 @@ import (
 	"github.com/lockswap/lockswap/internal/redistest"
 	"github.com/lockswap/lockswap/internal/testserver"
 	"github.com/lockswap/lockswap/redisclient"
+	"github.com/lockswap/lockswap/redisclient/rueidis"
 )
 
 // groupedBehindProxy starts a redis-server behind a proxy and returns the
@@ -115,6 +116,16 @@ func callerLeaves(t *testing.T, c redisclient.Client, p *testserver.Proxy, try i
 	first := make(chan error, 1)
 	sent := time.Now() // no earlier: its answer comes 2 × delay later at the soonest
 	go func() { _, err := c.SetNXPX(lctx, fmt.Sprintf("first%d", try), "v", time.Minute); first <- err }()
+	// The first command must be the adapter's command in flight before the
+	// short caller comes: the proxy holding a request is not enough (it
+	// may be one of rueidis's own, such as a keep-alive PING, while the
+	// first command's goroutine has not run yet, and the short command
+	// would then go alone, sent at once: CI beside CPU hogs, stop 40).
+	for deadline := time.Now().Add(5 * time.Second); !rueidis.InFlight(c); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the first command never went in flight")
+		}
+	}
 	waitPending(t, p)
 
 	var wg sync.WaitGroup
