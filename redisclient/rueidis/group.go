@@ -84,7 +84,7 @@ func (a *adapter) do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisRe
 		if a.unwatched(ctx) {
 			return a.doWatched(ctx, cmd, nil)
 		}
-		return a.c.Do(ctx, cmd)
+		return a.send(ctx, cmd)
 	}
 	g := &a.group
 	g.mu.Lock()
@@ -97,9 +97,9 @@ func (a *adapter) do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisRe
 		// Deferred: the commands that gathered are sent even if Do
 		// panics.
 		defer a.sendPending()
-		return a.c.Do(ctx, cmd)
+		return a.send(ctx, cmd)
 	}
-	if err := ctx.Err(); err != nil {
+	if err := endErr(ctx); err != nil {
 		g.mu.Unlock()
 		return rueidis.NewErrorResult(err)
 	}
@@ -153,7 +153,7 @@ func (a *adapter) doWatched(ctx context.Context, cmd rueidis.Completed, after fu
 		if after != nil {
 			defer after()
 		}
-		done <- a.c.Do(ctx, cmd)
+		done <- a.send(ctx, cmd)
 	}()
 	select {
 	case r := <-done:
@@ -161,6 +161,19 @@ func (a *adapter) doWatched(ctx context.Context, cmd rueidis.Completed, after fu
 	case <-ctx.Done():
 		return rueidis.NewErrorResult(ctx.Err())
 	}
+}
+
+// send sends cmd under ctx, unless ctx has ended (endErr): a command
+// whose caller's deadline has passed is not sent even when the context's
+// timer has not run yet, as a batch does not send it (sendBatch). rueidis
+// would write it and wait for ctx.Done, and the server would run the
+// command of a caller that is leaving (a SET NX would take a lock its
+// caller is not told of).
+func (a *adapter) send(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+	if err := endErr(ctx); err != nil {
+		return rueidis.NewErrorResult(err)
+	}
+	return a.c.Do(ctx, cmd)
 }
 
 // sendPending is called by the caller whose command was in flight, when
@@ -216,15 +229,10 @@ func (a *adapter) sendBatch(batch []*member) {
 	unbounded := false
 	for _, m := range batch {
 		d, bounded := m.ctx.Deadline()
-		err := m.ctx.Err()
-		if err == nil && ended(m.ctx) {
-			// Past its deadline, though its context's timer has not run
-			// yet (a busy machine runs timers late): its caller is
-			// leaving.
-			err = context.DeadlineExceeded
-		}
-		if err != nil {
-			// Its caller left before the batch went: not sent.
+		if err := endErr(m.ctx); err != nil {
+			// Its caller left, or is leaving (its deadline passed,
+			// though its context's timer may not have run yet), before
+			// the batch went: not sent.
 			m.done <- rueidis.NewErrorResult(err)
 			continue
 		}

@@ -108,14 +108,21 @@ func (sc *splitConn) Flush() error {
 }
 
 // ended reports whether ctx has ended, or passed its deadline although its
-// timer has not run yet (a busy machine runs timers late): the batch would
-// not send a command under it (sendBatch).
-func ended(ctx context.Context) bool {
-	if ctx.Err() != nil {
-		return true
+// timer has not run yet (endErr): no command is sent under it (send).
+func ended(ctx context.Context) bool { return endErr(ctx) != nil }
+
+// endErr returns why ctx has ended: its error, or
+// [context.DeadlineExceeded] when its deadline has passed although its
+// timer has not run yet (a busy machine runs timers late). nil while it
+// has not ended.
+func endErr(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
 	}
-	d, ok := ctx.Deadline()
-	return ok && !time.Now().Before(d)
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+		return context.DeadlineExceeded
+	}
+	return nil
 }
 
 // Receive waits for the reply of the oldest command flushed and not yet
@@ -158,13 +165,13 @@ func (a *adapter) start(ctx context.Context, q *queued, late bool) *member {
 	m := members.Get().(*member)
 	m.ctx, m.cmd, m.late, m.fb = ctx, q.cmd, late, q.fb
 	cmd := q.cmd
-	if err := ctx.Err(); err != nil {
+	if err := endErr(ctx); err != nil {
 		m.done <- rueidis.NewErrorResult(err)
 		return m
 	}
 	if cmd.IsBlock() {
 		// It would hold up a batch: alone, beside the batches.
-		go func() { m.done <- a.c.Do(m.ctx, m.cmd) }()
+		go func() { m.done <- a.send(m.ctx, m.cmd) }()
 		return m
 	}
 	g := &a.group
@@ -185,7 +192,7 @@ func (a *adapter) start(ctx context.Context, q *queued, late bool) *member {
 // commands that gathered meanwhile.
 func (a *adapter) sendAlone(m *member) {
 	defer a.sendPending()
-	m.done <- a.evalOnNoScript(m.ctx, m, a.c.Do(m.ctx, m.cmd))
+	m.done <- a.evalOnNoScript(m.ctx, m, a.send(m.ctx, m.cmd))
 }
 
 // evalOnNoScript returns r, m's reply, unless m is an EVALSHA with a
@@ -203,7 +210,7 @@ func (a *adapter) evalOnNoScript(ctx context.Context, m *member, r rueidis.Redis
 	if err != nil {
 		return rueidis.NewErrorResult(err)
 	}
-	return a.c.Do(ctx, cmd)
+	return a.send(ctx, cmd)
 }
 
 // wait returns m's reply, waiting at most timeout and until its context
