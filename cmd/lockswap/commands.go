@@ -71,7 +71,7 @@ func parseInspect(args []string, stdout, stderr io.Writer) (job, error) {
 	}
 	q := inspect.Query{Prefix: *prefix, Limit: *limit}
 	if *showProgress || isTerminal(stderr) {
-		q.Progress = inspectProgress(stderr, time.Second)
+		q.Progress = listProgress(stderr, "inspect", time.Second)
 	}
 	return func(ctx context.Context) error { return runInspect(ctx, t, q, *timeout, stdout) }, nil
 }
@@ -107,14 +107,15 @@ func runInspect(ctx context.Context, t redisTargets, q inspect.Query, timeout ti
 	return authHint(err, t) // it names the command, the server and the cause once
 }
 
-// inspectProgress returns an inspect.Query.Progress that writes a line to
-// w at most once per every, the first one every after it was made.
-func inspectProgress(w io.Writer, every time.Duration) func(listed, calls int) {
+// listProgress returns an inspect.Query.Progress for command that writes
+// a line to w at most once per every, the first one every after it was
+// made.
+func listProgress(w io.Writer, command string, every time.Duration) func(listed, calls int) {
 	last := time.Now() // a listing that takes less than every prints nothing
 	return func(listed, calls int) {
 		if now := time.Now(); now.Sub(last) >= every {
 			last = now
-			fmt.Fprintf(w, "inspect: %d keys listed after %d SCAN calls ...\n", listed, calls)
+			fmt.Fprintf(w, "%s: %d keys listed after %d SCAN calls ...\n", command, listed, calls)
 		}
 	}
 }

@@ -43,6 +43,11 @@ var cliSeeds = map[string][][]string{
 		{"--redis", "h", "--password=", "hunter2222"},
 		{"--redis", "h", "--prefix", "--password", "hunter2222"},
 	},
+	"cleanup": {
+		{"--redis", "127.0.0.1:6379", "--prefix", "lock.", "--older-than", "24h", "--apply", "--password", "hunter2222"},
+		{"--redis", "redis://:hunter2222@127.0.0.1:6379/2", "--prefix", "", "--older-than", "1s"},
+		{"--redis", "h", "--older-than", "0s", "--timeout", "-1s"},
+	},
 	"version": {{}, {"--json"}},
 	"dev":     {{"etcd", "--listen", "127.0.0.1:0", "--data-dir", "/tmp/x"}, {"etcd", "--listen", "nope"}, {"redis"}, {}},
 }

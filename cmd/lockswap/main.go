@@ -1,10 +1,11 @@
 // Command lockswap compares lock backend configurations under faults,
-// benchmarks them, and inspects lock keys in Redis.
+// benchmarks them, and inspects and cleans up lock keys in Redis.
 //
 //	lockswap compare [--columns spec,...] [--scenarios x,y] [--format table|markdown|json] [--iterations N] [--budget D] [--miniredis] [--redis h:p,...] [--etcd h:p,...]
 //	lockswap bench   [--backends a,b] [--duration 1s]
 //	lockswap soak    [--configs pattern,...] [--duration 60s] [--load idle|hogs|both]
 //	lockswap inspect --redis host[:6379] [--prefix lock.]
+//	lockswap cleanup --redis host[:6379] --prefix lock. --older-than 24h [--apply]
 //	lockswap dev etcd [--listen 127.0.0.1:2379] [--data-dir DIR]
 //	lockswap version
 //
@@ -59,6 +60,7 @@ commands:
   bench     acquire/release latency and throughput per backend
   soak      every backend and Redis client, idle and beside CPU hogs: cycles/s, errors, keys left
   inspect   list lock keys under a prefix in a Redis, with the unit (s or ms) of legacy timestamps
+  cleanup   delete long-expired legacy lock keys that old clients left behind (dry run by default)
   dev       run a server to try lockswap against: lockswap dev etcd (an embedded etcd, until Ctrl-C)
   version   print the module version, VCS revision and Go version of this binary
 
@@ -76,7 +78,8 @@ const exitCodesHelp = `exit codes:
   4    compare: some cells are inconclusive (setup failed, servers unreachable,
        time budget used up, too few iterations) and none contradicts
   130  interrupted (Ctrl-C); compare prints what it measured so far, inspect
-       the keys it listed so far (and at its --timeout, with exit 1)`
+       the keys it listed so far (and at its --timeout, with exit 1), cleanup
+       what it deleted so far`
 
 // Exit codes.
 const (
@@ -100,7 +103,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	parse, ok := commands[args[0]]
 	if !ok {
-		fmt.Fprintln(stderr, redact.String(fmt.Sprintf("lockswap: unknown command %q (want compare, bench, soak, inspect, dev or version; run \"lockswap -h\")", args[0])))
+		fmt.Fprintln(stderr, redact.String(fmt.Sprintf("lockswap: unknown command %q (want compare, bench, soak, inspect, cleanup, dev or version; run \"lockswap -h\")", args[0])))
 		return exitUsage
 	}
 	job, err := parse(args[1:], stdout, stderr)
@@ -147,6 +150,7 @@ var commands = map[string]parser{
 	"soak":          parseSoak,
 	soak.HogCommand: parseSoakHog, // hidden: a CPU hog that soak starts
 	"inspect":       parseInspect,
+	"cleanup":       parseCleanup,
 	"version":       parseVersion,
 	"dev":           parseDev,
 }
@@ -277,6 +281,11 @@ func commandExitCodes(command string) string {
 			"  1    an error: the server unreachable, the login refused, or --timeout reached\n" +
 			"       (the keys listed so far are printed)\n" +
 			usage + interrupted + "; prints the keys listed so far"
+	case "cleanup":
+		codes = "  0    done: the dry run listed the stale keys, or --apply deleted them\n" +
+			"  1    an error: the server unreachable, the login refused, MIXED units, or\n" +
+			"       --timeout reached (what was deleted until then is printed)\n" +
+			usage + interrupted + "; prints what was deleted so far"
 	case "soak":
 		codes = "  0    every configuration met the target\n" +
 			"  1    a configuration missed it, or an error\n" + usage +
