@@ -49,11 +49,12 @@ func parseInspect(args []string, stdout, stderr io.Writer) (job, error) {
 	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
 	addr := fs.String("redis", "", "Redis address host[:port] or URL redis://[user:password@]host[:port][/db]\n(required; the port defaults to "+inspect.DefaultPort+")")
 	prefix := fs.String("prefix", "", "key prefix to list, e.g. lock.")
-	limit := fs.Int("limit", 1000, "list at most this many keys (0: all); the output says when others may match (exit 0 all the same)")
+	limit := fs.Int("limit", 1000, "list at most this many keys (0: all); when others may match, the output says so\n(exit 4)")
 	timeout := fs.Duration("timeout", 30*time.Second, "give up after this long, printing the keys listed so far")
 	showProgress := fs.Bool("progress", false, "print progress on stderr even when it is not a terminal")
 	password := fs.String("password", "", "Redis password (a flag shows in ps: prefer REDISCLI_AUTH or REDIS_PASSWORD;\nthe flag or the URL's wins over them, then REDISCLI_AUTH over REDIS_PASSWORD)")
-	fs.Usage = commandUsage(fs, "--redis host[:port] [flags]", "Lists lock keys under a prefix in a Redis server, with the unit (s or ms) of legacy\ntimestamps.")
+	failOnOld := fs.Bool("fail-on-old-client", false, "exit 5 when a live legacy lock has no Redis expiry: an old client holds it (or a\nlockswap client without redis_expiry=true); run it with --limit 0")
+	fs.Usage = commandUsage(fs, "--redis host[:port] [flags]", "Lists lock keys under a prefix in a Redis server, with the unit (s or ms) of legacy\ntimestamps and who wrote them: an old client (no Redis expiry) or lockswap.")
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return nil, err
 	}
@@ -73,12 +74,42 @@ func parseInspect(args []string, stdout, stderr io.Writer) (job, error) {
 	if *showProgress || isTerminal(stderr) {
 		q.Progress = listProgress(stderr, "inspect", time.Second)
 	}
-	return func(ctx context.Context) error { return runInspect(ctx, t, q, *timeout, stdout) }, nil
+	return func(ctx context.Context) error {
+		l, err := runInspect(ctx, t, q, *timeout, stdout)
+		if err != nil {
+			return err
+		}
+		return inspectVerdict(l, *limit, *failOnOld)
+	}, nil
+}
+
+// The exit codes of inspect beyond 0, 1, 2 and 130.
+const (
+	exitInspectMixed   = 3 // legacy timestamps in both units
+	exitInspectCut     = 4 // the listing stopped at --limit
+	exitInspectOldSeen = 5 // --fail-on-old-client: a live legacy lock without a Redis expiry
+)
+
+// inspectVerdict is the exit code of a listing printed in full, the most
+// serious first: MIXED units, an old client seen (with failOnOld), the
+// listing cut at --limit (which never passes failOnOld's check: others may
+// match).
+func inspectVerdict(l inspect.Listing, limit int, failOnOld bool) error {
+	s := inspect.Summarize(l.Entries)
+	switch {
+	case s.Seconds > 0 && s.Milliseconds > 0:
+		return exitCode{exitInspectMixed, fmt.Sprintf("inspect: MIXED units: %d legacy timestamps in seconds and %d in milliseconds: the clients misread each other's locks", s.Seconds, s.Milliseconds)}
+	case failOnOld && s.LiveOld > 0:
+		return exitCode{exitInspectOldSeen, fmt.Sprintf("inspect: %d live legacy locks without a Redis expiry: an old client holds them (or a lockswap client whose legacy URL lacks redis_expiry=true)", s.LiveOld)}
+	case l.More:
+		return exitCode{exitInspectCut, fmt.Sprintf("inspect: stopped at --limit %d: other keys may match (--limit 0 lists them all)", limit)}
+	}
+	return nil
 }
 
 // runInspect lists the keys of q on the server of t within timeout and
-// prints them on stdout.
-func runInspect(ctx context.Context, t redisTargets, q inspect.Query, timeout time.Duration, stdout io.Writer) error {
+// prints them on stdout, and returns the listing.
+func runInspect(ctx context.Context, t redisTargets, q inspect.Query, timeout time.Duration, stdout io.Writer) (inspect.Listing, error) {
 	c := redis.NewClient(&redis.Options{Addr: t.addrs[0], Username: t.user, Password: t.password, DB: t.db, ContextTimeoutEnabled: true})
 	defer c.Close()
 	ictx, cancel := context.WithTimeout(ctx, timeout)
@@ -87,24 +118,24 @@ func runInspect(ctx context.Context, t redisTargets, q inspect.Query, timeout ti
 	q.Now = now
 	l, err := inspect.Scan(ictx, goredis.New(c), q)
 	if err == nil {
-		return inspect.Print(stdout, l, now)
+		return l, inspect.Print(stdout, l, now)
 	}
 	// What was listed before the failure is still worth showing, marked as
 	// incomplete by the error after it.
 	if len(l.Entries) > 0 {
 		if perr := inspect.Print(stdout, l, now); perr != nil {
-			return perr
+			return l, perr
 		}
 	}
 	switch {
 	case ctx.Err() != nil && len(l.Entries) == 0:
-		return exitCode{exitInterrupted, "inspect: interrupted before any key was listed"}
+		return l, exitCode{exitInterrupted, "inspect: interrupted before any key was listed"}
 	case ctx.Err() != nil:
-		return exitCode{exitInterrupted, fmt.Sprintf("inspect: interrupted; printed the %d keys listed so far", len(l.Entries))}
+		return l, exitCode{exitInterrupted, fmt.Sprintf("inspect: interrupted; printed the %d keys listed so far", len(l.Entries))}
 	case ictx.Err() != nil:
-		return fmt.Errorf("%w (stopped by --timeout %v: raise it, or narrow --prefix)", err, timeout)
+		return l, fmt.Errorf("%w (stopped by --timeout %v: raise it, or narrow --prefix)", err, timeout)
 	}
-	return authHint(err, t) // it names the command, the server and the cause once
+	return l, authHint(err, t) // it names the command, the server and the cause once
 }
 
 // listProgress returns an inspect.Query.Progress for command that writes

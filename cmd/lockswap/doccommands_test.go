@@ -47,6 +47,9 @@ func TestDocCommands(t *testing.T) {
 				continue
 			}
 			text, _, _ := strings.Cut(m[1], " #")
+			for _, op := range []string{" || ", " && ", " | ", "; "} {
+				text, _, _ = strings.Cut(text, op) // the shell's, after the command
+			}
 			args := strings.Fields(text)
 			for i, a := range args {
 				if a == "''" {

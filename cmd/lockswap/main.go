@@ -16,8 +16,10 @@
 // Exit codes: 0 success (compare: every cell as declared); 1 an error;
 // 2 a usage mistake; 3 (compare) a measurement contradicts a declaration;
 // 4 (compare) some cells inconclusive and none contradicts, or the
-// servers given with --redis or --etcd do not answer; 130 interrupted
-// (compare prints what it measured so far).
+// servers given with --redis or --etcd do not answer; inspect: 3 MIXED
+// units, 4 a listing cut at --limit, 5 an old client seen with
+// --fail-on-old-client; 130 interrupted (compare prints what it measured
+// so far).
 package main
 
 import (
@@ -74,9 +76,12 @@ const exitCodesHelp = `exit codes:
   0    success (compare: every measured cell is as declared)
   1    an error (for example servers that compare could not start)
   2    usage mistake: unknown command, flag, backend, column or scenario, bad value
-  3    compare: a measurement contradicts the declared guarantees
+  3    compare: a measurement contradicts the declared guarantees;
+       inspect: MIXED units
   4    compare: some cells are inconclusive (setup failed, servers unreachable,
-       time budget used up, too few iterations) and none contradicts
+       time budget used up, too few iterations) and none contradicts;
+       inspect: the listing stopped at --limit
+  5    inspect --fail-on-old-client: a live legacy lock of an old client
   130  interrupted (Ctrl-C); compare prints what it measured so far, inspect
        the keys it listed so far (and at its --timeout, with exit 1), cleanup
        what it deleted so far`
@@ -277,10 +282,15 @@ func commandExitCodes(command string) string {
 			"       used up, too few iterations) and none contradicts\n" +
 			interrupted + "; prints what it measured so far"
 	case "inspect":
-		codes = "  0    the keys were listed (the output says when --limit cut the listing)\n" +
+		codes = "  0    every matching key was listed, and its legacy timestamps agree on the unit\n" +
 			"  1    an error: the server unreachable, the login refused, or --timeout reached\n" +
 			"       (the keys listed so far are printed)\n" +
-			usage + interrupted + "; prints the keys listed so far"
+			usage +
+			"  3    MIXED units: legacy timestamps in seconds and in milliseconds\n" +
+			"  4    the listing stopped at --limit: other keys may match\n" +
+			"  5    --fail-on-old-client: a live legacy lock without a Redis expiry (an old client)\n" +
+			"       (when several apply: 3, then 5, then 4)\n" +
+			interrupted + "; prints the keys listed so far"
 	case "cleanup":
 		codes = "  0    done: the dry run listed the stale keys, or --apply deleted them\n" +
 			"  1    an error: the server unreachable, the login refused, MIXED units, or\n" +

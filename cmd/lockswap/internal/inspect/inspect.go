@@ -1,9 +1,11 @@
 // Package inspect lists the lock keys under a prefix in one Redis: owner
 // tokens of token locks, legacy SETNX timestamps, the unit they are written
-// in and whether they have expired, and the keys' remaining TTL.
-// `lockswap inspect` prints it; it is meant for migrations, to see which
-// kind of client holds what, and which unit= a legacysetnx Locker sharing
-// the keys must use (it has no default).
+// in and whether they have expired, who wrote them (an old client, whose
+// keys have no Redis expiry, or lockswap with redis_expiry=true), and the
+// keys' remaining TTL. `lockswap inspect` prints it; it is meant for
+// migrations, to see which kind of client holds what, whether an old
+// client is left, and which unit= a legacysetnx Locker sharing the keys
+// must use (it has no default).
 package inspect
 
 import (
@@ -43,6 +45,24 @@ const (
 	UnitUnknown      Unit = "unknown"      // a number in neither range (legacysetnx refuses it)
 )
 
+// Writer is who wrote a legacy timestamp, as far as the key's Redis
+// expiry tells.
+type Writer string
+
+// The writers Scan reports for legacy timestamps in seconds or
+// milliseconds.
+const (
+	// WriterOld: the key has no Redis expiry. Old SETNX/GETSET clients
+	// write none (and their GETSET removes one), nor does a lockswap
+	// Locker without redis_expiry=true (legacysetnx's default).
+	WriterOld Writer = "old client"
+	// WriterLockswap: the key has a Redis expiry, which lockswap sets with
+	// redis_expiry=true (Options.SetRedisExpiry) on every write: a dual
+	// or target-with-legacy_net client configured as docs/migration.md
+	// says. An old client that sets an expiry of its own looks the same.
+	WriterLockswap Writer = "lockswap"
+)
+
 // Entry is one key.
 type Entry struct {
 	Key   string
@@ -57,6 +77,9 @@ type Entry struct {
 	// (by now); zero and false when the unit is unknown.
 	Expiry  time.Time
 	Expired bool
+	// Writer is who wrote a legacy timestamp in seconds or milliseconds
+	// (by its Redis expiry); empty for other kinds and units.
+	Writer Writer
 }
 
 // Query is what Scan lists.
@@ -190,6 +213,10 @@ func describe(ctx context.Context, c redisclient.Client, key string, now time.Ti
 			e.Unit = unitOf(u)
 			e.Expiry = LegacyTime(val, u)
 			e.Expired = !now.Before(e.Expiry)
+			e.Writer = WriterLockswap
+			if e.TTL < 0 {
+				e.Writer = WriterOld
+			}
 		}
 	}
 	return e, false, nil
@@ -266,14 +293,26 @@ func LegacyTime(val string, u legacysetnx.Unit) time.Time {
 // legacysetnx Locker sharing these keys needs.
 type Summary struct {
 	Seconds, Milliseconds, Unknown int
+	// LiveOld and LiveLockswap count the live legacy locks (timestamps
+	// not yet passed) per Writer.
+	LiveOld, LiveLockswap int
 }
 
-// Summarize counts the legacy entries per unit.
+// Summarize counts the legacy entries per unit, and the live ones per
+// writer.
 func Summarize(entries []Entry) Summary {
 	var s Summary
 	for _, e := range entries {
 		if e.Kind != KindLegacy {
 			continue
+		}
+		if !e.Expired {
+			switch e.Writer {
+			case WriterOld:
+				s.LiveOld++
+			case WriterLockswap:
+				s.LiveLockswap++
+			}
 		}
 		switch e.Unit {
 		case UnitSeconds:
@@ -314,6 +353,12 @@ func (s Summary) String() string {
 	return counts + ": unit: unknown: no timestamp seen; read the old clients' configuration or code (seconds: ~10 digits, milliseconds: ~13)"
 }
 
+// Writers is the line `lockswap inspect` prints about who holds the live
+// legacy locks.
+func (s Summary) Writers() string {
+	return fmt.Sprintf("live legacy locks: %d by old clients (no Redis expiry), %d by lockswap (a Redis expiry: redis_expiry=true)", s.LiveOld, s.LiveLockswap)
+}
+
 // Print writes the listing as an aligned table, with the unit of each
 // legacy timestamp, followed by the Summary line (the unit the legacy keys
 // are written in) and, when the listing stopped at its limit or at a
@@ -321,13 +366,16 @@ func (s Summary) String() string {
 func Print(w io.Writer, l Listing, now time.Time) error {
 	entries := l.Entries
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "KEY\tKIND\tVALUE\tREDIS TTL\tUNIT\tLEGACY EXPIRY")
+	fmt.Fprintln(tw, "KEY\tKIND\tVALUE\tREDIS TTL\tUNIT\tLEGACY EXPIRY\tWRITER")
 	for _, e := range entries {
 		ttl := "none"
 		if e.TTL >= 0 {
 			ttl = e.TTL.Round(time.Millisecond).String()
 		}
-		exp, unit := "-", "-"
+		exp, unit, writer := "-", "-", "-"
+		if e.Writer != "" {
+			writer = string(e.Writer)
+		}
 		if e.Kind == KindLegacy {
 			unit = string(e.Unit)
 			if e.Unit == UnitUnknown {
@@ -342,12 +390,13 @@ func Print(w io.Writer, l Listing, now time.Time) error {
 		if len(val) > 40 {
 			val = val[:37] + "..."
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", e.Key, e.Kind, val, ttl, unit, exp)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Key, e.Kind, val, ttl, unit, exp, writer)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if _, err := fmt.Fprintln(w, Summarize(entries)); err != nil {
+	s := Summarize(entries)
+	if _, err := fmt.Fprintf(w, "%s\n%s\n", s, s.Writers()); err != nil {
 		return err
 	}
 	switch {

@@ -143,7 +143,7 @@ func TestUnits(t *testing.T) {
 				t.Errorf("token = %+v", e)
 			}
 			s := inspect.Summarize(entries)
-			if s != (inspect.Summary{Milliseconds: 3, Unknown: 1}) || s.Unit() != inspect.UnitMilliseconds {
+			if s != (inspect.Summary{Milliseconds: 3, Unknown: 1, LiveOld: 2}) || s.Unit() != inspect.UnitMilliseconds {
 				t.Errorf("milliseconds: summary %+v, unit %v", s, s.Unit())
 			}
 			for _, want := range []string{"milliseconds", "unknown", "not a timestamp in s or ms", "3 in milliseconds", "needs unit=ms"} {

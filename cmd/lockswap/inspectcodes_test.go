@@ -1,0 +1,55 @@
+package main
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockswap/lockswap/internal/redistest"
+	"github.com/lockswap/lockswap/internal/testserver"
+)
+
+// TestInspectExitCodes: inspect's exit code says what the listing shows:
+// 0 for a complete listing in one unit, 3 for MIXED units, 4 for a listing
+// cut at --limit, 5 with --fail-on-old-client for a live legacy lock
+// without a Redis expiry (an old client's); a cut listing never passes
+// --fail-on-old-client, and MIXED comes first.
+func TestInspectExitCodes(t *testing.T) {
+	srv := testserver.RedisT(t, testserver.RedisOptions{})
+	c := redistest.GoRedisClient(t, srv.Addr())
+	ctx := context.Background()
+	now, err := c.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := strconv.FormatInt(now.Add(time.Hour).Unix(), 10)
+	liveMs := strconv.FormatInt(now.Add(time.Hour).UnixMilli(), 10)
+	// Two live locks of lockswap clients with redis_expiry=true (a Redis
+	// expiry), under "a.".
+	c.Set(ctx, "a.one", live, time.Hour)
+	c.Set(ctx, "a.two", live, time.Hour)
+	inspect := func(args ...string) (int, string) {
+		t.Helper()
+		code, _, errOut := runCLI(append([]string{"inspect", "--redis", srv.Addr()}, args...)...)
+		return code, errOut
+	}
+	check := func(what string, want int, say string, args ...string) {
+		t.Helper()
+		if code, errOut := inspect(args...); code != want || !strings.Contains(errOut, say) {
+			t.Errorf("%s: inspect %v: exit %d, stderr %q; want %d saying %q", what, args, code, errOut, want, say)
+		}
+	}
+	check("lockswap's locks only", exitOK, "", "--prefix", "a.", "--fail-on-old-client")
+	check("cut at --limit", exitInspectCut, "--limit 1", "--prefix", "a.", "--limit", "1")
+	check("cut at --limit, checking for old clients", exitInspectCut, "--limit 1", "--prefix", "a.", "--limit", "1", "--fail-on-old-client")
+
+	c.Set(ctx, "a.old", live, 0) // an old client's: no Redis expiry
+	check("an old client, without the flag", exitOK, "", "--prefix", "a.")
+	check("an old client", exitInspectOldSeen, "1 live legacy locks without a Redis expiry", "--prefix", "a.", "--fail-on-old-client")
+
+	c.Set(ctx, "a.ms", liveMs, time.Hour)
+	check("MIXED units", exitInspectMixed, "MIXED", "--prefix", "a.")
+	check("MIXED units and an old client", exitInspectMixed, "MIXED", "--prefix", "a.", "--fail-on-old-client")
+}
