@@ -3,6 +3,7 @@ package backend_test
 import (
 	"context"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -134,12 +135,23 @@ func TestOpenLegacySetNX(t *testing.T) {
 }
 
 // TestLegacySetNXDocURLs: the URLs docs/migration.md and
-// docs/legacysetnx.md show parse.
+// docs/legacysetnx.md show parse, those of migration.md's code blocks
+// read from the page.
 func TestLegacySetNXDocURLs(t *testing.T) {
-	for _, raw := range []string{
-		"legacysetnx://redis:6379?prefix=lock.&unit=s",
-		"migrate://?phase=dual&legacy=legacysetnx%3A%2F%2Fredis%3A6379%3Fprefix%3Dlock.%26unit%3Ds&target=singleredis%3A%2F%2Fredis%3A6379%3Fprefix%3Dlocks%3A",
-	} {
+	urls := []string{"legacysetnx://redis:6379?prefix=lock.&unit=s"}
+	doc, err := os.ReadFile("../docs/migration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(doc), "\n") {
+		if line = strings.TrimSpace(line); strings.HasPrefix(line, "migrate://") {
+			urls = append(urls, line)
+		}
+	}
+	if len(urls) < 2 {
+		t.Fatal("docs/migration.md shows no migrate:// URL")
+	}
+	for _, raw := range urls {
 		if _, err := backend.ParseURL(raw); err != nil {
 			t.Errorf("%s: %v", raw, err)
 		}

@@ -22,7 +22,7 @@ func parseBench(args []string, stdout, stderr io.Writer) (job, error) {
 	backends := fs.String("backends", "", "comma-separated backends, each in its default configuration (default all: "+strings.Join(compare.BackendNames(), ", ")+")")
 	duration := fs.Duration("duration", time.Second, "time per measurement")
 	useMini := fs.Bool("miniredis", false, "use miniredis even when redis-server is on PATH")
-	fs.Usage = commandUsage(fs, "[flags]", "Measures acquire+release cycles per backend (serial, parallel, contended) on the\nsame kind of servers compare starts.")
+	fs.Usage = commandUsage(fs, "[flags]", "Measures acquire+release cycles per backend (serial, parallel, contended) on the\nsame kind of servers compare starts.\n\n"+compare.BenchLegend)
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return nil, err
 	}

@@ -88,18 +88,48 @@ func benchMode(ctx context.Context, f *fixture, shape benchloop.Shape, d time.Du
 	return row
 }
 
-// WriteBench writes bench rows as a table.
+// BenchLegend explains WriteBench's columns and modes, under its table
+// and in `lockswap bench -h`.
+const BenchLegend = `OPS/S: acquire+release cycles per second. P50, P99: the latency of one cycle
+(Acquire, then Release). FAIRNESS, contended only: the fewest acquisitions of one
+goroutine divided by the most (1.00: all got their turn; 0: one got none).
+Modes: serial, one goroutine; parallel, 16 goroutines on keys of their own;
+contended, 8 goroutines on one key.`
+
+// WriteBench writes bench rows as a table, followed by BenchLegend and
+// the measurements that failed, one line each. It returns an error when
+// one did: a missing row is not a slow one.
 func WriteBench(w io.Writer, rows []BenchRow, envDesc string) error {
 	fmt.Fprintf(w, "environment: %s\n\n", envDesc)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "BACKEND\tMODE\tOPS/S\tP50\tP99\tFAIRNESS\tERROR")
+	fmt.Fprintln(tw, "BACKEND\tMODE\tOPS/S\tP50\tP99\tFAIRNESS")
+	var failed []BenchRow
 	for _, r := range rows {
+		if r.Err != "" {
+			failed = append(failed, r)
+			fmt.Fprintf(tw, "%s\t%s\tfailed\t-\t-\t-\n", r.Backend, r.Mode)
+			continue
+		}
 		fair := "-"
 		if r.Mode == "contended" {
 			fair = fmt.Sprintf("%.2f", r.Fairness)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%v\t%v\t%s\t%s\n", r.Backend, r.Mode, r.PerSec,
-			r.P50.Round(time.Microsecond), r.P99.Round(time.Microsecond), fair, r.Err)
+		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%v\t%v\t%s\n", r.Backend, r.Mode, r.PerSec,
+			r.P50.Round(time.Microsecond), r.P99.Round(time.Microsecond), fair)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if _, err := fmt.Fprintf(w, "\n%s\n", BenchLegend); err != nil {
+		return err
+	}
+	for _, r := range failed {
+		if _, err := fmt.Fprintf(w, "failed: %s %s: %s\n", r.Backend, r.Mode, r.Err); err != nil {
+			return err
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("bench: %d of %d measurements failed (listed after the table)", len(failed), len(rows))
+	}
+	return nil
 }
