@@ -350,7 +350,9 @@ func parseCompare(args []string, stdout, stderr io.Writer) (job, error) {
 	scenarios := fs.String("scenarios", "", "comma-separated scenarios (default all: "+strings.Join(compare.ScenarioNames(), ", ")+")")
 	format := fs.String("format", "table", "output format: table, markdown or json")
 	iterations := fs.Int("iterations", compare.DefaultIterations, "critical sections per goroutine in the contention scenario (at least 1)")
-	budget := fs.Duration("budget", 0, "the longest one cell may take before it is inconclusive (default 1m plus 80ms per iteration)")
+	perIteration := compare.DefaultBudget(2) - compare.DefaultBudget(1)
+	budget := fs.Duration("budget", 0, fmt.Sprintf("the longest one cell may take before it is inconclusive (default %v plus %v per iteration)",
+		compare.DefaultBudget(1)-perIteration, perIteration))
 	useMini := fs.Bool("miniredis", false, "use miniredis even when redis-server is on PATH (scenarios that need real processes are not run)")
 	showProgress := fs.Bool("progress", false, "print progress on stderr even when it is not a terminal")
 	redisAddrs := fs.String("redis", "", "your own Redis servers host:port[,host:port...] (or redis://[user:password@]host:port\nURLs) instead of started ones (scenarios that harm servers are not run)")

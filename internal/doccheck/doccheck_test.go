@@ -25,6 +25,7 @@ var packages = map[string]string{
 	"context":     "context",
 	"errors":      "errors",
 	"fmt":         "fmt",
+	"log":         "log",
 	"time":        "time",
 	"slog":        "log/slog",
 	"os":          "os",
@@ -93,8 +94,13 @@ func blocks(t *testing.T) []block {
 
 var importBlock = regexp.MustCompile(`(?s)^\s*import\s*\(.*?\)\s*\n`)
 
-// source turns a block into a Go file: the body of a function.
+// source turns a block into a Go file: a block that is a file (it starts
+// with a package clause) as it is, any other the body of a function.
 func source(i int, b block) (string, []string) {
+	if strings.HasPrefix(b.src, "package ") {
+		// A complete file (README's program): checked as it is.
+		return fmt.Sprintf("//line %s:%d\n%s", filepath.Base(b.file), b.line, b.src), nil
+	}
 	body := importBlock.ReplaceAllString(b.src, "")
 	used := map[string]bool{"context": true, "redis": true, "redigoredis": true, "clientv3": true, "tls": true, "etcdlease": true}
 	// Identifiers followed by a dot, outside comments and strings.
