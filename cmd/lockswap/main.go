@@ -345,7 +345,7 @@ func isTerminal(w io.Writer) bool {
 
 func parseCompare(args []string, stdout, stderr io.Writer) (job, error) {
 	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
-	columns := fs.String("columns", "", "comma-separated configurations to compare, each a backend and the URL parameters a user\nwould set, such as redlock?restart_safety=true or legacysetnx?unit=ms (default: "+strings.Join(compare.DefaultColumns, ", ")+")")
+	columns := fs.String("columns", "", "comma-separated configurations to compare, each a backend and the URL parameters a user\nwould set, such as redlock?restart_safety=true or legacysetnx?unit=ms (default: "+strings.Join(compare.DefaultColumns, ", ")+"); a column with restart_safety=true and no max_ttl runs with max_ttl="+compare.RedlockMaxTTL.String())
 	backends := fs.String("backends", "", "shorthand for --columns: each named backend in its default configuration\n("+strings.Join(compare.BackendNames(), ", ")+")")
 	scenarios := fs.String("scenarios", "", "comma-separated scenarios (default all: "+strings.Join(compare.ScenarioNames(), ", ")+")")
 	format := fs.String("format", "table", "output format: table, markdown or json")

@@ -99,7 +99,7 @@ var backendInfos = []backendInfo{
 			var seed func(context.Context, redisclient.Client) error
 			if q.Get("restart_safety") == "true" {
 				if q.Get("max_ttl") == "" {
-					q.Set("max_ttl", redlockMaxTTL.String())
+					q.Set("max_ttl", RedlockMaxTTL.String())
 				}
 				seed = seedRedlockEpoch
 			}
@@ -350,10 +350,10 @@ func skewedLegacy(c redisclient.Client, q url.Values, skew time.Duration, prefix
 	return legacysetnx.New(c, legacysetnx.Options{Prefix: prefix, Unit: unit, Clock: func() time.Time { return time.Now().Add(skew) }})
 }
 
-// redlockMaxTTL is the max_ttl compare sets for restart safety when the
+// RedlockMaxTTL is the max_ttl compare sets for restart safety when the
 // column does not: the longest TTL compare uses (the restart scenario holds
 // its lock for 30 s).
-const redlockMaxTTL = 30 * time.Second
+const RedlockMaxTTL = 30 * time.Second
 
 // seedRedlockEpoch marks a fresh server as up for an hour, as in a
 // long-running deployment: with restart safety on, Redlock would otherwise
