@@ -200,8 +200,9 @@ type Options struct {
 	// ErrUnavailable; nil means DefaultRetry.
 	Retry lockswap.RetryStrategy
 	// ClusterSize is the number of etcd members, for Guarantees. Zero means
-	// ask the cluster (MemberList) when the Locker is made, falling back to
-	// the number of endpoints.
+	// ask the cluster (MemberList) when New makes the Locker, falling back
+	// to the number of the client's endpoints; Open takes the number of
+	// Config.Endpoints instead (see Config).
 	ClusterSize int
 	// Logger, when set, receives the events a person must see (a lock
 	// lost, a release that failed; see docs/observability.md); nil is
@@ -224,7 +225,8 @@ type Config struct {
 	// DialTimeout bounds connecting (default 5 s).
 	DialTimeout time.Duration
 	// Prefix, TTL, RequestTimeout, Retry, ClusterSize, Logger and LogKeys
-	// are as in Options.
+	// are as in Options, but for a zero ClusterSize: Open takes the number
+	// of Endpoints, without asking the cluster.
 	Prefix         string
 	TTL            time.Duration
 	RequestTimeout time.Duration
