@@ -27,7 +27,8 @@ type cleanupJob struct {
 func parseCleanup(args []string, stdout, stderr io.Writer) (job, error) {
 	fs := flag.NewFlagSet("cleanup", flag.ContinueOnError)
 	addr := fs.String("redis", "", "Redis address host[:port] or URL redis://[user:password@]host[:port][/db]\n(required; the port defaults to "+inspect.DefaultPort+")")
-	prefix := fs.String("prefix", "", "key prefix of the old clients' locks, such as lock. (required; --prefix '' for keys\nwithout one)")
+	prefix := fs.String("prefix", "", "key prefix of the old clients' locks, such as lock. (required; --prefix '' with\n--all-keys for old clients that use none)")
+	allKeys := fs.Bool("all-keys", false, "with --prefix '': consider every key of the database (other applications'\ntimestamps look like stale locks too: read the dry run)")
 	olderThan := fs.Duration("older-than", 0, "delete legacy keys whose timestamp passed more than this long ago by the server's\nclock, such as 24h (required): longer than any old client's clock is slow")
 	apply := fs.Bool("apply", false, "delete; without it, a dry run lists what would be deleted and changes nothing")
 	timeout := fs.Duration("timeout", 5*time.Minute, "give up after this long (what was deleted until then stays deleted)")
@@ -37,8 +38,9 @@ func parseCleanup(args []string, stdout, stderr io.Writer) (job, error) {
 		"Deletes legacy SETNX/GETSET lock keys under a prefix whose timestamp passed longer\n"+
 			"ago than --older-than: old clients never expire them. Dry run unless --apply. Each\n"+
 			"key goes only if it still holds the value read (a lock taken again stays); token\n"+
-			"locks, fence counters, queue keys and other values are never touched. Refuses a\n"+
-			"prefix whose legacy keys mix seconds and milliseconds.")
+			"locks, fence counters, queue keys, keys with a Redis expiry and other values are\n"+
+			"never touched. Refuses a prefix whose legacy keys mix seconds and milliseconds. On\n"+
+			"a Redis Cluster it sees the keys of the one node given: run it on each master.")
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return nil, err
 	}
@@ -48,7 +50,11 @@ func parseCleanup(args []string, stdout, stderr io.Writer) (job, error) {
 	case *addr == "":
 		return nil, usageError("cleanup: --redis host[:port] is required (run \"lockswap cleanup -h\")")
 	case !set["prefix"]:
-		return nil, usageError("cleanup: --prefix is required (the old clients' key prefix, such as lock.; --prefix '' for keys without one)")
+		return nil, usageError("cleanup: --prefix is required (the old clients' key prefix, such as lock.; --prefix '' --all-keys for keys without one)")
+	case *prefix == "" && !*allKeys:
+		return nil, usageError("cleanup: --prefix '' considers every key of the database: add --all-keys to mean it")
+	case *prefix != "" && *allKeys:
+		return nil, usageError("cleanup: --all-keys goes with --prefix '' only")
 	case *olderThan <= 0:
 		return nil, usageError("cleanup: --older-than is required and must be positive, such as 24h (got %v)", *olderThan)
 	case *timeout <= 0:
@@ -96,7 +102,8 @@ func (j cleanupJob) run(ctx context.Context, stdout io.Writer) error {
 		err = perr
 	}
 	if err != nil {
-		return j.failed(ctx, cctx, fmt.Sprintf("%d keys were deleted before it stopped", r.Deleted), err)
+		// The call that was cut short may have deleted its key too.
+		return j.failed(ctx, cctx, fmt.Sprintf("at least %d keys were deleted before it stopped", r.Deleted), err)
 	}
 	return nil
 }

@@ -24,8 +24,14 @@ func TestCleanupCommand(t *testing.T) {
 	}
 	dead := strconv.FormatInt(now.Add(-2*time.Hour).Unix(), 10)
 	live := strconv.FormatInt(now.Add(time.Hour).Unix(), 10)
-	c.Set(ctx, "lock.dead", dead, 0)
-	c.Set(ctx, "lock.live", live, 0)
+	set := func(k, v string) {
+		t.Helper()
+		if err := c.Set(ctx, k, v, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set("lock.dead", dead)
+	set("lock.live", live)
 	exists := func(key string) bool { return c.Exists(ctx, key).Val() == 1 }
 
 	code, out, errOut := runCLI("cleanup", "--redis", srv.Addr(), "--prefix", "lock.", "--older-than", "1h")
@@ -44,8 +50,8 @@ func TestCleanupCommand(t *testing.T) {
 		t.Errorf("after --apply: lock.dead exists %v (want deleted), lock.live %v (want kept)", exists("lock.dead"), exists("lock.live"))
 	}
 
-	c.Set(ctx, "lock.dead", dead, 0)
-	c.Set(ctx, "lock.ms", strconv.FormatInt(now.Add(-2*time.Hour).UnixMilli(), 10), 0)
+	set("lock.dead", dead)
+	set("lock.ms", strconv.FormatInt(now.Add(-2*time.Hour).UnixMilli(), 10))
 	code, _, errOut = runCLI("cleanup", "--redis", srv.Addr(), "--prefix", "lock.", "--older-than", "1h", "--apply")
 	if code != exitError || !strings.Contains(errOut, "MIXED") || !exists("lock.dead") || !exists("lock.ms") {
 		t.Errorf("MIXED units: exit %d, stderr %q, keys kept %v %v; want exit 1 naming MIXED, nothing deleted", code, errOut, exists("lock.dead"), exists("lock.ms"))
@@ -60,6 +66,8 @@ func TestCleanupCommand(t *testing.T) {
 		{[]string{"--redis", srv.Addr(), "--prefix", "lock."}, "--older-than"},
 		{[]string{"--redis", srv.Addr(), "--prefix", "lock.", "--older-than", "-1h"}, "--older-than"},
 		{[]string{"--redis", srv.Addr(), "--prefix", "lock.", "--older-than", "1h", "--timeout", "0s"}, "--timeout"},
+		{[]string{"--redis", srv.Addr(), "--prefix", "", "--older-than", "1h"}, "--all-keys"},
+		{[]string{"--redis", srv.Addr(), "--prefix", "lock.", "--all-keys", "--older-than", "1h"}, "--all-keys"},
 	} {
 		if code, _, errOut := runCLI(append([]string{"cleanup"}, tc.args...)...); code != exitUsage || !strings.Contains(errOut, tc.want) {
 			t.Errorf("cleanup %v: exit %d, stderr %q; want %d naming %s", tc.args, code, errOut, exitUsage, tc.want)

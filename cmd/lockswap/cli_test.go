@@ -154,7 +154,7 @@ func TestCLIHelp(t *testing.T) {
 	}{
 		{[]string{"-h"}, []string{"  3 ", "  4 ", "130"}, nil},
 		{[]string{"compare", "-h"}, []string{"  3 ", "  4 ", "130"}, nil},
-		{[]string{"bench", "-h"}, []string{"  2 "}, []string{"  3 ", "  4 "}},
+		{[]string{"bench", "-h"}, []string{"  2 ", "130"}, []string{"  3 ", "  4 "}},
 		{[]string{"inspect", "-h"}, []string{"  2 ", "  3 ", "  4 ", "  5 ", "130"}, nil},
 		{[]string{"cleanup", "-h"}, []string{"  2 ", "130"}, []string{"  3 ", "  4 "}},
 		{[]string{"soak", "-h"}, []string{"  2 ", "130"}, []string{"  3 ", "  4 "}},

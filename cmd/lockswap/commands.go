@@ -41,7 +41,12 @@ func parseBench(args []string, stdout, stderr io.Writer) (job, error) {
 		if err != nil {
 			return err
 		}
-		return compare.WriteBench(stdout, rows, env)
+		err = compare.WriteBench(stdout, rows, env)
+		if ctx.Err() != nil {
+			// Ctrl-C: the measurements it cut short are marked failed.
+			return exitCode{exitInterrupted, "bench: interrupted; printed what it measured so far"}
+		}
+		return err
 	}, nil
 }
 
@@ -114,11 +119,19 @@ func runInspect(ctx context.Context, t redisTargets, q inspect.Query, timeout ti
 	defer c.Close()
 	ictx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	now := time.Now()
-	q.Now = now
-	l, err := inspect.Scan(ictx, goredis.New(c), q)
-	if err == nil {
-		return l, inspect.Print(stdout, l, now)
+	// Legacy timestamps are judged by the server's clock, not this
+	// machine's: a local clock ahead of the old clients' would make their
+	// live locks look expired, and --fail-on-old-client pass them.
+	rc := goredis.New(c)
+	var l inspect.Listing
+	now, err := rc.Time(ictx)
+	if err != nil {
+		err = fmt.Errorf("inspect: TIME on %s: %w", rc, err)
+	} else {
+		q.Now = now
+		if l, err = inspect.Scan(ictx, rc, q); err == nil {
+			return l, inspect.Print(stdout, l, now)
+		}
 	}
 	// What was listed before the failure is still worth showing, marked as
 	// incomplete by the error after it.

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
+
 	"github.com/lockswap/lockswap/internal/redistest"
 	"github.com/lockswap/lockswap/internal/testserver"
 )
@@ -28,8 +30,14 @@ func TestInspectExitCodes(t *testing.T) {
 	liveMs := strconv.FormatInt(now.Add(time.Hour).UnixMilli(), 10)
 	// Two live locks of lockswap clients with redis_expiry=true (a Redis
 	// expiry), under "a.".
-	c.Set(ctx, "a.one", live, time.Hour)
-	c.Set(ctx, "a.two", live, time.Hour)
+	set := func(k, v string, ttl time.Duration) {
+		t.Helper()
+		if err := c.Set(ctx, k, v, ttl).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set("a.one", live, time.Hour)
+	set("a.two", live, time.Hour)
 	inspect := func(args ...string) (int, string) {
 		t.Helper()
 		code, _, errOut := runCLI(append([]string{"inspect", "--redis", srv.Addr()}, args...)...)
@@ -45,11 +53,26 @@ func TestInspectExitCodes(t *testing.T) {
 	check("cut at --limit", exitInspectCut, "--limit 1", "--prefix", "a.", "--limit", "1")
 	check("cut at --limit, checking for old clients", exitInspectCut, "--limit 1", "--prefix", "a.", "--limit", "1", "--fail-on-old-client")
 
-	c.Set(ctx, "a.old", live, 0) // an old client's: no Redis expiry
+	set("a.old", live, 0) // an old client's: no Redis expiry
 	check("an old client, without the flag", exitOK, "", "--prefix", "a.")
 	check("an old client", exitInspectOldSeen, "1 live legacy locks without a Redis expiry", "--prefix", "a.", "--fail-on-old-client")
 
-	c.Set(ctx, "a.ms", liveMs, time.Hour)
+	set("a.ms", liveMs, time.Hour)
 	check("MIXED units", exitInspectMixed, "MIXED", "--prefix", "a.")
 	check("MIXED units and an old client", exitInspectMixed, "MIXED", "--prefix", "a.", "--fail-on-old-client")
+}
+
+// TestInspectServerClock: inspect judges legacy timestamps by the
+// server's clock (miniredis, set 3 hours behind this machine's): an old
+// client's lock that passed an hour ago by the local clock is still live
+// by the server's, and --fail-on-old-client finds it (exit 5).
+func TestInspectServerClock(t *testing.T) {
+	mr := miniredis.RunT(t)
+	local := time.Now()
+	mr.SetTime(local.Add(-3 * time.Hour))
+	mr.Set("lock.x", strconv.FormatInt(local.Add(-time.Hour).Unix(), 10))
+	code, out, errOut := runCLI("inspect", "--redis", mr.Addr(), "--prefix", "lock.", "--fail-on-old-client")
+	if code != exitInspectOldSeen || !strings.Contains(out, "live, 1h59m") && !strings.Contains(out, "live, 2h0m") {
+		t.Errorf("exit %d, stderr %q, stdout:\n%s\nwant exit %d and lock.x live for 2h by the server's clock", code, errOut, out, exitInspectOldSeen)
+	}
 }

@@ -296,6 +296,9 @@ func commandExitCodes(command string) string {
 			"  1    an error: the server unreachable, the login refused, MIXED units, or\n" +
 			"       --timeout reached (what was deleted until then is printed)\n" +
 			usage + interrupted + "; prints what was deleted so far"
+	case "bench":
+		codes = ok + "  1    an error, or a measurement failed (named after the table)\n" + usage +
+			interrupted + "; prints what it measured so far"
 	case "soak":
 		codes = "  0    every configuration met the target\n" +
 			"  1    a configuration missed it, or an error\n" + usage +

@@ -93,14 +93,17 @@ func (sc *splitConn) Send(cmd string, args ...any) error {
 
 // Flush hands the commands sent to the adapter's next batch.
 func (sc *splitConn) Flush() error {
-	ctx := sc.ctx
-	if len(sc.unsent) > 0 && ended(ctx) {
-		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lateSend)
-		sc.cancels = append(sc.cancels, cancel)
-		ctx = lctx
-	}
+	ctx, late := sc.ctx, false
 	for i := range sc.unsent {
-		sc.inflight = append(sc.inflight, sc.a.start(ctx, &sc.unsent[i], ctx != sc.ctx))
+		if !late && ended(ctx) {
+			// From this command on, the context has ended: late sends
+			// (lateSend), decided per command, so that a deadline passing
+			// during the loop does not drop the rest.
+			lctx, cancel := context.WithTimeout(context.WithoutCancel(sc.ctx), lateSend)
+			sc.cancels = append(sc.cancels, cancel)
+			ctx, late = lctx, true
+		}
+		sc.inflight = append(sc.inflight, sc.a.start(ctx, &sc.unsent[i], late))
 	}
 	clear(sc.unsent)
 	sc.unsent = sc.unsent[:0]
@@ -205,6 +208,11 @@ func (a *adapter) evalOnNoScript(ctx context.Context, m *member, r rueidis.Redis
 	}
 	if re, ok := rueidis.IsRedisErr(r.Error()); !ok || !strings.HasPrefix(re.Error(), "NOSCRIPT") {
 		return r
+	}
+	if err := endErr(m.ctx); err != nil {
+		// ctx may be its batch's, which ends at the latest deadline of
+		// the batch: m's caller has left.
+		return rueidis.NewErrorResult(err)
 	}
 	cmd, err := a.script("", fb.script.Source(), fb.keys[:fb.nkeys], fb.argv[:fb.nargv])
 	if err != nil {

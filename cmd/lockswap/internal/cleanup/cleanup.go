@@ -9,9 +9,13 @@
 // It never deletes a live lock or one taken again after it was read: each
 // key goes with a compare-and-delete on the exact value Find read (a lock
 // taken again holds another timestamp), and only keys that hold a Unix
-// timestamp in seconds or milliseconds are candidates (never a token lock,
-// a fence counter, a queue key, or a number in neither unit). It refuses
-// to plan on a prefix whose legacy keys mix both units (ErrMixedUnits).
+// timestamp in seconds or milliseconds and have no Redis expiry are
+// candidates (never a token lock, a fence counter, a queue key, a number
+// in neither unit, or a key that expires on its own, as lockswap's legacy
+// keys with redis_expiry=true do). It refuses to plan on a prefix whose
+// legacy keys mix both units (ErrMixedUnits). A key under the prefix that
+// is no lock but holds a timestamp (a "last run" time, say) looks like a
+// stale lock to it: the dry run lists what it would delete.
 package cleanup
 
 import (
@@ -59,7 +63,8 @@ type Plan struct {
 }
 
 // Kept is the number of legacy keys that are not candidates: live,
-// expired less than OlderThan ago, or a number in neither unit.
+// expired less than OlderThan ago, with a Redis expiry, or a number in
+// neither unit.
 func (p Plan) Kept() int { return p.Legacy - len(p.Candidates) }
 
 // Find lists the keys under prefix on c's server (inspect.Scan, every key)
@@ -95,10 +100,10 @@ func Find(ctx context.Context, c redisclient.Client, prefix string, olderThan ti
 	return p, nil
 }
 
-// stale reports whether e is a timestamp in seconds or milliseconds that
-// passed more than olderThan before now.
+// stale reports whether e is a timestamp in seconds or milliseconds,
+// without a Redis expiry, that passed more than olderThan before now.
 func stale(e inspect.Entry, now time.Time, olderThan time.Duration) bool {
-	if e.Unit != inspect.UnitSeconds && e.Unit != inspect.UnitMilliseconds || e.Expiry.IsZero() {
+	if e.Unit != inspect.UnitSeconds && e.Unit != inspect.UnitMilliseconds || e.Expiry.IsZero() || e.TTL >= 0 {
 		return false
 	}
 	return now.Sub(e.Expiry) > olderThan
@@ -152,7 +157,7 @@ func PrintPlan(w io.Writer, p Plan) error {
 			return err
 		}
 	}
-	_, err := fmt.Fprintf(w, "%d keys listed, %d legacy: %d stale (expired more than %v ago by the server's clock), %d kept (live, expired less than %v ago, or not a timestamp in s or ms)\n",
+	_, err := fmt.Fprintf(w, "%d keys listed, %d legacy: %d stale (expired more than %v ago by the server's clock), %d kept (live, expired less than %v ago, expiring on their own, or not a timestamp in s or ms)\n",
 		p.Listed, p.Legacy, len(p.Candidates), p.OlderThan, p.Kept(), p.OlderThan)
 	return err
 }

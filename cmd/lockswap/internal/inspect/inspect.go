@@ -182,29 +182,37 @@ func escapeGlob(s string) string {
 	return r.Replace(s)
 }
 
+// readKey returns KEYS[1]'s type, its value when it is a string ("" for
+// another type), and its PTTL, read at once: with separate reads an old
+// client's GETSET between them could pair its value with the expiry
+// lockswap had set, and pass an old client's lock for lockswap's.
+var readKey = redisclient.NewScript(`local t = redis.call('TYPE', KEYS[1])['ok']
+local v = ''
+if t == 'string' then v = redis.call('GET', KEYS[1]) end
+return {t, v, redis.call('PTTL', KEYS[1])}`)
+
 // describe reads key; gone reports that it no longer exists.
 func describe(ctx context.Context, c redisclient.Client, key string, now time.Time) (e Entry, gone bool, err error) {
 	e = Entry{Key: key}
-	pttl, err := c.Do(ctx, "PTTL", key)
+	v, err := c.Run(ctx, readKey, []string{key})
 	if err != nil {
-		return e, false, fmt.Errorf("PTTL %q: %w", key, err)
+		return e, false, fmt.Errorf("reading %q: %w", key, err)
 	}
-	ms, _ := pttl.(int64)
-	if ms == -2 { // no such key (any more)
-		return e, true, nil
+	arr, _ := v.([]any)
+	if len(arr) != 3 {
+		return e, false, fmt.Errorf("reading %q: unexpected reply %v", key, v)
 	}
-	e.TTL = time.Duration(ms) * time.Millisecond
-	val, found, err := c.Get(ctx, key)
-	if err != nil && !redisclient.IsWrongType(err) {
-		return e, false, fmt.Errorf("GET %q: %w", key, err)
-	}
-	if err == nil && !found {
-		return e, true, nil // it expired or went between PTTL and GET
-	}
-	if err != nil {
-		e.Kind = KindOther
+	typ, _ := arr[0].(string)
+	val, _ := arr[1].(string)
+	ms, _ := arr[2].(int64)
+	switch {
+	case typ == "none" || ms == -2:
+		return e, true, nil // no such key (any more)
+	case typ != "string":
+		e.Kind, e.TTL = KindOther, time.Duration(ms)*time.Millisecond
 		return e, false, nil
 	}
+	e.TTL = time.Duration(ms) * time.Millisecond
 	e.Value = val
 	e.Kind = Classify(key, val)
 	if e.Kind == KindLegacy {

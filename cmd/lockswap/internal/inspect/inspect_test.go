@@ -270,23 +270,26 @@ func (h hooked) Do(ctx context.Context, args ...any) (any, error) {
 	return h.Client.Do(ctx, args...)
 }
 
-func (h hooked) Get(ctx context.Context, key string) (string, bool, error) {
-	if err := h.before("GET", key); err != nil {
-		return "", false, err
+// Run hooks the script that reads a key (its type, value and PTTL at
+// once) as the command "READ".
+func (h hooked) Run(ctx context.Context, s *redisclient.Script, keys []string, args ...any) (any, error) {
+	if len(keys) == 1 {
+		if err := h.before("READ", keys[0]); err != nil {
+			return nil, err
+		}
 	}
-	return h.Client.Get(ctx, key)
+	return h.Client.Run(ctx, s, keys, args...)
 }
 
 // TestScanLeavesOutVanishedKeys: a key deleted (or expired) between SCAN
-// and its reads is not listed, whether it went before its PTTL or between
-// its PTTL and its GET: it is not a lock of any kind any more.
+// and its read is not listed: it is not a lock of any kind any more.
 func TestScanLeavesOutVanishedKeys(t *testing.T) {
 	mr := miniredis.RunT(t)
-	for _, k := range []string{"lock.kept", "lock.gone-before-pttl", "lock.gone-before-get"} {
+	for _, k := range []string{"lock.kept", "lock.gone-before-read"} {
 		mr.Set(k, "0123456789abcdef0123456789abcdef")
 	}
 	rc := hooked{Client: redistest.GoRedis(t, mr.Addr()), before: func(cmd, key string) error {
-		if cmd == "PTTL" && key == "lock.gone-before-pttl" || cmd == "GET" && key == "lock.gone-before-get" {
+		if cmd == "READ" && key == "lock.gone-before-read" {
 			mr.Del(key)
 		}
 		return nil
@@ -308,7 +311,7 @@ func TestScanFailureKeepsWhatWasListed(t *testing.T) {
 	broken := errors.New("connection reset")
 	reads := 0
 	rc := hooked{Client: redistest.GoRedis(t, mr.Addr()), before: func(cmd, key string) error {
-		if cmd == "PTTL" {
+		if cmd == "READ" {
 			if reads++; reads == 4 {
 				return broken
 			}
