@@ -34,7 +34,7 @@ func authServer(t *testing.T) string {
 	return srv.Addr()
 }
 
-// TestInspectAuth: inspect logs in with a password from --password, a
+// TestInspectAuth: inspect (and cleanup, which shares its flags) logs in with a password from --password, a
 // redis:// URL, REDISCLI_AUTH or REDIS_PASSWORD, in that order; a server
 // that wants one, or refuses it, gets an error that says how to give one
 // or where the refused one came from; the password shows nowhere (issue
@@ -62,35 +62,44 @@ func TestInspectAuth(t *testing.T) {
 		{name: "wrong", args: []string{"--password", "wrong-flag-pw"}, code: exitError, want: "came from --password", password: "wrong-flag-pw"},
 		{name: "url and flag", args: []string{"--password", authPassword}, code: exitUsage, want: "give one"},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			for _, v := range []string{"REDISCLI_AUTH", "REDIS_PASSWORD"} {
-				t.Setenv(v, c.env[v])
-			}
-			target := addr
-			if c.name == "url" || c.name == "url and flag" {
-				target = pwURL
-			}
-			args := append([]string{"inspect", "--redis", target, "--prefix", "lock."}, c.args...)
-			code, out, errOut := runCLI(args...)
-			if code != c.code {
-				t.Fatalf("exit %d, want %d; stderr %q", code, c.code, errOut)
-			}
-			where := errOut
-			if code == exitOK {
-				where = out
-			}
-			if !strings.Contains(where, c.want) {
-				t.Errorf("output lacks %q:\nstdout %q\nstderr %q", c.want, out, errOut)
-			}
-			if c.wantNot != "" && strings.Contains(errOut, c.wantNot) {
-				t.Errorf("stderr says %q: %q", c.wantNot, errOut)
-			}
-			for _, pw := range []string{authPassword, c.password} {
-				if pw != "" && (strings.Contains(out, pw) || strings.Contains(errOut, pw)) {
-					t.Errorf("the password %q shows:\nstdout %q\nstderr %q", pw, out, errOut)
+		for _, command := range []string{"inspect", "cleanup"} {
+			t.Run(command+"/"+c.name, func(t *testing.T) {
+				for _, v := range []string{"REDISCLI_AUTH", "REDIS_PASSWORD"} {
+					t.Setenv(v, c.env[v])
 				}
-			}
-		})
+				target := addr
+				if c.name == "url" || c.name == "url and flag" {
+					target = pwURL
+				}
+				args := append([]string{command, "--redis", target, "--prefix", "lock."}, c.args...)
+				want := c.want
+				if command == "cleanup" {
+					args = append(args, "--older-than", "1h")
+					if c.code == exitOK {
+						want = "dry run" // cleanup lists stale keys only
+					}
+				}
+				code, out, errOut := runCLI(args...)
+				if code != c.code {
+					t.Fatalf("exit %d, want %d; stderr %q", code, c.code, errOut)
+				}
+				where := errOut
+				if code == exitOK {
+					where = out
+				}
+				if !strings.Contains(where, want) {
+					t.Errorf("output lacks %q:\nstdout %q\nstderr %q", want, out, errOut)
+				}
+				if c.wantNot != "" && strings.Contains(errOut, c.wantNot) {
+					t.Errorf("stderr says %q: %q", c.wantNot, errOut)
+				}
+				for _, pw := range []string{authPassword, c.password} {
+					if pw != "" && (strings.Contains(out, pw) || strings.Contains(errOut, pw)) {
+						t.Errorf("the password %q shows:\nstdout %q\nstderr %q", pw, out, errOut)
+					}
+				}
+			})
+		}
 	}
 }
 
