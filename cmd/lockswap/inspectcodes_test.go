@@ -1,16 +1,12 @@
 package main
 
 import (
-	"context"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
-
-	"github.com/lockswap/lockswap/internal/redistest"
-	"github.com/lockswap/lockswap/internal/testserver"
 )
 
 // TestInspectExitCodes: inspect's exit code says what the listing shows:
@@ -19,23 +15,11 @@ import (
 // without a Redis expiry (an old client's); a cut listing never passes
 // --fail-on-old-client, and MIXED comes first.
 func TestInspectExitCodes(t *testing.T) {
-	srv := testserver.RedisT(t, testserver.RedisOptions{})
-	c := redistest.GoRedisClient(t, srv.Addr())
-	ctx := context.Background()
-	now, err := c.Time(ctx).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, _, now, set := keyServer(t)
 	live := strconv.FormatInt(now.Add(time.Hour).Unix(), 10)
 	liveMs := strconv.FormatInt(now.Add(time.Hour).UnixMilli(), 10)
 	// Two live locks of lockswap clients with redis_expiry=true (a Redis
 	// expiry), under "a.".
-	set := func(k, v string, ttl time.Duration) {
-		t.Helper()
-		if err := c.Set(ctx, k, v, ttl).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
 	set("a.one", live, time.Hour)
 	set("a.two", live, time.Hour)
 	inspect := func(args ...string) (int, string) {
