@@ -24,7 +24,9 @@ func parseSoak(args []string, stdout, stderr io.Writer) (job, error) {
 	fs.Usage = commandUsage(fs, "[flags]",
 		`Runs acquire+release cycles of every backend and Redis client on servers it starts
 (redis-server processes, embedded etcd), idle and beside CPU hogs, and reports per
-configuration cycles/s, errors, release errors and lock keys left behind. Target:
+configuration cycles/s, CPU per cycle, errors, release errors and lock keys left
+behind. The floor/1s/<client> configurations run each Redis client alone (SET NX
+PX, release script): what the machine leaves any client beside the hogs. Target:
 0 errors, 0 lock keys left, hogs cycles/s at least half of idle. Exit 1 when a
 configuration misses it.`)
 	if err := parseFlags(fs, args, stdout); err != nil {

@@ -18,10 +18,12 @@ func Write(w io.Writer, rep *Report) error {
 	fmt.Fprintf(w, "      %v per configuration and load; loads: %s (hogs: %d child processes spinning); keys scanned %v after the last cycle\n",
 		o.Duration, loadsText(o.Loads), o.Hogs, o.Settle)
 	fmt.Fprintf(w, "environment: %s\n", rep.Env)
-	fmt.Fprintf(w, "target: 0 errors, 0 lock keys left, and under the hogs at least %.0f%% of the same configuration's cycles/s without them\n\n", TargetRatio*100)
+	fmt.Fprintf(w, "target: 0 errors, 0 lock keys left, and under the hogs at least %.0f%% of the same configuration's cycles/s without them\n", TargetRatio*100)
+	fmt.Fprintf(w, "floor: the Redis client alone (SET NX PX, release script) with the same cycle; FLOOR RATIO is its ratio in this run, what the machine left any client\n")
+	fmt.Fprintf(w, "CPU/CYCLE: CPU time of this process and the redis-servers it started, per cycle (\"-\" on given servers)\n\n")
 
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "CONFIGURATION\tLOAD\tCYCLES\tCYCLES/S\tERRORS\tRELEASE ERRORS\tLOCK KEYS LEFT\tFENCE COUNTERS\tQUEUE KEYS\tEPOCHS\tLOAD AVG\tHOG CPU\tNOTE")
+	fmt.Fprintln(tw, "CONFIGURATION\tLOAD\tCYCLES\tCYCLES/S\tCPU/CYCLE\tERRORS\tRELEASE ERRORS\tLOCK KEYS LEFT\tFENCE COUNTERS\tQUEUE KEYS\tEPOCHS\tLOAD AVG\tHOG CPU\tNOTE")
 	for _, r := range rep.Results {
 		hogCPU := "-"
 		if r.Load == Hogs {
@@ -31,7 +33,7 @@ func Write(w io.Writer, rep *Report) error {
 		if r.Left.NoExpiry > 0 {
 			left += fmt.Sprintf(" (%d no expiry)", r.Left.NoExpiry)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%.0f\t%d\t%d\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", r.Config.Name(), r.Load, r.Cycles, r.PerSec(),
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%.0f\t%s\t%d\t%d\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", r.Config.Name(), r.Load, r.Cycles, r.PerSec(), cpuText(r),
 			r.Errors, r.ReleaseErrors, left, r.Left.FenceCounters, r.Left.QueueKeys, r.Left.Epochs, orDash(r.LoadAvg), hogCPU, oneLine(r.Err))
 	}
 	if err := tw.Flush(); err != nil {
@@ -41,7 +43,7 @@ func Write(w io.Writer, rep *Report) error {
 	if hasBothLoads(o.Loads) {
 		fmt.Fprintln(w)
 		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "CONFIGURATION\tIDLE CYCLES/S\tHOGS CYCLES/S\tRATIO\tTARGET")
+		fmt.Fprintln(tw, "CONFIGURATION\tIDLE CYCLES/S\tHOGS CYCLES/S\tRATIO\tFLOOR RATIO\tCPU/CYCLE IDLE → HOGS\tTARGET")
 		for _, c := range configsOf(rep) {
 			idle, hogs := rep.find(c, Idle), rep.find(c, Hogs)
 			if idle == nil || hogs == nil {
@@ -52,7 +54,11 @@ func Write(w io.Writer, rep *Report) error {
 			if ok {
 				rt = fmt.Sprintf("%.2f", ratio)
 			}
-			fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%s\t%s\n", c.Name(), idle.PerSec(), hogs.PerSec(), rt, verdict(rep, c))
+			floor := "-"
+			if f, ok := rep.FloorRatio(c); ok {
+				floor = fmt.Sprintf("%.2f", f)
+			}
+			fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%s\t%s\t%s → %s\t%s\n", c.Name(), idle.PerSec(), hogs.PerSec(), rt, floor, cpuText(*idle), cpuText(*hogs), verdict(rep, c))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -154,6 +160,14 @@ func sum(ms []Message) int {
 		n += m.Count
 	}
 	return n
+}
+
+// cpuText is r's CPU per cycle in µs, or "-" when unknown.
+func cpuText(r Result) string {
+	if r.CPUPerCycle() <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1fµs", float64(r.CPUPerCycle())/float64(time.Microsecond))
 }
 
 func orDash(s string) string {

@@ -16,7 +16,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/lockswap/lockswap"
 	"github.com/lockswap/lockswap/internal/benchloop"
 	"github.com/lockswap/lockswap/internal/servers"
 	"github.com/lockswap/lockswap/registry"
@@ -53,6 +52,11 @@ type Result struct {
 	// that they spun: about Hogs × the run's duration when they got their
 	// share of the processors.
 	HogCPU time.Duration
+	// CPU is the CPU time (user + system) that this process and the
+	// redis-server processes the soak started used during the run: the
+	// client's and the servers' side of the cycles together. 0 when the
+	// soak ran on given servers, or where /proc is missing.
+	CPU time.Duration
 	// Err says why the run could not be made or checked (a backend that
 	// did not open, a hog that ended early, a scan that failed).
 	Err string
@@ -70,6 +74,15 @@ func (r Result) PerSec() float64 {
 		return 0
 	}
 	return float64(r.Cycles) / r.Elapsed.Seconds()
+}
+
+// CPUPerCycle is CPU ÷ Cycles: what one cycle cost the machine; 0 when
+// unknown.
+func (r Result) CPUPerCycle() time.Duration {
+	if r.Cycles == 0 {
+		return 0
+	}
+	return r.CPU / time.Duration(r.Cycles)
 }
 
 // Clean reports whether the run met the target's absolute part: it ran,
@@ -96,6 +109,16 @@ func (r *Report) Ratio(c Config) (float64, bool) {
 		return 0, false
 	}
 	return hogs.PerSec() / idle.PerSec(), true
+}
+
+// FloorRatio is the Ratio of the floor configuration of c's Redis client
+// in the same report: what the machine left a client with no lockswap;
+// false for etcd or when the report lacks that floor's runs.
+func (r *Report) FloorRatio(c Config) (float64, bool) {
+	if c.Client == "" {
+		return 0, false
+	}
+	return r.Ratio(Config{Backend: FloorBackend, TTL: time.Second, Client: c.Client})
 }
 
 func (r *Report) find(c Config, load Load) *Result {
@@ -169,6 +192,10 @@ type env struct {
 	etcdScan   *clientv3.Client
 	closers    []func()
 	desc       string
+	// cpu meters this process and the redis-server processes it started;
+	// nil when the soak runs on given Redis servers, whose CPU it cannot
+	// see.
+	cpu *cpuMeter
 }
 
 func (e *env) close() {
@@ -200,6 +227,7 @@ func startEnv(ctx context.Context, o Options) (e *env, err error) {
 		e.redisAddrs = o.RedisAddrs[:need]
 		desc = append(desc, fmt.Sprintf("%d given Redis servers", need))
 	default:
+		e.cpu = &cpuMeter{pids: []string{"self"}}
 		for range need {
 			r, err := servers.StartRedis(servers.RedisOptions{})
 			if err != nil {
@@ -207,6 +235,7 @@ func startEnv(ctx context.Context, o Options) (e *env, err error) {
 			}
 			e.closers = append(e.closers, r.Stop)
 			e.redisAddrs = append(e.redisAddrs, r.Addr())
+			e.cpu.addPID(r.Pid())
 		}
 		desc = append(desc, fmt.Sprintf("%d redis-server processes (no persistence)", need))
 	}
@@ -264,6 +293,25 @@ func (e *env) url(c Config, prefix string) string {
 	return c.Scheme + "://" + strings.Join(hosts, ",") + "?" + q.Encode()
 }
 
+// open opens c's backend by its URL, or its client alone for a floor
+// configuration, whose keys get prefix.
+func (e *env) open(ctx context.Context, c Config, prefix string) (taker, func(), error) {
+	if c.Backend == FloorBackend {
+		floor, closeFloor, err := openFloor(c.Client, e.redisAddrs[0])
+		if err != nil {
+			return nil, nil, err
+		}
+		return func(ctx context.Context, key string, ttl time.Duration) (func(context.Context) error, error) {
+			return floor(ctx, prefix+key, ttl)
+		}, closeFloor, nil
+	}
+	lk, err := registry.OpenURL(ctx, e.url(c, prefix))
+	if err != nil {
+		return nil, nil, err
+	}
+	return lockerTaker(lk), func() { lk.Close() }, nil
+}
+
 // measure runs c under load for o.Duration and scans for what it left.
 func (e *env) measure(ctx context.Context, o Options, c Config, load Load) (res Result) {
 	res = Result{Config: c, Load: load, Prefix: c.KeyPrefix(o.Prefix, load)}
@@ -273,12 +321,12 @@ func (e *env) measure(ctx context.Context, o Options, c Config, load Load) (res 
 			res.Err = err.Error()
 		}
 	}()
-	lk, err := registry.OpenURL(ctx, e.url(c, res.Prefix))
+	take, closeTaker, err := e.open(ctx, c, res.Prefix)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("open: %w", err))
 		return res
 	}
-	defer lk.Close()
+	defer closeTaker()
 	var hs hogs
 	if load == Hogs {
 		if hs, err = startHogs(o.Hogs, o.HogCommand); err != nil {
@@ -294,11 +342,15 @@ func (e *env) measure(ctx context.Context, o Options, c Config, load Load) (res 
 	}
 	cnt := &counter{parent: ctx}
 	loop := benchloop.Loop{Shape: benchloop.Parallel(o.Goroutines), NewCycle: func() benchloop.Cycle {
-		return cnt.cycle(lk, c.TTL, o.Deadline)
+		return cnt.cycle(take, c.TTL, o.Deadline)
 	}}
 	// Every call has its deadline: the grace covers a cycle that starts
 	// just before the end, so that the loop never cuts one off.
+	cpu0, cpuOK := e.readCPU()
 	r, _ := loop.For(ctx, o.Duration, 2*o.Deadline+time.Second) // a cycle returns no error: the counter keeps them
+	if cpu1, ok := e.readCPU(); ok && cpuOK {
+		res.CPU = cpu1 - cpu0
+	}
 	res.LoadAvg = loadAvg()
 	if hs != nil {
 		cpu, err := hs.stop()
@@ -323,6 +375,14 @@ func (e *env) measure(ctx context.Context, o Options, c Config, load Load) (res 
 		errs = append(errs, fmt.Errorf("scan: %w", err))
 	}
 	return res
+}
+
+// readCPU reads e's CPU meter; false without one.
+func (e *env) readCPU() (time.Duration, bool) {
+	if e.cpu == nil {
+		return 0, false
+	}
+	return e.cpu.read()
 }
 
 // scan finds the keys of prefix on c's servers.
@@ -352,19 +412,19 @@ type counter struct {
 	msgs                         []Message
 }
 
-// cycle is one Acquire and Release on lk, each with its deadline. It
+// cycle is one take and release, each with its deadline. It
 // counts a failure instead of returning it, so that the loop goes on.
-func (c *counter) cycle(lk lockswap.Locker, ttl, deadline time.Duration) benchloop.Cycle {
+func (c *counter) cycle(take taker, ttl, deadline time.Duration) benchloop.Cycle {
 	return func(ctx context.Context, key string) error {
 		actx, cancel := context.WithTimeout(ctx, deadline)
-		l, err := lk.Acquire(actx, key, lockswap.WithTTL(ttl))
+		release, err := take(actx, key, ttl)
 		cancel()
 		if err != nil {
 			c.fail(&c.acquireErrs, "acquire", err)
 			return nil
 		}
 		rctx, cancel := context.WithTimeout(ctx, deadline)
-		err = l.Release(rctx)
+		err = release(rctx)
 		cancel()
 		if err != nil {
 			c.fail(&c.releaseErrs, "release", err)

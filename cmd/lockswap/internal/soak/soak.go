@@ -9,6 +9,11 @@
 //
 // The target it states: 0 errors, 0 lock keys left, and under the hogs at
 // least half of the same configuration's cycles per second without them.
+// The floor configurations (FloorBackend) run each Redis client alone
+// with the same cycle, so that a report shows what the machine left any
+// client beside the hogs; and where the soak started the servers, each
+// run's CPU time per cycle (this process and the redis-servers), which
+// tells work the library adds under load from CPU time the hogs took.
 //
 // The loops are internal/benchloop's; the servers (redis-server processes,
 // embedded etcd) internal/servers'; the backends are opened from their
@@ -94,11 +99,14 @@ func (c Config) KeyPrefix(base string, load Load) string {
 }
 
 // Configs returns every configuration, in the order the soak runs them:
-// redlock on 3 and 5 masters, fenced and not, with TTL 1 s and 300 ms;
+// the floor of each Redis client (FloorBackend); redlock on 3 and 5 masters, fenced and not, with TTL 1 s and 300 ms;
 // singleredis plain, fenced and with fair wait; legacysetnx (unit=ms);
 // each with every Redis client; then etcdlease.
 func Configs() []Config {
 	var out []Config
+	for _, client := range Clients {
+		out = append(out, Config{Backend: FloorBackend, Servers: 1, TTL: time.Second, Client: client})
+	}
 	add := func(backend, scheme string, servers int, params url.Values, ttls ...time.Duration) {
 		for _, ttl := range ttls {
 			for _, client := range Clients {

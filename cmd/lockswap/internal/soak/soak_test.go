@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -31,9 +32,9 @@ func TestMain(m *testing.M) {
 // configuration with every client.
 func TestConfigs(t *testing.T) {
 	all := soak.Configs()
-	// redlock 3 and 5, fenced and not, two TTLs; singleredis plain,
-	// fenced, fair wait; legacysetnx: each × 3 clients; etcd.
-	if want := (2*2*2+3+1)*len(soak.Clients) + 1; len(all) != want {
+	// The floor; redlock 3 and 5, fenced and not, two TTLs; singleredis
+	// plain, fenced, fair wait; legacysetnx: each × 3 clients; etcd.
+	if want := (1+2*2*2+3+1)*len(soak.Clients) + 1; len(all) != want {
 		t.Errorf("%d configurations, want %d", len(all), want)
 	}
 	seen := map[string]bool{}
@@ -43,7 +44,7 @@ func TestConfigs(t *testing.T) {
 		}
 		seen[c.Name()] = true
 	}
-	for _, name := range []string{"redlock5+fence/300ms/rueidis", "redlock3/1s/redigo", "singleredis+fairwait/1s/goredis", "legacysetnx/1s/rueidis", "etcdlease/1s"} {
+	for _, name := range []string{"floor/1s/goredis", "floor/1s/redigo", "floor/1s/rueidis", "redlock5+fence/300ms/rueidis", "redlock3/1s/redigo", "singleredis+fairwait/1s/goredis", "legacysetnx/1s/rueidis", "etcdlease/1s"} {
 		if !seen[name] {
 			t.Errorf("no configuration %s", name)
 		}
@@ -76,7 +77,7 @@ func TestSoak(t *testing.T) {
 	rs := testserver.RedisT(t, testserver.RedisOptions{})
 	et := testserver.EtcdT(t)
 	ctx := context.Background()
-	configs, err := soak.Select(soak.Configs(), []string{"singleredis+fence/1s/rueidis", "etcdlease"})
+	configs, err := soak.Select(soak.Configs(), []string{"floor/1s/rueidis", "singleredis+fence/1s/rueidis", "etcdlease"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +88,7 @@ func TestSoak(t *testing.T) {
 	// prefix), one on a lease in etcd (the hogs run's).
 	rc := redis.NewClient(&redis.Options{Addr: rs.Addr()})
 	defer rc.Close()
-	redisPlanted := configs[0].KeyPrefix(o.Prefix, soak.Idle) + "planted"
+	redisPlanted := configs[1].KeyPrefix(o.Prefix, soak.Idle) + "planted"
 	if err := rc.Set(ctx, redisPlanted, "left on purpose", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +101,7 @@ func TestSoak(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	etcdPlanted := configs[1].KeyPrefix(o.Prefix, soak.Hogs) + "planted"
+	etcdPlanted := configs[2].KeyPrefix(o.Prefix, soak.Hogs) + "planted"
 	if _, err := ec.Put(ctx, etcdPlanted, "left on purpose", clientv3.WithLease(lease.ID)); err != nil {
 		t.Fatal(err)
 	}
@@ -109,8 +110,8 @@ func TestSoak(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Results) != 4 {
-		t.Fatalf("%d results, want 2 configurations × 2 loads", len(rep.Results))
+	if len(rep.Results) != 6 {
+		t.Fatalf("%d results, want 3 configurations × 2 loads", len(rep.Results))
 	}
 	for _, r := range rep.Results {
 		name := r.Config.Name() + " " + string(r.Load)
@@ -125,6 +126,15 @@ func TestSoak(t *testing.T) {
 		}
 		if r.LoadAvg == "" && fileExists("/proc/loadavg") {
 			t.Errorf("%s: no load average", name)
+		}
+		if r.CPU != 0 {
+			t.Errorf("%s: CPU %v measured on given servers, whose processes the soak cannot see", name, r.CPU)
+		}
+		if r.Config.Backend == soak.FloorBackend {
+			if r.Left.LockKeys != 0 || r.Left.NoExpiry != 0 {
+				t.Errorf("%s: the floor left %d lock keys: %v", name, r.Left.LockKeys, r.Left.Sample)
+			}
+			continue
 		}
 		planted := ""
 		switch {
@@ -169,6 +179,16 @@ func TestSoak(t *testing.T) {
 		if _, ok := rep.Ratio(c); !ok {
 			t.Errorf("%s: no ratio", c.Name())
 		}
+		want, wantOK := rep.Ratio(configs[0])
+		if c.Client == "" {
+			want, wantOK = 0, false
+		}
+		if floor, ok := rep.FloorRatio(c); ok != wantOK || floor != want {
+			t.Errorf("%s: floor ratio %v %v, want %v %v (the floor's; none for etcd)", c.Name(), floor, ok, want, wantOK)
+		}
+		if c.Backend == soak.FloorBackend {
+			continue
+		}
 		if rep.Met(c) {
 			t.Errorf("%s met the target with a planted key left", c.Name())
 		}
@@ -178,13 +198,45 @@ func TestSoak(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"singleredis+fence/1s/rueidis", "etcdlease/1s", "LOCK KEYS LEFT", "FENCE COUNTERS", "RATIO",
-		"MISSED: 1 keys left", "left: " + redisPlanted, "(no expiry)", "left: " + etcdPlanted, "0 of 2 configurations met the target"} {
+		"FLOOR RATIO", "MISSED: 1 keys left", "left: " + redisPlanted, "(no expiry)", "left: " + etcdPlanted, "configurations met the target"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
 		}
 	}
 	if t.Failed() {
 		t.Logf("report:\n%s", out.String())
+	}
+}
+
+// TestSoakCPU: on servers it starts itself, the soak measures the CPU
+// time of its process and the redis-servers, per cycle, where /proc is.
+func TestSoakCPU(t *testing.T) {
+	if !fileExists("/proc/self/stat") {
+		t.Skip("no /proc: the soak does not measure CPU here")
+	}
+	testserver.NeedRedisServer(t)
+	configs, err := soak.Select(soak.Configs(), []string{"floor/1s/goredis", "singleredis/1s/redigo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := soak.Run(context.Background(), soak.Options{Configs: configs, Loads: []soak.Load{soak.Idle}, Duration: 300 * time.Millisecond, Prefix: "soakcpu:"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rep.Results {
+		// A cycle is two round trips to a server on this machine: it
+		// costs some CPU, and less than the run's whole time on 2 ×
+		// GOMAXPROCS processors.
+		if r.Cycles == 0 || r.CPU <= 0 || r.CPUPerCycle() <= 0 || r.CPU > 2*time.Duration(runtime.NumCPU())*r.Elapsed {
+			t.Errorf("%s: %d cycles, CPU %v (%v per cycle) in %v", r.Config.Name(), r.Cycles, r.CPU, r.CPUPerCycle(), r.Elapsed)
+		}
+	}
+	var out bytes.Buffer
+	if err := soak.Write(&out, rep); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "µs") {
+		t.Errorf("report lacks the CPU per cycle:\n%s", out.String())
 	}
 }
 

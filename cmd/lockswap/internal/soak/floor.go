@@ -1,0 +1,120 @@
+package soak
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"time"
+
+	redigo "github.com/gomodule/redigo/redis"
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
+
+	"github.com/lockswap/lockswap"
+)
+
+// FloorBackend is the Backend label of the floor configurations: no
+// lockswap at all, the Redis client itself running the same cycle (see
+// openFloor). Its ratio is what the machine gives any client beside the
+// hogs, and a backend's ratio is read against its client's floor's.
+const FloorBackend = "floor"
+
+// releaseScript deletes KEYS[1] when it still holds ARGV[1]: the release
+// every Redis lock library runs.
+const releaseScript = `if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) end return 0`
+
+// taker takes key for ttl and returns how to give it back.
+type taker func(ctx context.Context, key string, ttl time.Duration) (release func(context.Context) error, err error)
+
+// lockerTaker takes keys with lk.Acquire.
+func lockerTaker(lk lockswap.Locker) taker {
+	return func(ctx context.Context, key string, ttl time.Duration) (func(context.Context) error, error) {
+		l, err := lk.Acquire(ctx, key, lockswap.WithTTL(ttl))
+		if err != nil {
+			return nil, err
+		}
+		return l.Release, nil
+	}
+}
+
+// openFloor builds client (goredis, redigo or rueidis) the way the client
+// builds it by default, on addr, and returns a taker that runs the cycle
+// of a single-instance Redis lock with it and nothing else: SET key token
+// NX PX ttl, then the release script, each call under the caller's
+// context. The token is 16 bytes from crypto/rand, as lockswap's.
+func openFloor(client, addr string) (taker, func(), error) {
+	switch client {
+	case "goredis":
+		c := goredis.NewClient(&goredis.Options{Addr: addr})
+		script := goredis.NewScript(releaseScript)
+		return func(ctx context.Context, key string, ttl time.Duration) (func(context.Context) error, error) {
+			token := rand.Text()
+			ok, err := c.SetNX(ctx, key, token, ttl).Result()
+			if err = floorTook(ok, err); err != nil {
+				return nil, err
+			}
+			return func(ctx context.Context) error {
+				return script.Run(ctx, c, []string{key}, token).Err()
+			}, nil
+		}, func() { c.Close() }, nil
+	case "redigo":
+		p := &redigo.Pool{MaxIdle: DefaultGoroutines * 2, Dial: func() (redigo.Conn, error) { return redigo.Dial("tcp", addr) }}
+		script := redigo.NewScript(1, releaseScript)
+		do := func(ctx context.Context, f func(redigo.Conn) (any, error)) (any, error) {
+			conn, err := p.GetContext(ctx)
+			if err != nil {
+				return nil, err
+			}
+			defer conn.Close()
+			return f(conn)
+		}
+		return func(ctx context.Context, key string, ttl time.Duration) (func(context.Context) error, error) {
+			token := rand.Text()
+			v, err := do(ctx, func(c redigo.Conn) (any, error) {
+				return redigo.DoContext(c, ctx, "SET", key, token, "NX", "PX", ttl.Milliseconds())
+			})
+			if err = floorTook(v != nil, err); err != nil {
+				return nil, err
+			}
+			return func(ctx context.Context) error {
+				_, err := do(ctx, func(c redigo.Conn) (any, error) { return script.DoContext(ctx, c, key, token) })
+				return err
+			}, nil
+		}, func() { p.Close() }, nil
+	case "rueidis":
+		c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}})
+		if err != nil {
+			return nil, nil, fmt.Errorf("floor: rueidis: %w", err)
+		}
+		script := rueidis.NewLuaScript(releaseScript)
+		return func(ctx context.Context, key string, ttl time.Duration) (func(context.Context) error, error) {
+			token := rand.Text()
+			err := c.Do(ctx, c.B().Set().Key(key).Value(token).Nx().PxMilliseconds(ttl.Milliseconds()).Build()).Error()
+			if rueidis.IsRedisNil(err) {
+				err = errFloorHeld
+			}
+			if err != nil {
+				return nil, err
+			}
+			return func(ctx context.Context) error {
+				return script.Exec(ctx, c, []string{key}, []string{token}).Error()
+			}, nil
+		}, c.Close, nil
+	}
+	return nil, nil, fmt.Errorf("floor: no client %q (want one of %v)", client, Clients)
+}
+
+// errFloorHeld is a floor acquire that found its key held: nobody else
+// holds the soak's keys, so it counts as an error.
+var errFloorHeld = errors.New("floor: SET NX found the key held")
+
+func floorTook(ok bool, err error) error {
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return errFloorHeld
+	}
+	return nil
+}
