@@ -20,7 +20,7 @@ var burstWaiters = flag.Int("burst-waiters", 200, "waiters of TestGiveUpBurst")
 // TestGiveUpBurst: many waiters of one Locker that give up at once (their
 // contexts end together) each return within the cancel + DeadlineGrace,
 // plus the scheduler's delays (docs/errors.md), and their queue keys are
-// gone soon after: the waiter behind the holder is the next to get it.
+// gone soon after.
 func TestGiveUpBurst(t *testing.T) {
 	srv := testserver.EtcdT(t)
 	ctx := ctxT(t, 5*time.Minute)

@@ -17,7 +17,7 @@ import (
 )
 
 // giveUpWaiters is how many waiters TestFairWaitGiveUpBurst starts per
-// case (-giveup-waiters=3000 for the size of issue 28).
+// case (-giveup-waiters=10000 for the size of issue 28).
 var giveUpWaiters = flag.Int("giveup-waiters", 200, "waiters of TestFairWaitGiveUpBurst")
 
 // TestFairWaitOutageIsNotHeld: an Acquire with FairWait of a free key on a

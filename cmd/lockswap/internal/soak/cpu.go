@@ -20,8 +20,14 @@ func processCPU(pid string) (time.Duration, bool) {
 	if err != nil {
 		return 0, false
 	}
-	// The command name (field 2) may hold spaces: count from its ")".
-	s := string(b)
+	return parseStat(string(b))
+}
+
+// parseStat returns utime + stime of a /proc/<pid>/stat line; false when
+// the line is not one.
+func parseStat(s string) (time.Duration, bool) {
+	// The command name (field 2) may hold spaces and ")": count from the
+	// last ")".
 	i := strings.LastIndexByte(s, ')')
 	if i < 0 {
 		return 0, false

@@ -39,10 +39,14 @@ func lockerTaker(lk lockswap.Locker) taker {
 }
 
 // openFloor builds client (goredis, redigo or rueidis) the way the client
-// builds it by default, on addr, and returns a taker that runs the cycle
-// of a single-instance Redis lock with it and nothing else: SET key token
-// NX PX ttl, then the release script, each call under the caller's
-// context. The token is 16 bytes from crypto/rand, as lockswap's.
+// builds it by default (redigo, which has no default pool: the pool
+// lockswap's redigo adapter makes from a URL), on addr, and returns a
+// taker that runs the cycle of a single-instance Redis lock with it and
+// nothing else: SET key token NX with the TTL as expiry (go-redis sends a
+// whole second as EX, the others PX), then the release script, each call
+// under the caller's context. The token is 128 bits from crypto/rand
+// (rand.Text), as lockswap's. A release that finds the key no longer
+// holds the token is an error, errFloorLost, as lockswap's ErrLost.
 func openFloor(client, addr string) (taker, func(), error) {
 	switch client {
 	case "goredis":
@@ -55,11 +59,14 @@ func openFloor(client, addr string) (taker, func(), error) {
 				return nil, err
 			}
 			return func(ctx context.Context) error {
-				return script.Run(ctx, c, []string{key}, token).Err()
+				n, err := script.Run(ctx, c, []string{key}, token).Int64()
+				return floorReleased(n, err)
 			}, nil
 		}, func() { c.Close() }, nil
 	case "redigo":
-		p := &redigo.Pool{MaxIdle: DefaultGoroutines * 2, Dial: func() (redigo.Conn, error) { return redigo.Dial("tcp", addr) }}
+		p := &redigo.Pool{MaxIdle: 64, IdleTimeout: 5 * time.Minute, DialContext: func(ctx context.Context) (redigo.Conn, error) {
+			return redigo.DialContext(ctx, "tcp", addr)
+		}}
 		script := redigo.NewScript(1, releaseScript)
 		do := func(ctx context.Context, f func(redigo.Conn) (any, error)) (any, error) {
 			conn, err := p.GetContext(ctx)
@@ -78,8 +85,8 @@ func openFloor(client, addr string) (taker, func(), error) {
 				return nil, err
 			}
 			return func(ctx context.Context) error {
-				_, err := do(ctx, func(c redigo.Conn) (any, error) { return script.DoContext(ctx, c, key, token) })
-				return err
+				n, err := redigo.Int64(do(ctx, func(c redigo.Conn) (any, error) { return script.DoContext(ctx, c, key, token) }))
+				return floorReleased(n, err)
 			}, nil
 		}, func() { p.Close() }, nil
 	case "rueidis":
@@ -98,7 +105,8 @@ func openFloor(client, addr string) (taker, func(), error) {
 				return nil, err
 			}
 			return func(ctx context.Context) error {
-				return script.Exec(ctx, c, []string{key}, []string{token}).Error()
+				n, err := script.Exec(ctx, c, []string{key}, []string{token}).AsInt64()
+				return floorReleased(n, err)
 			}, nil
 		}, c.Close, nil
 	}
@@ -108,6 +116,21 @@ func openFloor(client, addr string) (taker, func(), error) {
 // errFloorHeld is a floor acquire that found its key held: nobody else
 // holds the soak's keys, so it counts as an error.
 var errFloorHeld = errors.New("floor: SET NX found the key held")
+
+// errFloorLost is a floor release that found the key no longer holding
+// its token (expired, or taken by another): lockswap's Release would say
+// ErrLost.
+var errFloorLost = errors.New("floor: the release found the lock gone")
+
+func floorReleased(deleted int64, err error) error {
+	if err != nil {
+		return err
+	}
+	if deleted != 1 {
+		return errFloorLost
+	}
+	return nil
+}
 
 func floorTook(ok bool, err error) error {
 	if err != nil {
