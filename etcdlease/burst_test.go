@@ -49,7 +49,9 @@ func TestGiveUpBurst(t *testing.T) {
 	queued := func(want int64) func() bool {
 		return func() bool { return queueLen(t, holder.Client(), holder, "k") == want }
 	}
+	started := time.Now()
 	waitFor(t, time.Minute, "the waiters never all queued", queued(int64(n)+1))
+	t.Logf("%d waiters queued in %v", n, time.Since(started).Round(time.Millisecond))
 	probe := conformance.StartLagProbe()
 	gaveUp := time.Now()
 	cancel()
