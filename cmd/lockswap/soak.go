@@ -26,9 +26,10 @@ func parseSoak(args []string, stdout, stderr io.Writer) (job, error) {
 (redis-server processes, embedded etcd), idle and beside CPU hogs, and reports per
 configuration cycles/s, CPU per cycle, errors, release errors and lock keys left
 behind. The floor/1s/<client> configurations run each Redis client alone (SET NX
-with the TTL, release script): what the machine leaves any client beside the hogs; they are
-shown, not judged. Target: 0 errors, 0 lock keys left, hogs cycles/s at least half
-of idle. Exit 1 when a configuration other than a floor misses it.`)
+with the TTL, release script): what the machine leaves any client beside the
+hogs; they are shown, not judged. Target: 0 errors, 0 lock keys left, hogs
+cycles/s at least half of idle. Exit 1 when a configuration other than a floor
+misses it.`)
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return nil, err
 	}

@@ -39,13 +39,13 @@ func lockerTaker(lk lockswap.Locker) taker {
 }
 
 // openFloor builds client (goredis, redigo or rueidis) the way the client
-// builds it by default (redigo, which has no default pool: the pool
-// lockswap's redigo adapter makes from a URL), on addr, and returns a
+// builds it by default (redigo, which has no default pool: with the pool
+// settings of lockswap's redigo adapter), on addr, and returns a
 // taker that runs the cycle of a single-instance Redis lock with it and
 // nothing else: SET key token NX with the TTL as expiry (go-redis sends a
 // whole second as EX, the others PX), then the release script, each call
-// under the caller's context. The token is 128 bits from crypto/rand
-// (rand.Text), as lockswap's. A release that finds the key no longer
+// under the caller's context. The token is random (crypto/rand's Text),
+// like lockswap's. A release that finds the key no longer
 // holds the token is an error, errFloorLost, as lockswap's ErrLost.
 func openFloor(client, addr string) (taker, func(), error) {
 	switch client {

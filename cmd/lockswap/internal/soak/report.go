@@ -80,13 +80,21 @@ func Write(w io.Writer, rep *Report) error {
 			fmt.Fprintf(w, "  left: %s\n", k)
 		}
 	}
-	missed, judged := rep.Missed(), 0
+	missed, judged, floors := rep.Missed(), 0, 0
 	for _, c := range configsOf(rep) {
-		if c.Backend != FloorBackend {
+		if c.Backend == FloorBackend {
+			floors++
+		} else {
 			judged++
 		}
 	}
-	fmt.Fprintf(w, "\n%d of %d configurations met the target (the floors are not judged)", judged-len(missed), judged)
+	fmt.Fprintf(w, "\n%d of %d configurations met the target", judged-len(missed), judged)
+	switch {
+	case floors == 1:
+		fmt.Fprint(w, " (1 floor, not judged)")
+	case floors > 1:
+		fmt.Fprintf(w, " (%d floors, not judged)", floors)
+	}
 	if len(missed) > 0 {
 		names := make([]string, len(missed))
 		for i, c := range missed {

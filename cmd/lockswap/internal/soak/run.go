@@ -206,10 +206,12 @@ func (e *env) close() {
 }
 
 // startEnv starts (or takes from o) the servers the configurations need.
-func startEnv(ctx context.Context, o Options) (e *env, err error) {
-	e = &env{}
+func startEnv(ctx context.Context, o Options) (_ *env, err error) {
+	e := &env{}
 	defer func() {
 		if err != nil {
+			// What was started before the failure (the returns below
+			// give a nil *env, not e).
 			e.close()
 		}
 	}()

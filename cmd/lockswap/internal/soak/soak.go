@@ -11,7 +11,7 @@
 // least half of the same configuration's cycles per second without them.
 // The floor configurations (FloorBackend) run each Redis client alone
 // with the same cycle, so that a report shows what the machine left any
-// client beside the hogs; and where the soak started the servers, each
+// client beside the hogs; they are shown, not judged. And where the soak started the servers, each
 // run's CPU time per cycle (this process and the redis-servers), which
 // tells work the library adds under load from CPU time the hogs took.
 //

@@ -199,13 +199,28 @@ func TestSoak(t *testing.T) {
 	}
 	for _, want := range []string{"singleredis+fence/1s/rueidis", "etcdlease/1s", "LOCK KEYS LEFT", "FENCE COUNTERS", "RATIO",
 		"FLOOR RATIO", "MISSED: 1 keys left", "left: " + redisPlanted, "(no expiry)", "left: " + etcdPlanted, "floor, not judged",
-		"0 of 2 configurations met the target (the floors are not judged); missed: singleredis+fence/1s/rueidis, etcdlease/1s"} {
+		"0 of 2 configurations met the target (1 floor, not judged); missed: singleredis+fence/1s/rueidis, etcdlease/1s"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
 		}
 	}
 	if t.Failed() {
 		t.Logf("report:\n%s", out.String())
+	}
+}
+
+// TestSoakTooFewServers: a soak given fewer Redis servers than its
+// configurations need fails with an error that says so (it panicked
+// while cleaning up what it had set up).
+func TestSoakTooFewServers(t *testing.T) {
+	rs := testserver.RedisT(t, testserver.RedisOptions{})
+	configs, err := soak.Select(soak.Configs(), []string{"redlock5/1s/goredis"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := soak.Run(context.Background(), soak.Options{Configs: configs, RedisAddrs: []string{rs.Addr()}, Duration: time.Millisecond})
+	if rep != nil || err == nil || !strings.Contains(err.Error(), "need 5 Redis servers, 1 given") {
+		t.Errorf("Run with 1 of 5 servers = (%v, %v), want an error saying 5 are needed", rep, err)
 	}
 }
 
