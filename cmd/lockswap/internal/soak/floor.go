@@ -12,6 +12,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/internal/redisscript"
 )
 
 // FloorBackend is the Backend label of the floor configurations: no
@@ -21,8 +22,9 @@ import (
 const FloorBackend = "floor"
 
 // releaseScript deletes KEYS[1] when it still holds ARGV[1]: the release
-// every Redis lock library runs.
-const releaseScript = `if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) end return 0`
+// every Redis lock library runs, lockswap's own compare-and-delete, run
+// here by each client's own script runner.
+var releaseScript = redisscript.CompareAndDelete.Source()
 
 // taker takes key for ttl and returns how to give it back.
 type taker func(ctx context.Context, key string, ttl time.Duration) (release func(context.Context) error, err error)
