@@ -377,6 +377,49 @@ func BenchmarkFencePaired(b *testing.B) {
 	}
 }
 
+// BenchmarkFenceAlternating measures the cost of Options.Fence when two
+// Lockers (two processes, as most deployments run) take the same keys in
+// turn: each cycle is TryAcquire + Release by one Locker, then the other,
+// fenced against unfenced in alternating blocks (benchloop.Paired, median
+// of the blocks). "ring" cycles through benchloop.KeyRing keys, each taken
+// once before the timed cycles (no key is new: a new key's first fence
+// takes the write-back round), "onekey" hands one key back and forth. Each fenced Locker guesses the fence from
+// its clock above the other's last fence, so both stay on the one-round
+// path; the Lockers share this host's clock (skew 0). Run:
+//
+//	go test -run '^$' -bench FenceAlternating -benchtime=4000x -count=6 ./redlock/
+func BenchmarkFenceAlternating(b *testing.B) {
+	for _, n := range []int{3, 5} {
+		addrs := benchServers(b, n)
+		for _, c := range []struct {
+			name string
+			new  redistest.NewClient
+		}{{"redigo", redistest.Redigo}, {"goredis", redistest.GoRedis}, {"rueidis", redistest.Rueidis}} {
+			alternate := func(opts redlock.Options) benchloop.Cycle {
+				lks := [2]benchloop.Cycle{
+					benchloop.TryCycle(benchLocker(b, addrs, c.new, opts), benchTTL),
+					benchloop.TryCycle(benchLocker(b, addrs, c.new, opts), benchTTL),
+				}
+				turn := 0
+				return func(ctx context.Context, key string) error {
+					turn ^= 1
+					return lks[turn](ctx, key)
+				}
+			}
+			plain, fenced := alternate(redlock.Options{}), alternate(redlock.Options{Fence: true})
+			for _, oneKey := range []bool{false, true} {
+				shape := "ring"
+				if oneKey {
+					shape = "onekey"
+				}
+				b.Run(fmt.Sprintf("%s/N=%d/%s", c.name, n, shape), func(b *testing.B) {
+					benchloop.Paired(b, b.N, benchloop.Pair{Base: plain, Ours: fenced, BaseName: "unfenced", Median: true, OneKey: oneKey, WarmAll: true})
+				})
+			}
+		}
+	}
+}
+
 // BenchmarkFenceContended measures the throughput of 8 goroutines on one
 // key (Acquire + Release, the retry of BenchmarkContended) with and without
 // Options.Fence, in alternating runs of 500 ms, 6 of each per iteration

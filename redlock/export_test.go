@@ -24,6 +24,15 @@ func BackgroundReleases(lk *Locker) (running, gaveUp int64) {
 // Call it while no acquisition of lk is under way.
 func SetGuessClock(lk *Locker, now func() time.Time) { lk.p.hints.now = now }
 
+// SetFenceCounterTTL sets how long fence counters live after their last
+// write (tests of FenceCounterTTL), until the test ends. Call it while no
+// fenced acquisition is under way.
+func SetFenceCounterTTL(t interface{ Cleanup(func()) }, d time.Duration) {
+	old := counterTTL.Load()
+	counterTTL.Store(any(d.Milliseconds()))
+	t.Cleanup(func() { counterTTL.Store(old) })
+}
+
 // URLOptions returns the Options the URL raw sets, once registry has
 // checked it (urlOptions).
 func URLOptions(raw string) (Options, error) {

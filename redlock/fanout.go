@@ -415,9 +415,9 @@ func (c *call) send(sc redisclient.SplitConn, i int, eval bool) error {
 	}
 	switch o := &c.lk.opts; {
 	case c.op == opAcquire && o.Fence && o.RestartSafety:
-		a = append(a, script, 3, c.key, argEpochKey, c.fkey, c.args[0], c.args[1], c.knownEpoch(i), c.guess)
+		a = append(a, script, 3, c.key, argEpochKey, c.fkey, c.args[0], c.args[1], c.knownEpoch(i), c.guess, counterTTLArg())
 	case c.op == opAcquire && o.Fence:
-		a = append(a, script, 2, c.key, c.fkey, c.args[0], c.args[1], c.guess)
+		a = append(a, script, 2, c.key, c.fkey, c.args[0], c.args[1], c.guess, counterTTLArg())
 	case c.op == opHandOver && o.Fence:
 		a = append(a, script, 2, c.key, c.fkey)
 		a = append(a, c.args...)
@@ -458,11 +458,11 @@ func (c *call) do(i int) {
 	switch c.op {
 	case opAcquire:
 		if c.lk.opts.Fence && c.lk.opts.RestartSafety {
-			v, err = in.c.Run(c.ctx, fencedSafeAcquire, c.keys, c.args[0], c.args[1], c.knownEpoch(i), c.guess)
+			v, err = in.c.Run(c.ctx, fencedSafeAcquire, c.keys, c.args[0], c.args[1], c.knownEpoch(i), c.guess, counterTTLArg())
 			break
 		}
 		if c.lk.opts.Fence {
-			v, err = in.c.Run(c.ctx, fencedAcquire, c.keys, c.args[0], c.args[1], c.guess)
+			v, err = in.c.Run(c.ctx, fencedAcquire, c.keys, c.args[0], c.args[1], c.guess, counterTTLArg())
 			break
 		}
 		if c.lk.opts.RestartSafety {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/lockswap/lockswap"
@@ -36,7 +37,7 @@ func (p *proto) writeBack(ctx context.Context, l *rlock, c *call, ok, unknown ui
 	}
 	v := top + 1
 	w := p.fan.get()
-	args := [1]any{v}
+	args := [2]any{v, counterTTLArg()}
 	w.op, w.keys, w.key, w.args, w.mask = opFence, l.fkeys[:], l.fkey, args[:], granted
 	end := start.Add(ttl - p.drift(ttl)) // no use writing past the validity
 	p.fan.run(ctx, w, earliest(p.writeBackDue(start, ttl), end))
@@ -217,49 +218,74 @@ func isOne(x any) bool {
 	return n == 1
 }
 
+// FenceCounterTTL is how long a fence counter key lives on an instance
+// after the last fence written to it (Options.Fence): every script that
+// writes the counter sets this expiry again. A counter that expired is a
+// counter lost without downtime: the next acquisition seeds it again from
+// the instance's clock plus redisscript.FenceGuessAhead, which is above
+// every fence issued before as long as the instances' clocks agree within
+// the hour (docs/redlock-fencing.md, "Assumptions"). A lockswap before the
+// counters expired seeds a missing counter from the clock alone, at most
+// 20 ms below that: an hour after the last fence, that too is above it.
+const FenceCounterTTL = time.Hour
+
+// counterTTL holds FenceCounterTTL in milliseconds, boxed once so that
+// sending it allocates nothing (tests shorten it: SetFenceCounterTTL).
+var counterTTL atomic.Value
+
+func init() { counterTTL.Store(any(FenceCounterTTL.Milliseconds())) }
+
+// counterTTLArg is the fenced scripts' argument for the counter's expiry.
+func counterTTLArg() any { return counterTTL.Load() }
+
 // maxHints bounds a Locker's table of fence hints.
 const maxHints = 4096
 
-// clockGuessMargin is how far ahead of this host's clock a Locker guesses
-// the fence of a key it has no hint for: enough to be above a counter the
-// acquire script seeds from the server's clock at the same moment (the
-// request's way there and clocks a few milliseconds apart), well within the
-// scripts' bound (redisscript.FenceGuessAhead).
+// clockGuessMargin is how far below redisscript.FenceGuessAhead above
+// this host's clock a Locker guesses a fence from its clock: the guess is
+// the clock + 20 ms − 5 ms, which the acquire script accepts (at most
+// FenceGuessAhead above the server's clock) while this host's clock runs
+// at most 5 ms ahead of the instances', plus the request's way there.
 const clockGuessMargin = 5 * time.Millisecond
 
 // fenceHints gives the fence a Locker guesses for each acquisition, so that
 // the acquire round can install it (the fast path of
-// docs/redlock-fencing.md). For a key it has granted before, the guess is
-// the highest fence it saw granted plus one; for another key, the host's
-// clock in microseconds plus clockGuessMargin, which is above any counter
-// the servers seed from their clocks (a key never used) and any counter
-// that grew from such a seed by one per fence. It remembers up to
-// maxHints keys; past that a key chosen at random is forgotten for each
-// new one, which only makes the next guess for it come from the clock. A
-// guess is never a safety matter: the acquire script applies it only where
-// the counter is below it, as the write-back does, and, for a guess other
-// than counter + 1, only within redisscript.FenceGuessAhead of the
-// server's clock. A guess that does not apply costs the write-back round.
+// docs/redlock-fencing.md): the higher of the highest fence it saw granted
+// for the key plus one (a key it took last) and the host's clock in
+// microseconds plus redisscript.FenceGuessAhead − clockGuessMargin (a key
+// another Locker took since, more than a few milliseconds ago: every fence
+// is at most FenceGuessAhead above its master's clock when issued). A
+// counter that is missing (a new key, an expired or lost counter) is
+// seeded at the server's clock plus FenceGuessAhead, above any guess the
+// script accepts, so the first acquisition of a key takes the write-back
+// round. It remembers up to maxHints keys; past that a key chosen at
+// random is forgotten for each new one, which only makes the next guess
+// for it come from the clock. A guess is never a safety matter: the
+// acquire script applies it only where the counter is below it, as the
+// write-back does, and, for a guess other than counter + 1, only within
+// FenceGuessAhead of the server's clock. A guess that does not apply costs
+// the write-back round.
 type fenceHints struct {
 	mu    sync.Mutex
 	fence map[string]int64
-	now   func() time.Time // the clock of the guesses for unseen keys (tests change it)
+	now   func() time.Time // the clock of the guesses (tests change it)
 }
 
 func newFenceHints() *fenceHints {
 	return &fenceHints{fence: make(map[string]int64), now: time.Now}
 }
 
-// guess returns the fence to try for key: one above the last one seen, or
-// from the clock when key has none.
+// guess returns the fence to try for key: one above the last one seen,
+// or from the clock when that is higher or key has none.
 func (h *fenceHints) guess(key string) int64 {
 	h.mu.Lock()
 	f, ok := h.fence[key]
 	h.mu.Unlock()
+	g := h.now().UnixMicro() + redisscript.FenceGuessAhead - clockGuessMargin.Microseconds()
 	if ok {
-		return f + 1
+		g = max(g, f+1)
 	}
-	return h.now().Add(clockGuessMargin).UnixMicro()
+	return g
 }
 
 // saw records that a lock on key was granted fence.

@@ -599,8 +599,11 @@ func TestFaultsFenced(t *testing.T) {
 // are not missing and so not re-seeded, and a Locker that has not seen the
 // key (another process) and whose guess does not apply (its clock is behind
 // the masters' by more than 5 ms: here a minute) is given a fence that was
-// already issued. (A Locker whose clock guess applies jumps past the old
-// counters instead; that makes a repeat less likely, not impossible.)
+// already issued. Both Lockers' clocks stand still a minute behind, so
+// that the fences issued after the snapshot follow each other by one (each
+// guess is the last fence plus one) and the repeat is forced. (Fences from
+// guesses of a running clock jump ahead between acquisitions and make a
+// repeat less likely, not impossible.)
 func TestFenceOldSnapshotRepeats(t *testing.T) {
 	addrs, srvs := realN(t, 3)
 	raws := rawClients(t, addrs)
@@ -628,6 +631,9 @@ func TestFenceOldSnapshotRepeats(t *testing.T) {
 		}
 	}
 	first := newLocker(t, addrs, redistest.GoRedis, redlock.Options{Fence: true})
+	stopped := time.Now().Add(-time.Minute)
+	behind := func() time.Time { return stopped }
+	redlock.SetGuessClock(first, behind)
 	// A cycle returns when every instance has answered or when its
 	// instance timeout has passed, which a loaded machine exceeds: the
 	// request of an instance that had not answered then may still land,
@@ -650,7 +656,7 @@ func TestFenceOldSnapshotRepeats(t *testing.T) {
 		}
 	}
 	other := newLocker(t, addrs, redistest.GoRedis, redlock.Options{Fence: true})
-	redlock.SetGuessClock(other, func() time.Time { return time.Now().Add(-time.Minute) })
+	redlock.SetGuessClock(other, behind)
 	f := cycle(other)
 	if !issued[f] {
 		t.Fatalf("after restarts from an old snapshot the fence is %d, not one of those issued since it (%v): the weakness is gone? update the docs", f, issued)

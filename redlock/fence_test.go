@@ -16,6 +16,7 @@ import (
 	"github.com/lockswap/lockswap"
 	"github.com/lockswap/lockswap/backend"
 	"github.com/lockswap/lockswap/internal/queuetest"
+	"github.com/lockswap/lockswap/internal/redisscript"
 	"github.com/lockswap/lockswap/internal/redistest"
 	"github.com/lockswap/lockswap/redisclient"
 	"github.com/lockswap/lockswap/redlock"
@@ -32,7 +33,8 @@ func fenceOf(t testing.TB, l lockswap.Lock) uint64 {
 }
 
 // counters reads the fence counter of key on every instance ("" where
-// missing), checking that none expires.
+// missing), checking that each expires within FenceCounterTTL (every
+// write sets its expiry).
 func counters(t *testing.T, raws []*goredis.Client, key string) []string {
 	t.Helper()
 	ctx := context.Background()
@@ -44,8 +46,8 @@ func counters(t *testing.T, raws []*goredis.Client, key string) []string {
 		} else if err != nil {
 			t.Fatal(err)
 		}
-		if ttl, err := rc.PTTL(ctx, redlock.FenceKey(key)).Result(); err != nil || ttl != -1 {
-			t.Fatalf("instance %d: the fence counter has PTTL %v, %v; want none (-1): a counter must not expire", i, ttl, err)
+		if ttl, err := rc.PTTL(ctx, redlock.FenceKey(key)).Result(); err != nil || ttl <= 0 || ttl > redlock.FenceCounterTTL {
+			t.Fatalf("instance %d: the fence counter has PTTL %v, %v; want an expiry within FenceCounterTTL (%v)", i, ttl, err, redlock.FenceCounterTTL)
 		}
 		out[i] = v
 	}
@@ -317,15 +319,16 @@ func TestFenceViolation(t *testing.T) {
 	}
 }
 
-// TestFenceFastPath: a fenced Locker takes a key it has never seen in one
-// request per instance: it guesses the fence from its clock (plus 5 ms),
-// which is above the counters the instances seed from their clocks. The
-// next acquisitions guess the last fence seen plus one, also in one round.
-// Another Locker, with no hint for the key, guesses from its clock too,
-// above the first Locker's fences (they grew from a clock by one per
-// fence), in one round. When another Locker has raised the counters since,
-// the guess from the hint (last + 1) does not apply and the acquisition
-// takes the write-back round, with a fence above the other Locker's.
+// TestFenceFastPath: a fenced Locker takes a key it has never seen in two
+// requests per instance: the instances seed the missing counter at their
+// clock plus 20 ms (redisscript.FenceGuessAhead), above any guess they
+// accept, and the write-back round installs the highest plus one. Every
+// later acquisition is one round: the same Locker guesses its last fence
+// plus one, or its clock plus 15 ms once that is higher; another Locker,
+// with no hint for the key, guesses from its clock as soon as that is
+// past the last fence (at most 20 ms ahead of the clock that issued it),
+// and the first Locker again after it, from its clock too: Lockers that
+// take a key in turn stay on the one-round path.
 func TestFenceFastPath(t *testing.T) {
 	addrs, _ := realN(t, 3)
 	raws := rawClients(t, addrs)
@@ -363,42 +366,45 @@ func TestFenceFastPath(t *testing.T) {
 		return fence, reqs
 	}
 	n := int64(len(addrs))
-	// A new key: one round when the request reaches the instances within
-	// 5 ms of the guess (nearly always; a loaded machine may take longer,
-	// and then the write-back round gives the fence): up to 5 new keys.
-	var key string
-	var prev uint64
-	for i := 0; ; i++ {
-		key = fmt.Sprintf("fastpath-%d", i)
-		from := uint64(time.Now().UnixMicro())
-		f, r := cycle(lk, key)
-		to := uint64(time.Now().Add(5 * time.Millisecond).UnixMicro())
-		if f < from || f > to {
-			t.Fatalf("new key %s: fence %d, want the clock's in µs: in [%d, %d]", key, f, from, to)
-		}
-		prev = f
-		if r == n {
-			break
-		}
-		if r != 2*n || i == 4 {
-			t.Fatalf("new key %s: %d requests, want %d (the guess from the clock applied in the acquire round; %d on a loaded machine, but not 5 times)", key, r, n, 2*n)
-		}
-		t.Logf("new key %s took the write-back round (the machine is loaded): trying another", key)
+	ahead := redisscript.FenceGuessAhead * time.Microsecond
+	key := "fastpath"
+	from := uint64(time.Now().Add(ahead).UnixMicro())
+	prev, r := cycle(lk, key)
+	to := uint64(time.Now().Add(ahead).UnixMicro()) + 1
+	if prev < from || prev > to || r != 2*n {
+		t.Fatalf("new key: fence %d in %d requests, want the seed (clock + %v in µs) plus one, in [%d, %d], in %d (the write-back round)", prev, r, ahead, from, to, 2*n)
 	}
 	for i := range 3 {
 		f, r := cycle(lk, key)
-		if r != n || f != prev+1 {
-			t.Errorf("acquisition %d: fence %d in %d requests, want %d in %d (the guess applied in the acquire round)", i+2, f, r, prev+1, n)
+		if r != n || f <= prev || f > uint64(time.Now().Add(ahead).UnixMicro()) {
+			t.Errorf("acquisition %d: fence %d in %d requests, want above %d and at most the clock + %v, in %d (the guess applied in the acquire round)", i+2, f, r, prev, ahead, n)
 		}
 		prev = f
 	}
-	fo, r := cycle(other, key) // no hint: the clock's guess, above prev
+	// The other Locker's first guess is its clock + 15 ms: wait until that
+	// is past the last fence (at most 20 ms ahead of the clock).
+	waitClock(t, prev-uint64(ahead-5*time.Millisecond)/1000)
+	fo, r := cycle(other, key)
 	if fo <= prev || r != n {
 		t.Fatalf("the other Locker: fence %d in %d requests, want above %d in %d (its guess from the clock applied)", fo, r, prev, n)
 	}
-	f, r := cycle(lk, key) // guesses prev+1, which the counters (at fo) refuse
-	if f != fo+1 || r != 2*n {
-		t.Errorf("after another Locker's acquisition: fence %d in %d requests, want %d in %d (the guess refused, the write-back round: max + 1)", f, r, fo+1, 2*n)
+	// The first Locker's hint (prev) is below the counters now; its guess
+	// from the clock is above them, since its clock has moved on.
+	f, r := cycle(lk, key)
+	if f <= fo || r != n {
+		t.Errorf("after another Locker's acquisition: fence %d in %d requests, want above %d in %d (the guess from the clock applied)", f, r, fo, n)
+	}
+}
+
+// waitClock waits, bounded, until this host's clock in µs is past us.
+func waitClock(t *testing.T, us uint64) {
+	t.Helper()
+	until := time.Now().Add(time.Second)
+	for uint64(time.Now().UnixMicro()) <= us {
+		if time.Now().After(until) {
+			t.Fatalf("the clock is not past %d within a second", us)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 

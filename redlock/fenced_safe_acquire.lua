@@ -11,7 +11,7 @@ if redis.call("TYPE", KEYS[1])["ok"] == "none" then
   local now
   if write then
     now = fence_clock()
-    c = now
+    c = fence_seed(now)
     if c >= 9007199254740991 then return -2 end
   end
   local g = tonumber(ARGV[4])
@@ -25,7 +25,7 @@ if not e then
 end
 if r == 1 then
   redis.call("SET", KEYS[1], ARGV[1], "PX", ARGV[2])
-  if write then redis.call("SET", KEYS[3], string.format("%.0f", c)) end
+  if write then redis.call("SET", KEYS[3], string.format("%.0f", c), "PX", ARGV[5]) end
 end
 if e == ARGV[3] then
   if r == 1 then return {1, c, applied} end

@@ -25,15 +25,17 @@
 //
 // With Options.Fence, every lock carries a fencing number (Lock.Fence):
 // the acquire script on each instance also returns the key's fence
-// counter (K + FenceSuffix, seeded from the server's clock when missing),
+// counter (K + FenceSuffix, seeded from the server's clock plus 20 ms when
+// missing, expiring FenceCounterTTL after its last write),
 // and once a majority granted the lock the client writes
 // v = max(counters received) + 1 back to the instances that granted it
 // with a compare-and-set (applied only where the counter is below v);
 // Acquire returns v only when a majority of all the instances applied it
 // and validity remains. No two grants get the same fence, and an Acquire
 // that starts after another returned gets a larger one. The acquire script
-// also compare-and-sets a fence the Locker guesses (the last one it saw for
-// the key plus one, else its clock in microseconds plus 5 ms): when a
+// also compare-and-sets a fence the Locker guesses (the higher of the last
+// one it saw for the key plus one and its clock in microseconds plus
+// 15 ms): when a
 // majority applied the guess, Acquire returns it in one round trip, as
 // unfenced; otherwise the write-back is a second round trip. See
 // docs/redlock-fencing.md for the proof.
@@ -162,11 +164,12 @@ var (
 	safeAcquire = redisclient.NewScript(safeAcquireLua)
 	// fencedAcquire (Options.Fence) is the acquire of a fenced lock: when
 	// the lock key (KEYS[1]) does not exist, it reads the fence counter
-	// (KEYS[2]), seeding it from the server's clock in microseconds when
-	// missing, raises it to the guessed fence ARGV[3] when it is below it
-	// and is the counter plus one or at most redisscript.FenceGuessAhead
-	// above the server's clock (the fast path's compare-and-set; 0 guesses
-	// nothing), sets the key
+	// (KEYS[2]), seeding it from the server's clock in microseconds plus
+	// redisscript.FenceGuessAhead when missing, raises it to the guessed
+	// fence ARGV[3] when it is below it and is the counter plus one or at
+	// most redisscript.FenceGuessAhead above the server's clock (the fast
+	// path's compare-and-set; 0 guesses nothing), writes the counter with
+	// the expiry ARGV[4] (ms, FenceCounterTTL) if it changed, sets the key
 	// and answers {1, counter as left, 1 if the guess applied else 0};
 	// when the key exists it reads nothing and answers 0 (or
 	// fenceKeyNotLock for another Redis type). A counter that cannot give a
@@ -175,19 +178,21 @@ var (
 	// fencedSafeAcquire is fencedAcquire and safeAcquire in one script
 	// (Fence with RestartSafety), KEYS = key, EpochKey, counter: it
 	// answers as safeAcquire does, with the counter added when it set the
-	// key, with the guess ARGV[4] applied as fencedAcquire applies it
-	// ({1, counter, applied} or {1, epoch, sec, usec, counter, applied}),
+	// key, with the guess ARGV[4] applied and the counter's expiry ARGV[5]
+	// set as fencedAcquire does ({1, counter, applied} or {1, epoch, sec,
+	// usec, counter, applied}),
 	// or a Fence* code with nothing written.
 	fencedSafeAcquire = redisclient.NewScript(redisscript.FenceCounterLua + fencedSafeAcquireLua)
 	// fenceWriteBack is the second round of a fenced acquisition: on the
-	// counter KEYS[1] (seeded from the server's clock when missing), it
-	// writes ARGV[1], the new fence, only if the counter is below it, and
-	// answers 1 if it did, 0 if not, or a Fence* code with nothing
-	// written. It does not look at the lock key.
+	// counter KEYS[1] (seeded as fencedAcquire seeds it when missing), it
+	// writes ARGV[1], the new fence, only if the counter is below it, with
+	// the expiry ARGV[2] (ms), and answers 1 if it did, 0 if not, or a
+	// Fence* code with nothing written. It does not look at the lock key.
 	fenceWriteBack = redisclient.NewScript(redisscript.FenceCounterLua + fenceWriteBackLua)
 	// fencedHandOver is the hand-over of a fenced Locker: exactly the
 	// release script, then fencedAcquire for the waiter (ARGV[2], ARGV[3],
-	// its guess ARGV[4]), run atomically, KEYS = key, counter. It answers
+	// its guess ARGV[4], the counter's expiry ARGV[5]), run atomically,
+	// KEYS = key, counter. It answers
 	// {released, 1, counter, applied} when it set the key for the waiter,
 	// {released, 0} when the key is held, or {released, code} for a
 	// counter that cannot give a fence (nothing written but the release).
@@ -454,10 +459,10 @@ func GuaranteesOf(n int, opts Options) lockswap.Guarantees {
 	}
 	if opts.Fence {
 		g.Notes = append(g.Notes,
-			"a fence is installed with a compare-and-set (only where the counter is below it) on a majority before Acquire returns: in the acquire round when the Locker's guess (the last fence it saw for the key plus one, or its clock in µs plus 5 ms for a key it has none for) applies there, else in a write-back round of max(the counters the grants returned) + 1; no two grants of a key get the same fence, and an Acquire that starts after another returned gets a larger one (docs/redlock-fencing.md)",
-			"a counter lost in a restart without persistence is seeded again from the server's clock in microseconds: fences keep both properties as long as that clock is then past every fence issued for the key, which holds when the instances' clocks agree within the restart's downtime less 20 ms (a guessed fence may be installed up to 20 ms ahead of the instance's clock, never further) and fewer than one fence per microsecond per key is issued",
+			"a fence is installed with a compare-and-set (only where the counter is below it) on a majority before Acquire returns: in the acquire round when the Locker's guess (the higher of the last fence it saw for the key plus one and its clock in µs plus 15 ms) applies there, else in a write-back round of max(the counters the grants returned) + 1; no two grants of a key get the same fence, and an Acquire that starts after another returned gets a larger one (docs/redlock-fencing.md)",
+			"a counter lost in a restart without persistence, deleted, evicted or expired (an hour after the key's last fence) is seeded again from the server's clock in microseconds plus 20 ms, and no fence is ever installed more than 20 ms ahead of its instance's clock: fences keep both properties as long as the masters' clocks agree within the time between the key's last fence and the loss (whatever the clients' clocks say), all clients use the same masters, and fewer than one fence per microsecond per key is issued",
 			"a holder paused past its validity still acts without exclusion, but a resource that checks fences (package fenced) rejects its writes once a later holder has written",
-			"the counters need no persistence or appendfsync always, and noeviction or a volatile-* maxmemory policy: a snapshot (RDB) that restores an older counter after a crash can repeat fences",
+			"the counters need no persistence or appendfsync always: a snapshot (RDB) that restores an older counter after a crash can repeat fences",
 		)
 	} else {
 		g.Notes = append(g.Notes, "no fencing token: a holder paused past its validity acts without exclusion (enable Fence)")

@@ -303,7 +303,7 @@ func (p *proto) HandOver(ctx context.Context, hc, nc *driver.Claim[*rlock]) (dri
 	c.op, c.keys, c.key, c.args = opHandOver, l.keys[:], l.key, []any{l.args[0], next.args[0], next.args[1]}
 	if p.opts.Fence {
 		c.keys, c.fkey = next.akeys[:next.nakeys], next.fkey
-		c.args = append(c.args, next.guess)
+		c.args = append(c.args, next.guess, counterTTLArg())
 	}
 	p.fan.run(ctx, c, earliest(start.Add(p.instanceTimeout(nc.TTL)), until))
 	g, acqErr := p.settle(ctx, next, c, start, nc.TTL, false)

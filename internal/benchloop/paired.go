@@ -24,10 +24,15 @@ type Pair struct {
 	// OneKey runs every cycle on one key rather than on a ring of
 	// KeyRing distinct keys.
 	OneKey bool
+	// WarmAll warms both cycles on every key of the ring before the timed
+	// cycles, rather than with 32 cycles each: the steady state of a key
+	// ring, in which no key is new.
+	WarmAll bool
 }
 
 // Paired runs n cycles (b.N) of p's two cycles, alternating in blocks,
-// after warming both with 32 cycles each, and reports each one's ns per
+// after warming both with 32 cycles each (or on every key: WarmAll), and
+// reports each one's ns per
 // cycle and their ratio.
 func Paired(b B, n int, p Pair) {
 	b.Helper()
@@ -41,8 +46,12 @@ func Paired(b B, n int, p Pair) {
 		block = 16
 	}
 	cycles := [2]Cycle{p.Base, p.Ours}
-	for i := range 64 {
-		if err := cycles[i&1](ctx, keys[i%len(keys)]); err != nil {
+	warm := 64
+	if p.WarmAll {
+		warm = max(warm, 2*len(keys))
+	}
+	for i := range warm {
+		if err := cycles[i&1](ctx, keys[(i/2)%len(keys)]); err != nil {
 			b.Fatal(err)
 		}
 	}

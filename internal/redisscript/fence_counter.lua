@@ -12,6 +12,9 @@ local function fence_clock()
   local t = redis.call("TIME")
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
+local function fence_seed(now)
+  return now + 20000
+end
 local function fence_guess(c, g, now)
   if not g or g <= c or g >= 9007199254740991 then return false end
   return g == c + 1 or g <= (now or fence_clock()) + 20000

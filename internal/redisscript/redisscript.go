@@ -44,13 +44,18 @@ var (
 //     code, so that no error is raised halfway through a script).
 //   - fence_clock() returns the server's clock (TIME) in microseconds since
 //     the Unix epoch: the seed of a counter that is missing.
+//   - fence_seed(now) returns redlock's seed of a missing counter for the
+//     server's clock now: now + FenceGuessAhead, at or above every fence a
+//     guess may install at that clock reading, so that a counter lost at
+//     any time is seeded again above every fence issued before (as long
+//     as the masters' clocks agree within the time since that fence).
 //   - fence_guess(c, g, now) reports whether a guessed fence g may be
 //     installed over the counter value c (redlock's one-round fast path):
 //     g is above c and below FenceLimit, and either exactly c+1 or at most
 //     FenceGuessAhead above the server's clock (now, when the script has
-//     read it already, else read then). The bound keeps a client
-//     whose clock runs ahead from pushing a counter ahead of the servers'
-//     clocks, which the clock seed of a lost counter relies on.
+//     read it already, else read then). The bound keeps every fence at or
+//     below the seed a lost counter gets (fence_seed), whatever the
+//     client's clock says.
 //
 // A script is FenceCounterLua followed by its own body; each keeps its keys
 // and values in KEYS and ARGV.
@@ -59,8 +64,9 @@ var (
 var FenceCounterLua string
 
 // FenceGuessAhead is how far above the server's clock fence_guess
-// (FenceCounterLua) lets a guessed fence be, in microseconds: 20 ms. The
-// script holds the same number.
+// (FenceCounterLua) lets a guessed fence be, and how far above it
+// fence_seed seeds a missing counter, in microseconds: 20 ms. The script
+// holds the same number.
 const FenceGuessAhead = 20000
 
 // FenceLimit bounds the fences: every fence is below 2^53, so that Lua's

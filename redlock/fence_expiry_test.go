@@ -1,0 +1,125 @@
+package redlock_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/internal/redistest"
+	"github.com/lockswap/lockswap/redlock"
+)
+
+// TestFenceCountersExpire: every script that writes a fence counter (the
+// fenced acquire, its restart-safe form, the write-back round, a hand-over
+// to a local waiter) sets the counter's expiry (FenceCounterTTL); fenced
+// locks on 10,000 distinct names leave no key behind on any master once
+// their counters' life (here 300 ms) has passed, and a name taken again
+// after its counter expired gets a fence above every fence given before
+// (the seed of a missing counter is the clock plus FenceGuessAhead, above
+// every fence issued at an earlier clock reading).
+func TestFenceCountersExpire(t *testing.T) {
+	addrs, _ := realN(t, 3)
+	raws := rawClients(t, addrs)
+	ctx := context.Background()
+	flush := func() {
+		for _, rc := range raws {
+			rc.FlushDB(ctx)
+		}
+	}
+
+	t.Run("every path", func(t *testing.T) {
+		const life = time.Minute // long enough to be seen on a loaded machine
+		redlock.SetFenceCounterTTL(t, life)
+		defer flush()
+		lk := newLocker(t, addrs, redistest.GoRedis, redlock.Options{Fence: true})
+		seedOldEpoch(t, raws) // no quarantine: the masters' epochs are old
+		safe := newLocker(t, addrs, redistest.GoRedis, redlock.Options{Fence: true, RestartSafety: true, MaxTTL: 10 * time.Second})
+		fencedCycle(t, lk, "new")    // seeds, then the write-back round
+		fencedCycle(t, lk, "new")    // the fast path: the guess applies
+		fencedCycle(t, safe, "safe") // the restart-safe script
+		held, err := lk.Acquire(ctx, "local")
+		if err != nil {
+			t.Fatal(err)
+		}
+		next := make(chan error, 1)
+		go func() {
+			l, err := lk.Acquire(ctx, "local")
+			if err == nil {
+				err = l.Release(ctx)
+			}
+			next <- err
+		}()
+		waitFor(t, "the local waiter waiting", func() bool { return redlock.Waiting(lk, "local") == 1 })
+		for _, rc := range raws { // the hand-over below must set it again
+			rc.Del(ctx, redlock.FenceKey("local"))
+		}
+		if err := held.Release(ctx); err != nil { // hands the key to the waiter
+			t.Fatal(err)
+		}
+		if err := <-next; err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range []string{"new", "safe", "local"} {
+			for i, rc := range raws {
+				if d := rc.PTTL(ctx, redlock.FenceKey(k)).Val(); d <= 0 || d > life {
+					t.Errorf("instance %d: the fence counter of %q lives %v, want an expiry within %v", i, k, d, life)
+				}
+			}
+		}
+	})
+
+	t.Run("10000 names", func(t *testing.T) {
+		const life = 300 * time.Millisecond
+		redlock.SetFenceCounterTTL(t, life)
+		defer flush()
+		lk := newLocker(t, addrs, redistest.GoRedis, redlock.Options{Fence: true})
+		const names, workers = 10000, 8
+		var highest atomic.Uint64
+		var wg sync.WaitGroup
+		for w := range workers {
+			wg.Go(func() {
+				for i := w; i < names; i += workers {
+					l, err := lk.TryAcquire(ctx, fmt.Sprintf("entity-%d", i))
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					f, _ := l.Fence()
+					for h := highest.Load(); f > h && !highest.CompareAndSwap(h, f); h = highest.Load() {
+					}
+					if err := l.Release(ctx); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if t.Failed() {
+			return
+		}
+		// No key left on any master once the counters' life has passed.
+		waitFor(t, "every key gone on every master", func() bool {
+			for _, rc := range raws {
+				if rc.DBSize(ctx).Val() != 0 {
+					return false
+				}
+			}
+			return true
+		})
+		// A name taken again, its counters gone: seeded from the masters'
+		// clocks plus 20 ms, above every fence given before.
+		l, err := lk.TryAcquire(ctx, "entity-0", lockswap.WithTTL(time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Release(ctx)
+		if f := fenceOf(t, l); f <= highest.Load() {
+			t.Errorf("fence %d after the counter expired, want above %d, the highest given before", f, highest.Load())
+		}
+	})
+}
