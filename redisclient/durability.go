@@ -84,7 +84,7 @@ func (d Durability) Risks() []string {
 		r = append(r, fmt.Sprintf("RDB snapshots (save %q) without the append-only file: a crash restores an older snapshot, so a counter can come back older (set appendonly yes with appendfsync always, or save \"\" for no persistence)", d.Save))
 	}
 	if strings.HasPrefix(d.MaxmemoryPolicy, "allkeys-") && d.Maxmemory != "0" {
-		r = append(r, fmt.Sprintf("maxmemory-policy %s with maxmemory %s: memory pressure can evict a key that has no TTL, such as a counter or an epoch (set noeviction; a volatile-* policy keeps them but can evict locks)", d.MaxmemoryPolicy, d.Maxmemory))
+		r = append(r, fmt.Sprintf("maxmemory-policy %s with maxmemory %s: memory pressure can evict a key that has no TTL, such as a restart-safety epoch, and fence counters under any policy (set noeviction; a volatile-* policy keeps the epoch but can evict locks and counters; an evicted counter is seeded again from the clock, docs/redlock-fencing.md A3)", d.MaxmemoryPolicy, d.Maxmemory))
 	}
 	return r
 }

@@ -28,6 +28,7 @@ type rlock struct {
 	fkeys      [1]string              // Fence: the fence counter's key
 	fkey       any                    // Fence: fkeys[0], boxed once
 	guess      int64                  // Fence: the fence the acquire tries first (fenceHints.guess; 0: none)
+	clockGuess int64                  // Fence: the guess from the clock fenceHints.guess considered
 	args       [2]any                 // token, ttl in ms (the scripts' ARGV)
 	setGet     redisclient.SetGetArgs // the acquire's SET key token NX PX ms GET, from key and args
 	acquired   time.Time
@@ -58,7 +59,7 @@ func (p *proto) newRlock(c *driver.Claim[*rlock]) *rlock {
 	l.args[0], l.args[1] = c.Token, c.TTL.Milliseconds()
 	l.setGet.Fill(l.key, l.args[0], l.args[1])
 	if p.opts.Fence {
-		l.guess = p.hints.guess(l.keys[0])
+		l.guess, l.clockGuess = p.hints.guess(l.keys[0])
 	}
 	c.Data = l
 	return l
@@ -142,7 +143,7 @@ func (p *proto) settle(ctx context.Context, l *rlock, c *call, start time.Time, 
 			// guessed fence in the same script, a compare-and-set as the
 			// write-back's (docs/redlock-fencing.md).
 			l.acquired, l.unknown, l.deadline = start, unknown, start.Add(validity)
-			p.hints.saw(l.keys[0], l.guess)
+			p.hints.saw(l.keys[0], l.guess, l.clockGuess)
 			return driver.Grant{Deadline: l.deadline, Fence: uint64(l.guess)}, nil
 		}
 		return p.writeBack(ctx, l, c, ok, unknown, start, ttl)

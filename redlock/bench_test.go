@@ -356,17 +356,20 @@ func BenchmarkCyclePaired(b *testing.B) {
 // cycle (TryAcquire + Release) against the same Locker without it, in
 // alternating blocks (benchloop.Paired, median of the blocks):
 // "lockswap-ns/cycle" is the fenced Locker's, and "ratio" is fenced ÷
-// unfenced ns per cycle. The fenced acquisition is one more round
-// trip (the write-back) and a script instead of a plain SET. Run:
+// unfenced ns per cycle. A key's first fenced acquisition is one more
+// round trip (the write-back) and a script instead of a plain SET; a key
+// taken before is the script alone (the guess applies). With fewer cycles
+// than benchloop.KeyRing every key is new; with many more, few are. Run:
 //
-//	go test -run '^$' -bench FencePaired -benchtime=4000x -count=3 ./redlock/
+//	go test -run '^$' -bench FencePaired -benchtime=1000x -count=6 ./redlock/   # new keys
+//	go test -run '^$' -bench FencePaired -benchtime=16000x -count=6 ./redlock/  # keys taken before
 func BenchmarkFencePaired(b *testing.B) {
 	for _, n := range []int{3, 5} {
 		addrs := benchServers(b, n)
 		for _, c := range []struct {
 			name string
 			new  redistest.NewClient
-		}{{"redigo", redistest.Redigo}, {"goredis", redistest.GoRedis}} {
+		}{{"redigo", redistest.Redigo}, {"goredis", redistest.GoRedis}, {"rueidis", redistest.Rueidis}} {
 			plain := benchLocker(b, addrs, c.new, redlock.Options{})
 			fenced := benchLocker(b, addrs, c.new, redlock.Options{Fence: true})
 			b.Run(fmt.Sprintf("%s/N=%d", c.name, n), func(b *testing.B) {
@@ -383,9 +386,11 @@ func BenchmarkFencePaired(b *testing.B) {
 // fenced against unfenced in alternating blocks (benchloop.Paired, median
 // of the blocks). "ring" cycles through benchloop.KeyRing keys, each taken
 // once before the timed cycles (no key is new: a new key's first fence
-// takes the write-back round), "onekey" hands one key back and forth. Each fenced Locker guesses the fence from
-// its clock above the other's last fence, so both stay on the one-round
-// path; the Lockers share this host's clock (skew 0). Run:
+// takes the write-back round), "onekey" hands one key back and forth;
+// every key is taken by the two Lockers in turn. Each fenced Locker
+// guesses the fence from its clock above the other's last fence, so both
+// stay on the one-round path; the Lockers share this host's clock (skew
+// 0). Run:
 //
 //	go test -run '^$' -bench FenceAlternating -benchtime=4000x -count=6 ./redlock/
 func BenchmarkFenceAlternating(b *testing.B) {
@@ -400,10 +405,10 @@ func BenchmarkFenceAlternating(b *testing.B) {
 					benchloop.TryCycle(benchLocker(b, addrs, c.new, opts), benchTTL),
 					benchloop.TryCycle(benchLocker(b, addrs, c.new, opts), benchTTL),
 				}
-				turn := 0
+				turns := map[string]int{} // per key, so that every key alternates
 				return func(ctx context.Context, key string) error {
-					turn ^= 1
-					return lks[turn](ctx, key)
+					turns[key]++
+					return lks[turns[key]&1](ctx, key)
 				}
 			}
 			plain, fenced := alternate(redlock.Options{}), alternate(redlock.Options{Fence: true})

@@ -1,6 +1,8 @@
 package redlock
 
 import (
+	"strconv"
+	"testing"
 	"time"
 
 	"github.com/lockswap/lockswap/internal/optionstest"
@@ -27,9 +29,12 @@ func SetGuessClock(lk *Locker, now func() time.Time) { lk.p.hints.now = now }
 // SetFenceCounterTTL sets how long fence counters live after their last
 // write (tests of FenceCounterTTL), until the test ends. Call it while no
 // fenced acquisition is under way.
-func SetFenceCounterTTL(t interface{ Cleanup(func()) }, d time.Duration) {
+func SetFenceCounterTTL(t testing.TB, d time.Duration) {
+	if d < time.Millisecond {
+		t.Fatalf("SetFenceCounterTTL(%v): Redis expiries are whole milliseconds, at least 1", d)
+	}
 	old := counterTTL.Load()
-	counterTTL.Store(any(d.Milliseconds()))
+	counterTTL.Store(any(strconv.FormatInt(d.Milliseconds(), 10)))
 	t.Cleanup(func() { counterTTL.Store(old) })
 }
 

@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -76,7 +77,7 @@ func (p *proto) writeBack(ctx context.Context, l *rlock, c *call, ok, unknown ui
 	validity := ttl - elapsed - p.drift(ttl)
 	if applied >= p.quorum && validity > 0 {
 		l.acquired, l.unknown, l.deadline = start, unknown, start.Add(validity)
-		p.hints.saw(l.keys[0], v)
+		p.hints.saw(l.keys[0], v, l.clockGuess)
 		return driver.Grant{Deadline: l.deadline, Fence: uint64(v)}, nil
 	}
 	p.undo(ctx, l, ok, unknown, ttl)
@@ -92,7 +93,7 @@ func (p *proto) writeBack(ctx context.Context, l *rlock, c *call, ok, unknown ui
 	case perm > n-p.quorum:
 		return driver.Grant{}, p.invalid(perm, func(i int) error { return permErrs[i] })
 	case refused > 0 && applied+failed < p.quorum:
-		return driver.Grant{}, fmt.Errorf("fence %d applied on %d of %d instances, refused by %d whose counter a later acquirer had already raised (need %d)%s: %w",
+		return driver.Grant{}, fmt.Errorf("fence %d applied on %d of %d instances, refused by %d whose counter was above it: raised by a later acquirer, or lost and seeded again from the clock since the acquire round (need %d)%s: %w",
 			v, applied, n, refused, p.quorum, detail, lockswap.ErrHeld)
 	default:
 		return driver.Grant{}, &outageError{msg: fmt.Sprintf("fence %d applied on %d of %d instances, refused by %d, %d did not answer (need %d)%s",
@@ -229,11 +230,12 @@ func isOne(x any) bool {
 // 20 ms below that: an hour after the last fence, that too is above it.
 const FenceCounterTTL = time.Hour
 
-// counterTTL holds FenceCounterTTL in milliseconds, boxed once so that
-// sending it allocates nothing (tests shorten it: SetFenceCounterTTL).
+// counterTTL holds FenceCounterTTL in milliseconds as a decimal string,
+// boxed once so that sending it allocates nothing, whatever the client
+// (tests shorten it: SetFenceCounterTTL).
 var counterTTL atomic.Value
 
-func init() { counterTTL.Store(any(FenceCounterTTL.Milliseconds())) }
+func init() { counterTTL.Store(any(strconv.FormatInt(FenceCounterTTL.Milliseconds(), 10))) }
 
 // counterTTLArg is the fenced scripts' argument for the counter's expiry.
 func counterTTLArg() any { return counterTTL.Load() }
@@ -253,54 +255,68 @@ const clockGuessMargin = 5 * time.Millisecond
 // docs/redlock-fencing.md): the higher of the highest fence it saw granted
 // for the key plus one (a key it took last) and the host's clock in
 // microseconds plus redisscript.FenceGuessAhead − clockGuessMargin (a key
-// another Locker took since, more than a few milliseconds ago: every fence
-// is at most FenceGuessAhead above its master's clock when issued). A
+// another Locker took since, more than a few milliseconds ago: a fence is
+// at most FenceGuessAhead above the clocks of the masters when issued). A
 // counter that is missing (a new key, an expired or lost counter) is
 // seeded at the server's clock plus FenceGuessAhead, above any guess the
 // script accepts, so the first acquisition of a key takes the write-back
-// round. It remembers up to maxHints keys; past that a key chosen at
-// random is forgotten for each new one, which only makes the next guess
-// for it come from the clock. A guess is never a safety matter: the
-// acquire script applies it only where the counter is below it, as the
-// write-back does, and, for a guess other than counter + 1, only within
-// FenceGuessAhead of the server's clock. A guess that does not apply costs
-// the write-back round.
+// round. When the fence granted for a key was below what the clock would
+// have guessed, the masters refuse the clock's guesses (this host's clock
+// runs ahead of theirs by more than clockGuessMargin), and the next guess
+// for the key is its last fence plus one alone, which they accept when no
+// other Locker took the key meanwhile. It remembers up to maxHints keys;
+// past that a key chosen at random is forgotten for each new one, which
+// only makes the next guess for it come from the clock. A guess is never a
+// safety matter: the acquire script applies it only where the counter is
+// below it, as the write-back does, and, for a guess other than counter +
+// 1, only within FenceGuessAhead of the server's clock. A guess that does
+// not apply costs the write-back round.
 type fenceHints struct {
-	mu    sync.Mutex
-	fence map[string]int64
-	now   func() time.Time // the clock of the guesses (tests change it)
+	mu   sync.Mutex
+	hint map[string]fenceHint
+	now  func() time.Time // the clock of the guesses (tests change it)
+}
+
+// fenceHint is what a Locker remembers of a key's last fence.
+type fenceHint struct {
+	fence     int64 // the highest fence seen granted
+	clockHigh bool  // the clock's guess was above that fence: guess fence + 1 alone
 }
 
 func newFenceHints() *fenceHints {
-	return &fenceHints{fence: make(map[string]int64), now: time.Now}
+	return &fenceHints{hint: make(map[string]fenceHint), now: time.Now}
 }
 
-// guess returns the fence to try for key: one above the last one seen,
-// or from the clock when that is higher or key has none.
-func (h *fenceHints) guess(key string) int64 {
+// guess returns the fence to try for key, and the clock's guess it
+// considered (for saw).
+func (h *fenceHints) guess(key string) (g, clock int64) {
 	h.mu.Lock()
-	f, ok := h.fence[key]
+	f, ok := h.hint[key]
 	h.mu.Unlock()
-	g := h.now().UnixMicro() + redisscript.FenceGuessAhead - clockGuessMargin.Microseconds()
-	if ok {
-		g = max(g, f+1)
+	clock = h.now().UnixMicro() + redisscript.FenceGuessAhead - clockGuessMargin.Microseconds()
+	switch {
+	case !ok:
+		return clock, clock
+	case f.clockHigh:
+		return f.fence + 1, clock
 	}
-	return g
+	return max(clock, f.fence+1), clock
 }
 
-// saw records that a lock on key was granted fence.
-func (h *fenceHints) saw(key string, fence int64) {
+// saw records that a lock on key was granted fence, by an attempt whose
+// guess from the clock was clock.
+func (h *fenceHints) saw(key string, fence, clock int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	f, ok := h.fence[key]
-	if ok && f >= fence {
+	f, ok := h.hint[key]
+	if ok && f.fence >= fence {
 		return
 	}
-	if !ok && len(h.fence) >= maxHints {
-		for k := range h.fence { // a random one: map iteration starts anywhere
-			delete(h.fence, k)
+	if !ok && len(h.hint) >= maxHints {
+		for k := range h.hint { // a random one: map iteration starts anywhere
+			delete(h.hint, k)
 			break
 		}
 	}
-	h.fence[key] = fence
+	h.hint[key] = fenceHint{fence: fence, clockHigh: clock > fence}
 }

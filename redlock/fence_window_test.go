@@ -2,6 +2,7 @@ package redlock_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,11 +20,13 @@ import (
 // Then a guessed fence could be up to 20 ms ahead of the servers' clocks
 // while a lost counter was seeded at the clock itself, so a loss within
 // 20 ms of the last fence let a later acquisition get a fence at or below
-// one issued before it. Now every fence is at most the clock + 20 ms when
-// issued and every seed is the clock + 20 ms when seeded, so a counter
-// lost at any moment after a fence is seeded above it (the masters here
-// share one clock). Both tests run with a client whose clock is 14 ms
-// fast, within what the docs call harmless.
+// one issued before it. Now every fence is at most the masters' clock +
+// 20 ms when issued and every seed is the clock + 20 ms when seeded, so a
+// counter lost at any moment after a fence is seeded above it (the
+// masters here share one clock). Each test forces a fence at that bound
+// just before the loss: on the code before, both fail whenever the loss
+// and the next acquisition come within 19 ms of it (a few ms here, on an
+// idle machine).
 
 // loseCounters deletes key's fence counter on the first two of the three
 // masters and pauses the third (SIGSTOP) until the test ends: the Locker
@@ -57,27 +60,32 @@ func fencedCycle(t *testing.T, lk *redlock.Locker, key string) uint64 {
 	return f
 }
 
-// fastClock returns a clock d ahead of this host's.
-func fastClock(d time.Duration) func() time.Time {
+// offClock returns a clock d off this host's.
+func offClock(d time.Duration) func() time.Time {
 	return func() time.Time { return time.Now().Add(d) }
 }
 
-// TestFenceLossKeepsOrder: Locker B takes key w; 50 ms later Locker A,
-// whose clock is 14 ms fast, takes and releases it; the counter is then
-// lost on a majority (deleted on two masters, the third paused). B's next
-// acquisition, which starts after A's returned, must get a fence above
-// A's. (Before: B's fence was 7.5–12.5 ms below A's.)
+// TestFenceLossKeepsOrder: Locker B, whose clock is a minute behind (its
+// guesses never come from its clock), takes key w; 50 ms later Locker A,
+// whose clock is 4 ms fast, takes it in one round with the guess from its
+// clock, 19 ms ahead of the masters' (the bound is 20), and releases it;
+// the counter is then lost on a majority (deleted on two masters, the
+// third paused). B's next acquisition, which starts after A's returned,
+// must get a fence above A's. (Before the seed's lead: a fence up to 19 ms
+// below A's.)
 func TestFenceLossKeepsOrder(t *testing.T) {
 	addrs, srvs := realN(t, 3)
 	raws := rawClients(t, addrs)
-	a := newLocker(t, addrs, redistest.GoRedis, redlock.Options{Fence: true})
-	b := newLocker(t, addrs, redistest.GoRedis, redlock.Options{Fence: true})
-	redlock.SetGuessClock(a, fastClock(14*time.Millisecond))
+	a := newLocker(t, addrs, redistest.GoRedis, redlock.Options{Fence: true, InstanceTimeout: adaptiveTimeout})
+	b := newLocker(t, addrs, redistest.GoRedis, redlock.Options{Fence: true, InstanceTimeout: adaptiveTimeout})
+	redlock.SetGuessClock(a, offClock(4*time.Millisecond))
+	redlock.SetGuessClock(b, offClock(-time.Minute))
 	fb0 := fencedCycle(t, b, "w")
 	waitClock(t, uint64(time.Now().Add(50*time.Millisecond).UnixMicro()))
+	from := uint64(time.Now().Add(19 * time.Millisecond).UnixMicro())
 	fa := fencedCycle(t, a, "w")
-	if fa <= fb0 {
-		t.Fatalf("A's fence %d is not above B's earlier %d", fa, fb0)
+	if fa <= fb0 || fa < from {
+		t.Fatalf("setup: A's fence %d, want above B's earlier %d and from A's clock guess, at least %d (19 ms ahead)", fa, fb0, from)
 	}
 	loseCounters(t, raws, srvs, "w")
 	fb := fencedCycle(t, b, "w")
@@ -86,23 +94,38 @@ func TestFenceLossKeepsOrder(t *testing.T) {
 	}
 }
 
-// TestFenceLossKeepsUnique: Locker B, whose clock is 14 ms fast, takes key
-// u; Locker A takes it right after (its fence one above B's); the counter
-// is then lost on a majority. B's next acquisition must not get A's fence
-// (before: B's guess, its last fence plus one, was accepted on the two
-// re-seeded masters, and B returned the fence A held).
+// TestFenceLossKeepsUnique: Locker B, whose clock is 4 ms fast, takes key
+// u in one round with the guess from its clock, 19 ms ahead of the
+// masters' (the bound is 20); Locker A, whose clock is a minute behind,
+// takes it right after (its guess refused, the write-back round: its fence
+// one above B's); the counter is then lost on a majority, and B's clock
+// falls a minute behind, so that its next guess is its last fence plus
+// one: A's fence. It must not be granted again (before the seed's lead:
+// the two re-seeded masters accepted it, and B returned the fence A held).
 func TestFenceLossKeepsUnique(t *testing.T) {
 	addrs, srvs := realN(t, 3)
 	raws := rawClients(t, addrs)
-	a := newLocker(t, addrs, redistest.GoRedis, redlock.Options{Fence: true})
-	b := newLocker(t, addrs, redistest.GoRedis, redlock.Options{Fence: true})
-	redlock.SetGuessClock(b, fastClock(14*time.Millisecond))
+	a := newLocker(t, addrs, redistest.GoRedis, redlock.Options{Fence: true, InstanceTimeout: adaptiveTimeout})
+	b := newLocker(t, addrs, redistest.GoRedis, redlock.Options{Fence: true, InstanceTimeout: adaptiveTimeout})
+	var bOff atomic.Int64
+	bOff.Store(int64(4 * time.Millisecond))
+	redlock.SetGuessClock(b, func() time.Time { return time.Now().Add(time.Duration(bOff.Load())) })
+	redlock.SetGuessClock(a, offClock(-time.Minute))
+	// A counter from long ago, so that B's guess applies (a missing one
+	// would be seeded above it: the write-back round).
+	for _, rc := range raws {
+		if err := rc.Set(context.Background(), redlock.FenceKey("u"), 1, time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	from := uint64(time.Now().Add(19 * time.Millisecond).UnixMicro())
 	fb0 := fencedCycle(t, b, "u")
 	fa := fencedCycle(t, a, "u")
-	if fa <= fb0 {
-		t.Fatalf("A's fence %d is not above B's earlier %d", fa, fb0)
+	if fb0 < from || fa != fb0+1 {
+		t.Fatalf("setup: B's fence %d, want from its clock's guess, at least %d (19 ms ahead); A's %d, want B's plus one", fb0, from, fa)
 	}
 	loseCounters(t, raws, srvs, "u")
+	bOff.Store(int64(-time.Minute))
 	fb := fencedCycle(t, b, "u")
 	if fb == fa || fb == fb0 {
 		t.Fatalf("B got fence %d again after the counter's loss (A: %d, B before: %d): uniqueness broken", fb, fa, fb0)

@@ -121,15 +121,17 @@ type Options struct {
 	RestartSafety bool
 	// Fence gives every lock a fencing number (Lock.Fence), unique and
 	// increasing across the holders of a key, from a counter per key on
-	// each instance (the key plus FenceSuffix, without expiry, in the lock
-	// key's hash slot), in one round trip per acquisition when the
-	// Locker's guess of the fence applies and two when it does not: see
-	// the package doc and docs/redlock-fencing.md. A counter that a
-	// restart without persistence lost is seeded again from the server's
-	// clock in microseconds (see Guarantees for the clock assumption). A
-	// hand-over to a local waiter (release and the waiter's acquire in one
-	// request) guesses the releaser's fence plus one: one round trip in
-	// all when that applies.
+	// each instance (the key plus FenceSuffix, in the lock key's hash
+	// slot, expiring FenceCounterTTL after its last write), in one round
+	// trip per acquisition when the Locker's guess of the fence applies
+	// and two when it does not (always for a key's first fence): see the
+	// package doc and docs/redlock-fencing.md. A counter that is missing
+	// (lost in a restart without persistence, deleted, evicted, expired)
+	// is seeded again from the server's clock in microseconds plus 20 ms
+	// (see Guarantees for the clock assumption). A hand-over to a local
+	// waiter (release and the waiter's acquire in one request) guesses as
+	// an acquisition does, the releaser's fence plus one at least: one
+	// round trip in all when that applies.
 	Fence bool
 	// MaxTTL is the longest TTL any client uses on these instances,
 	// required with RestartSafety. Acquire rejects longer TTLs. At most
@@ -460,7 +462,7 @@ func GuaranteesOf(n int, opts Options) lockswap.Guarantees {
 	if opts.Fence {
 		g.Notes = append(g.Notes,
 			"a fence is installed with a compare-and-set (only where the counter is below it) on a majority before Acquire returns: in the acquire round when the Locker's guess (the higher of the last fence it saw for the key plus one and its clock in µs plus 15 ms) applies there, else in a write-back round of max(the counters the grants returned) + 1; no two grants of a key get the same fence, and an Acquire that starts after another returned gets a larger one (docs/redlock-fencing.md)",
-			"a counter lost in a restart without persistence, deleted, evicted or expired (an hour after the key's last fence) is seeded again from the server's clock in microseconds plus 20 ms, and no fence is ever installed more than 20 ms ahead of its instance's clock: fences keep both properties as long as the masters' clocks agree within the time between the key's last fence and the loss (whatever the clients' clocks say), all clients use the same masters, and fewer than one fence per microsecond per key is issued",
+			"a counter lost in a restart without persistence, deleted, evicted or expired (an hour after the key's last fence) is seeded again from the server's clock in microseconds plus 20 ms, and no fence is ever installed more than 20 ms ahead of the fastest master's clock: fences keep both properties as long as the masters' clocks agree within the time between the key's last fence and the loss (whatever the clients' clocks say), all clients use the same masters, and fewer than one fence per microsecond per key is issued",
 			"a holder paused past its validity still acts without exclusion, but a resource that checks fences (package fenced) rejects its writes once a later holder has written",
 			"the counters need no persistence or appendfsync always: a snapshot (RDB) that restores an older counter after a crash can repeat fences",
 		)

@@ -33,7 +33,7 @@ var (
 // it switches a Redis older than 5 to effects replication, which every
 // Redis since 5 uses by default (the only mode since 7), so that writes
 // may follow TIME (replicas and the AOF receive the counter's new value,
-// not the script to run again), and defines two Lua functions:
+// not the script to run again), and defines four Lua functions:
 //
 //   - fence_read(k) returns the counter under k as a number, nil when k
 //     does not exist, or, writing nothing, a negative code when it cannot
@@ -43,7 +43,8 @@ var (
 //     redis.pcall, whose WRONGTYPE error reply the function turns into the
 //     code, so that no error is raised halfway through a script).
 //   - fence_clock() returns the server's clock (TIME) in microseconds since
-//     the Unix epoch: the seed of a counter that is missing.
+//     the Unix epoch: singleredis's lowest next fence, and what
+//     fence_seed leads.
 //   - fence_seed(now) returns redlock's seed of a missing counter for the
 //     server's clock now: now + FenceGuessAhead, at or above every fence a
 //     guess may install at that clock reading, so that a counter lost at

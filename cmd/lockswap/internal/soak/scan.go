@@ -29,8 +29,8 @@ type Leftovers struct {
 	// Sample names the first few lock keys left, with their time to live.
 	Sample []string
 	// FenceCounters are fence counters (singleredis and redlock with
-	// fence=true keep one per key: singleredis's expire an hour after
-	// their last fence, redlock's do not expire; docs/keys.md).
+	// fence=true keep one per key, which expires an hour after its last
+	// fence; docs/keys.md).
 	FenceCounters int
 	// QueueKeys are the fair wait's queue and registration keys.
 	QueueKeys int
