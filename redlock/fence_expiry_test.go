@@ -2,13 +2,11 @@ package redlock_test
 
 import (
 	"context"
-	"fmt"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/internal/fencetest"
 	"github.com/lockswap/lockswap/internal/redistest"
 	"github.com/lockswap/lockswap/redlock"
 )
@@ -98,28 +96,7 @@ func TestFenceCountersExpire(t *testing.T) {
 		// left behind, and 8 workers on a loaded machine with the race
 		// detector answer slower than the adaptive timeout's first guess.
 		lk := newLocker(t, addrs, redistest.GoRedis, redlock.Options{Fence: true, InstanceTimeout: time.Second})
-		const names, workers = 10000, 8
-		var highest atomic.Uint64
-		var wg sync.WaitGroup
-		for w := range workers {
-			wg.Go(func() {
-				for i := w; i < names; i += workers {
-					l, err := lk.TryAcquire(ctx, fmt.Sprintf("entity-%d", i), lockswap.WithTTL(5*time.Second))
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					f, _ := l.Fence()
-					for h := highest.Load(); f > h && !highest.CompareAndSwap(h, f); h = highest.Load() {
-					}
-					if err := l.Release(ctx); err != nil {
-						t.Error(err)
-						return
-					}
-				}
-			})
-		}
-		wg.Wait()
+		highest := fencetest.TakeNames(t, ctx, lk, 10000, 8, lockswap.WithTTL(5*time.Second))
 		if t.Failed() {
 			return
 		}
@@ -139,8 +116,8 @@ func TestFenceCountersExpire(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer l.Release(ctx)
-		if f := fenceOf(t, l); f <= highest.Load() {
-			t.Errorf("fence %d after the counter expired, want above %d, the highest given before", f, highest.Load())
+		if f := fenceOf(t, l); f <= highest {
+			t.Errorf("fence %d after the counter expired, want above %d, the highest given before", f, highest)
 		}
 	})
 }

@@ -608,18 +608,7 @@ func TestFenceOldSnapshotRepeats(t *testing.T) {
 	addrs, srvs := realN(t, 3)
 	raws := rawClients(t, addrs)
 	ctx := ctxT(t)
-	cycle := func(lk *redlock.Locker) uint64 {
-		t.Helper()
-		l, err := lk.TryAcquire(ctx, "snap", lockswap.WithTTL(5*time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
-		f := fenceOf(t, l)
-		if err := l.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
-		return f
-	}
+	cycle := func(lk *redlock.Locker) uint64 { return fencedCycle(t, lk, "snap") }
 	// The counters exist before the first acquisition, as after earlier
 	// ones: a missing counter is seeded from its server's clock when the
 	// acquire reaches it, so that an instance reached late (a loaded

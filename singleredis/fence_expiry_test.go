@@ -2,13 +2,11 @@ package singleredis_test
 
 import (
 	"context"
-	"fmt"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/internal/fencetest"
 	"github.com/lockswap/lockswap/internal/redistest"
 	"github.com/lockswap/lockswap/internal/testserver"
 	"github.com/lockswap/lockswap/singleredis"
@@ -76,28 +74,7 @@ func TestFenceCountersExpire(t *testing.T) {
 	t.Run("10000 names", func(t *testing.T) {
 		const life = 300 * time.Millisecond
 		singleredis.SetFenceCounterTTL(t, life)
-		const names, workers = 10000, 8
-		var highest atomic.Uint64
-		var wg sync.WaitGroup
-		for w := range workers {
-			wg.Go(func() {
-				for i := w; i < names; i += workers {
-					l, err := lk.TryAcquire(ctx, fmt.Sprintf("entity-%d", i))
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					f, _ := l.Fence()
-					for h := highest.Load(); f > h && !highest.CompareAndSwap(h, f); h = highest.Load() {
-					}
-					if err := l.Release(ctx); err != nil {
-						t.Error(err)
-						return
-					}
-				}
-			})
-		}
-		wg.Wait()
+		highest := fencetest.TakeNames(t, ctx, lk, 10000, 8)
 		if t.Failed() {
 			return
 		}
@@ -110,8 +87,8 @@ func TestFenceCountersExpire(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer l.Release(ctx)
-		if f, _ := l.Fence(); f <= highest.Load() {
-			t.Errorf("fence %d after the counter expired, want above %d, the highest given before", f, highest.Load())
+		if f, _ := l.Fence(); f <= highest {
+			t.Errorf("fence %d after the counter expired, want above %d, the highest given before", f, highest)
 		}
 	})
 }
