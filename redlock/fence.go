@@ -262,9 +262,11 @@ const clockGuessMargin = 5 * time.Millisecond
 // script accepts, so the first acquisition of a key takes the write-back
 // round. When the fence granted for a key was below what the clock would
 // have guessed, the masters refuse the clock's guesses (this host's clock
-// runs ahead of theirs by more than clockGuessMargin), and the next guess
-// for the key is its last fence plus one alone, which they accept when no
-// other Locker took the key meanwhile. It remembers up to maxHints keys;
+// runs ahead of theirs by more than clockGuessMargin), and for the next
+// clockAheadFor the guesses for the key are its last fence plus one alone,
+// which they accept when no other Locker took the key meanwhile; then the
+// clock is tried again (a clock set right goes back to the clock's
+// guesses). It remembers up to maxHints keys;
 // past that a key chosen at random is forgotten for each new one, which
 // only makes the next guess for it come from the clock. A guess is never a
 // safety matter: the acquire script applies it only where the counter is
@@ -279,9 +281,15 @@ type fenceHints struct {
 
 // fenceHint is what a Locker remembers of a key's last fence.
 type fenceHint struct {
-	fence     int64 // the highest fence seen granted
-	clockHigh bool  // the clock's guess was above that fence: guess fence + 1 alone
+	fence int64 // the highest fence seen granted
+	// hintOnly: until this time (the guess clock, µs), guess fence + 1
+	// alone: the clock's guess was above a fence granted.
+	hintOnly int64
 }
+
+// clockAheadFor is how long a Locker guesses a key's last fence plus one
+// alone after its clock's guess came out above a fence granted for it.
+const clockAheadFor = 10 * time.Second
 
 func newFenceHints() *fenceHints {
 	return &fenceHints{hint: make(map[string]fenceHint), now: time.Now}
@@ -293,11 +301,12 @@ func (h *fenceHints) guess(key string) (g, clock int64) {
 	h.mu.Lock()
 	f, ok := h.hint[key]
 	h.mu.Unlock()
-	clock = h.now().UnixMicro() + redisscript.FenceGuessAhead - clockGuessMargin.Microseconds()
+	now := h.now().UnixMicro()
+	clock = now + redisscript.FenceGuessAhead - clockGuessMargin.Microseconds()
 	switch {
 	case !ok:
 		return clock, clock
-	case f.clockHigh:
+	case now < f.hintOnly:
 		return f.fence + 1, clock
 	}
 	return max(clock, f.fence+1), clock
@@ -318,5 +327,9 @@ func (h *fenceHints) saw(key string, fence, clock int64) {
 			break
 		}
 	}
-	h.hint[key] = fenceHint{fence: fence, clockHigh: clock > fence}
+	f = fenceHint{fence: fence}
+	if clock > fence {
+		f.hintOnly = h.now().Add(clockAheadFor).UnixMicro()
+	}
+	h.hint[key] = f
 }

@@ -11,8 +11,9 @@ import (
 // TestFenceHintsBounded: the table of fence hints guesses the higher of
 // one above the highest fence seen for a key (never lowered) and the clock
 // plus redisscript.FenceGuessAhead − clockGuessMargin, from the clock for
-// a key it has not seen, the hint alone once a fence came out below the
-// clock's guess (a clock ahead of the masters'), and holds at most
+// a key it has not seen, the hint alone for clockAheadFor once a fence
+// came out below the clock's guess (a clock ahead of the masters'), and
+// holds at most
 // maxHints keys however many it sees (docs/redlock.md: "it remembers up
 // to 4096 keys").
 func TestFenceHintsBounded(t *testing.T) {
@@ -35,6 +36,11 @@ func TestFenceHintsBounded(t *testing.T) {
 	h.saw("ahead", clock-1000, clock) // the clock guessed above the fence granted
 	if g, _ := h.guess("ahead"); g != clock-999 {
 		t.Fatalf("guess after a fence below the clock's guess: %d, want the last fence plus one (%d)", g, clock-999)
+	}
+	at = at.Add(clockAheadFor) // the clock is tried again
+	clock = at.Add(redisscript.FenceGuessAhead*time.Microsecond - clockGuessMargin).UnixMicro()
+	if g, _ := h.guess("ahead"); g != clock {
+		t.Fatalf("guess %v after a fence below the clock's guess: %d, want the clock's again (%d)", clockAheadFor, g, clock)
 	}
 	for i := range 3 * maxHints {
 		h.saw(fmt.Sprintf("key-%d", i), clock+int64(i), clock)
