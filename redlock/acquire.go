@@ -143,7 +143,7 @@ func (p *proto) settle(ctx context.Context, l *rlock, c *call, start time.Time, 
 			// guessed fence in the same script, a compare-and-set as the
 			// write-back's (docs/redlock-fencing.md).
 			l.acquired, l.unknown, l.deadline = start, unknown, start.Add(validity)
-			p.hints.saw(l.keys[0], l.guess, l.clockGuess)
+			p.hints.saw(l.keys[0], l.guess, l.guess, l.clockGuess)
 			return driver.Grant{Deadline: l.deadline, Fence: uint64(l.guess)}, nil
 		}
 		return p.writeBack(ctx, l, c, ok, unknown, start, ttl)

@@ -77,7 +77,7 @@ func (p *proto) writeBack(ctx context.Context, l *rlock, c *call, ok, unknown ui
 	validity := ttl - elapsed - p.drift(ttl)
 	if applied >= p.quorum && validity > 0 {
 		l.acquired, l.unknown, l.deadline = start, unknown, start.Add(validity)
-		p.hints.saw(l.keys[0], v, l.clockGuess)
+		p.hints.saw(l.keys[0], v, l.guess, l.clockGuess)
 		return driver.Grant{Deadline: l.deadline, Fence: uint64(v)}, nil
 	}
 	p.undo(ctx, l, ok, unknown, ttl)
@@ -260,13 +260,13 @@ const clockGuessMargin = 5 * time.Millisecond
 // counter that is missing (a new key, an expired or lost counter) is
 // seeded at the server's clock plus FenceGuessAhead, above any guess the
 // script accepts, so the first acquisition of a key takes the write-back
-// round. When the fence granted for a key was below what the clock would
-// have guessed, the masters refuse the clock's guesses (this host's clock
-// runs ahead of theirs by more than clockGuessMargin), and for the next
-// clockAheadFor the guesses for the key are its last fence plus one alone,
-// which they accept when no other Locker took the key meanwhile; then the
-// clock is tried again (a clock set right goes back to the clock's
-// guesses). It remembers up to maxHints keys;
+// round. When an attempt that sent the clock's guess was granted a lower
+// fence, the masters refused the guess (this host's clock runs ahead of
+// theirs by more than clockGuessMargin), and for the next clockAheadFor
+// the guesses for the key are its last fence plus one alone, which they
+// accept when no other Locker took the key meanwhile; then the clock is
+// tried again (a clock set right goes back to the clock's guesses). It
+// remembers up to maxHints keys;
 // past that a key chosen at random is forgotten for each new one, which
 // only makes the next guess for it come from the clock. A guess is never a
 // safety matter: the acquire script applies it only where the counter is
@@ -312,9 +312,9 @@ func (h *fenceHints) guess(key string) (g, clock int64) {
 	return max(clock, f.fence+1), clock
 }
 
-// saw records that a lock on key was granted fence, by an attempt whose
-// guess from the clock was clock.
-func (h *fenceHints) saw(key string, fence, clock int64) {
+// saw records that a lock on key was granted fence, by an attempt that
+// sent the guess sent, its guess from the clock being clock.
+func (h *fenceHints) saw(key string, fence, sent, clock int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	f, ok := h.hint[key]
@@ -327,9 +327,9 @@ func (h *fenceHints) saw(key string, fence, clock int64) {
 			break
 		}
 	}
-	f = fenceHint{fence: fence}
-	if clock > fence {
+	if sent == clock && clock > fence { // the clock's guess was sent and refused
 		f.hintOnly = h.now().Add(clockAheadFor).UnixMicro()
 	}
+	f.fence = fence
 	h.hint[key] = f
 }

@@ -37,8 +37,20 @@ func TestFenceCountersExpire(t *testing.T) {
 		// persist removes the counter's expiry on every master, so that the
 		// next script must set it again.
 		persist := func(key string) {
-			for _, rc := range raws {
-				rc.Persist(ctx, redlock.FenceKey(key))
+			t.Helper()
+			for i, rc := range raws {
+				if ok, err := rc.Persist(ctx, redlock.FenceKey(key)).Result(); err != nil || !ok {
+					t.Fatalf("PERSIST of the counter of %q on instance %d: %v, %v; want its expiry removed", key, i, ok, err)
+				}
+			}
+		}
+		n := int64(len(addrs))
+		// rounds checks that requests() grew by want rounds of one request
+		// per instance since before: the path the comment names was taken.
+		rounds := func(path string, requests func() int64, before, want int64) {
+			t.Helper()
+			if got := requests() - before; got != want*n {
+				t.Fatalf("%s: %d requests, want %d (%d rounds)", path, got, want*n, want)
 			}
 		}
 		check := func(path, key string) {
@@ -49,17 +61,23 @@ func TestFenceCountersExpire(t *testing.T) {
 				}
 			}
 		}
-		lk := newLocker(t, addrs, redistest.GoRedis, redlock.Options{Fence: true, InstanceTimeout: adaptiveTimeout})
+		lk, requests := countedGoRedisLocker(t, addrs, redlock.Options{Fence: true, InstanceTimeout: time.Second})
 		seedOldEpoch(t, raws) // no quarantine: the masters' epochs are old
-		safe := newLocker(t, addrs, redistest.GoRedis, redlock.Options{Fence: true, RestartSafety: true, MaxTTL: 10 * time.Second, InstanceTimeout: adaptiveTimeout})
+		safe, safeRequests := countedGoRedisLocker(t, addrs, redlock.Options{Fence: true, RestartSafety: true, MaxTTL: 10 * time.Second, InstanceTimeout: time.Second})
+		before := requests()
 		fencedCycle(t, lk, "new") // seeds, then the write-back round
+		rounds("a new key", requests, before, 3)
 		check("the write-back", "new")
 		persist("new")
+		before = requests()
 		fencedCycle(t, lk, "new") // the fast path: the guess applies
+		rounds("a key taken again", requests, before, 2)
 		check("the fenced acquire", "new")
 		fencedCycle(t, safe, "safe")
 		persist("safe")
+		before = safeRequests()
 		fencedCycle(t, safe, "safe") // the restart-safe script's fast path
+		rounds("a key taken again, restart-safe", safeRequests, before, 2)
 		check("the restart-safe fenced acquire", "safe")
 		held, err := lk.Acquire(ctx, "local")
 		if err != nil {
@@ -75,12 +93,14 @@ func TestFenceCountersExpire(t *testing.T) {
 		}()
 		waitFor(t, "the local waiter waiting", func() bool { return redlock.Waiting(lk, "local") == 1 })
 		persist("local")
+		before = requests()
 		if err := held.Release(ctx); err != nil { // hands the key to the waiter, its guess applied
 			t.Fatal(err)
 		}
 		if err := <-next; err != nil {
 			t.Fatal(err)
 		}
+		rounds("the hand-over and the waiter's release", requests, before, 2)
 		check("the fenced hand-over", "local")
 	})
 

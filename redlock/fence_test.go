@@ -466,6 +466,30 @@ func TestFenceGuessBounded(t *testing.T) {
 	}
 }
 
+// countedGoRedisLocker returns a Locker over go-redis clients of addrs and
+// a function that counts the requests they have sent (one per instance per
+// round: the adapter's workers, no pipelined fan-out).
+func countedGoRedisLocker(t *testing.T, addrs []string, opts redlock.Options) (*redlock.Locker, func() int64) {
+	t.Helper()
+	cs := make([]redisclient.Client, len(addrs))
+	dcs := make([]*redistest.Counting, len(addrs))
+	for i, a := range addrs {
+		dcs[i] = &redistest.Counting{Client: redistest.GoRedis(t, a)}
+		cs[i] = dcs[i]
+	}
+	lk, err := redlock.New(cs, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lk.Close() })
+	return lk, func() (n int64) {
+		for _, c := range dcs {
+			n += c.Requests()
+		}
+		return n
+	}
+}
+
 // TestFencedHandOver: with Fence, a release with a local waiter hands the
 // key over in one request per instance, the waiter's fence included: the
 // hand-over script applies the fence the Locker guesses (the holder's plus
@@ -485,23 +509,7 @@ func TestFencedHandOver(t *testing.T) {
 		}
 	}
 	direct := func(t *testing.T) (*redlock.Locker, func() int64) {
-		cs := make([]redisclient.Client, len(addrs))
-		dcs := make([]*redistest.Counting, len(addrs))
-		for i, a := range addrs {
-			dcs[i] = &redistest.Counting{Client: redistest.GoRedis(t, a)}
-			cs[i] = dcs[i]
-		}
-		lk, err := redlock.New(cs, redlock.Options{InstanceTimeout: countedTimeout, Fence: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { lk.Close() })
-		return lk, func() (n int64) {
-			for _, c := range dcs {
-				n += c.Requests()
-			}
-			return n
-		}
+		return countedGoRedisLocker(t, addrs, redlock.Options{InstanceTimeout: countedTimeout, Fence: true})
 	}
 	for name, mk := range map[string]func(*testing.T) (*redlock.Locker, func() int64){"redigo-pipelined": pipelined, "goredis-workers": direct} {
 		t.Run(name, func(t *testing.T) {
