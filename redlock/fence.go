@@ -266,13 +266,13 @@ const clockGuessMargin = 5 * time.Millisecond
 // the guesses for the key are its last fence plus one alone, which they
 // accept when no other Locker took the key meanwhile; then the clock is
 // tried again (a clock set right goes back to the clock's guesses). It
-// remembers up to maxHints keys;
-// past that a key chosen at random is forgotten for each new one, which
-// only makes the next guess for it come from the clock. A guess is never a
-// safety matter: the acquire script applies it only where the counter is
-// below it, as the write-back does, and, for a guess other than counter +
-// 1, only within FenceGuessAhead of the server's clock. A guess that does
-// not apply costs the write-back round.
+// remembers up to maxHints keys; past that a key chosen at random is
+// forgotten for each new one, which only makes the next guess for it come
+// from the clock. A guess is never a safety matter: the acquire script
+// applies it only where the counter is below it, as the write-back does,
+// and, for a guess other than counter + 1, only within FenceGuessAhead of
+// the server's clock. A guess that does not apply costs the write-back
+// round.
 type fenceHints struct {
 	mu   sync.Mutex
 	hint map[string]fenceHint
