@@ -352,6 +352,12 @@ func BenchmarkCyclePaired(b *testing.B) {
 	}
 }
 
+// fenceBenchClients are the clients the fencing benchmarks run on.
+var fenceBenchClients = []struct {
+	name string
+	new  redistest.NewClient
+}{{"redigo", redistest.Redigo}, {"goredis", redistest.GoRedis}, {"rueidis", redistest.Rueidis}}
+
 // BenchmarkFencePaired measures the cost of Options.Fence on the serial
 // cycle (TryAcquire + Release) against the same Locker without it, in
 // alternating blocks (benchloop.Paired, median of the blocks):
@@ -366,10 +372,7 @@ func BenchmarkCyclePaired(b *testing.B) {
 func BenchmarkFencePaired(b *testing.B) {
 	for _, n := range []int{3, 5} {
 		addrs := benchServers(b, n)
-		for _, c := range []struct {
-			name string
-			new  redistest.NewClient
-		}{{"redigo", redistest.Redigo}, {"goredis", redistest.GoRedis}, {"rueidis", redistest.Rueidis}} {
+		for _, c := range fenceBenchClients {
 			plain := benchLocker(b, addrs, c.new, redlock.Options{})
 			fenced := benchLocker(b, addrs, c.new, redlock.Options{Fence: true})
 			b.Run(fmt.Sprintf("%s/N=%d", c.name, n), func(b *testing.B) {
@@ -396,10 +399,7 @@ func BenchmarkFencePaired(b *testing.B) {
 func BenchmarkFenceAlternating(b *testing.B) {
 	for _, n := range []int{3, 5} {
 		addrs := benchServers(b, n)
-		for _, c := range []struct {
-			name string
-			new  redistest.NewClient
-		}{{"redigo", redistest.Redigo}, {"goredis", redistest.GoRedis}, {"rueidis", redistest.Rueidis}} {
+		for _, c := range fenceBenchClients {
 			alternate := func(opts redlock.Options) benchloop.Cycle {
 				lks := [2]benchloop.Cycle{
 					benchloop.TryCycle(benchLocker(b, addrs, c.new, opts), benchTTL),

@@ -10,7 +10,6 @@ import (
 	"github.com/lockswap/lockswap"
 	"github.com/lockswap/lockswap/internal/queuetest"
 	"github.com/lockswap/lockswap/internal/redistest"
-	"github.com/lockswap/lockswap/redisclient"
 	"github.com/lockswap/lockswap/redlock"
 )
 
@@ -54,23 +53,7 @@ func TestReleaseHandsOverInOneRequest(t *testing.T) {
 		}
 	}
 	direct := func(t *testing.T) (*redlock.Locker, func() int64) {
-		cs := make([]redisclient.Client, len(addrs))
-		dcs := make([]*redistest.Counting, len(addrs))
-		for i, a := range addrs {
-			dcs[i] = &redistest.Counting{Client: redistest.GoRedis(t, a)}
-			cs[i] = dcs[i]
-		}
-		lk, err := redlock.New(cs, redlock.Options{InstanceTimeout: countedTimeout})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { lk.Close() })
-		return lk, func() (n int64) {
-			for _, c := range dcs {
-				n += c.Requests()
-			}
-			return n
-		}
+		return countedGoRedisLocker(t, addrs, redlock.Options{InstanceTimeout: countedTimeout})
 	}
 	for name, mk := range map[string]func(*testing.T) (*redlock.Locker, func() int64){"redigo-pipelined": pipelined, "goredis-workers": direct} {
 		t.Run(name, func(t *testing.T) {
