@@ -78,6 +78,11 @@ func (l *rlock) ttl() time.Duration { return time.Duration(l.args[1].(int64)) * 
 func (p *proto) Acquire(ctx context.Context, cl *driver.Claim[*rlock]) (driver.Grant, error) {
 	l := p.newRlock(cl)
 	ttl := cl.TTL
+	if p.members != nil {
+		if err := p.members.admit(ctx, p, ttl); err != nil {
+			return driver.Grant{}, err
+		}
+	}
 	c := p.fan.get()
 	defer p.fan.put(c)
 	c.op, c.keys, c.key, c.args, c.ttl, c.setGet = opAcquire, l.keys[:], l.key, l.args[:], ttl, &l.setGet

@@ -1,6 +1,7 @@
 package redlock
 
 import (
+	"context"
 	"strconv"
 	"testing"
 	"time"
@@ -46,4 +47,14 @@ func URLOptions(raw string) (Options, error) {
 		return Options{}, err
 	}
 	return urlOptions(u, r)
+}
+
+// RegisterMembers runs lk's membership round now (Options.Fence), as its
+// first acquisition would, so that tests counting an acquisition's
+// requests count the acquisition's alone.
+func RegisterMembers(t testing.TB, lk *Locker) {
+	t.Helper()
+	if err := lk.p.members.admit(context.Background(), lk.p, time.Second); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -194,6 +194,7 @@ func TestFenceBadCounter(t *testing.T) {
 						seedOldEpoch(t, raws)
 					}
 					lk := newLocker(t, addrs, c.New, opts)
+					redlock.RegisterMembers(t, lk) // as its first acquisition would
 					for _, rc := range raws {
 						if err := b.set(rc, redlock.FenceKey("k")); err != nil {
 							t.Fatal(err)
@@ -482,6 +483,9 @@ func countedGoRedisLocker(t *testing.T, addrs []string, opts redlock.Options) (*
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { lk.Close() })
+	if opts.Fence {
+		redlock.RegisterMembers(t, lk)
+	}
 	return lk, func() (n int64) {
 		for _, c := range dcs {
 			n += c.Requests()

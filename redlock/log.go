@@ -41,6 +41,11 @@ const (
 	// settings New could not read (CONFIG GET denied, or no answer). One
 	// record, at level Warn.
 	MsgDurabilityUnknown = "master settings unknown"
+	// MsgMembersUnchecked: with Fence, the masters whose address the
+	// client does not say (a redigo pool given none, a go-redis failover
+	// client): the Locker cannot register its set of masters (MembersKey)
+	// or compare it with other clients'. One record, at New, level Warn.
+	MsgMembersUnchecked = "masters not registered"
 )
 
 // epochAheadReason is the reason attribute of MsgEpochAhead.

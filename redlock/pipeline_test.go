@@ -77,6 +77,9 @@ func countingLocker(t *testing.T, addrs []string, opts redlock.Options) (*redloc
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { lk.Close() })
+	if opts.Fence {
+		redlock.RegisterMembers(t, lk)
+	}
 	return lk, ccs
 }
 

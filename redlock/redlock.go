@@ -286,6 +286,7 @@ type proto struct {
 	log       *slog.Logger // Options.Logger with the backend attribute; nil: silent
 	logMu     sync.Mutex   // one logQuarantine at a time (see there)
 	hints     *fenceHints  // Fence: the fence to guess per key (the fast path)
+	members   *membership  // Fence: the registration of the masters (nil: addresses unknown)
 }
 
 // New returns a Locker over the given independent masters. It rejects, with
@@ -371,8 +372,10 @@ func New(clients []redisclient.Client, opts Options) (*Locker, error) {
 		}
 	}
 	p.fan = newFanout(p, 2*len(clients))
+	var unknownAddrs []string
 	if opts.Fence {
 		p.hints = newFenceHints()
+		p.members, unknownAddrs = newMembership(p.inst, opts.Prefix)
 	}
 	var d driver.Driver[*rlock] = p
 	if opts.RestartSafety {
@@ -401,6 +404,9 @@ func New(clients []redisclient.Client, opts Options) (*Locker, error) {
 	}
 	if (opts.Fence || opts.RestartSafety) && p.log != nil {
 		p.bg.Go(p.checkDurability)
+	}
+	if unknownAddrs != nil {
+		p.logUnchecked(unknownAddrs)
 	}
 	return &Locker{Locker: kit, p: p}, nil
 }
@@ -462,7 +468,7 @@ func GuaranteesOf(n int, opts Options) lockswap.Guarantees {
 	if opts.Fence {
 		g.Notes = append(g.Notes,
 			"a fence is installed with a compare-and-set (only where the counter is below it) on a majority before Acquire returns: in the acquire round when the Locker's guess (the higher of the last fence it saw for the key plus one and its clock in µs plus 15 ms; the former alone for 10 s after the masters refused its clock's guess) applies there, else in a write-back round of max(the counters the grants returned) + 1; no two grants of a key get the same fence, and an Acquire that starts after another returned gets a larger one (docs/redlock-fencing.md)",
-			"a counter lost in a restart without persistence, deleted, evicted or expired (an hour after the key's last fence) is seeded again from the server's clock in microseconds plus 20 ms, and no fence is ever installed more than 20 ms ahead of the fastest master's clock: fences keep both properties as long as the masters' clocks agree within the time between the key's last fence and the loss (whatever the clients' clocks say), all clients use the same masters, and fewer than one fence per microsecond per key is issued",
+			"a counter lost in a restart without persistence, deleted, evicted or expired (an hour after the key's last fence) is seeded again from the server's clock in microseconds plus 20 ms, and no fence is ever installed more than 20 ms ahead of the fastest master's clock: fences keep both properties as long as the masters' clocks agree within the time between the key's last fence and the loss (whatever the clients' clocks say), all clients use the same masters (changed one master at a time: a fenced Locker refuses to acquire while a master holds the registration of a set more than one master away from its own, see docs/redlock.md, Changing the masters), and fewer than one fence per microsecond per key is issued",
 			"a holder paused past its validity still acts without exclusion, but a resource that checks fences (package fenced) rejects its writes once a later holder has written",
 			"the counters need no persistence or appendfsync always: a snapshot (RDB) that restores an older counter after a crash can repeat fences",
 		)

@@ -334,6 +334,10 @@ func redisColumn(name string, n int, q url.Values, ttl time.Duration, readsClock
 		// user's servers (see setupUser).
 		rb.serverWideKey = redlock.EpochKey
 	}
+	if name == "redlock" && g.Fencing && rb.serverWideKey == "" {
+		// A fenced Redlock registers its masters on them (MembersKey).
+		rb.serverWideKey = redlock.MembersKey
+	}
 	return rb.kit(), servers, nil
 }
 

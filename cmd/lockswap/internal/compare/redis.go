@@ -79,7 +79,25 @@ func newGoRedis(f *fixture, addr string) redisclient.Client {
 		ContextTimeoutEnabled: true, MaxRetries: -1,
 		DialTimeout: 250 * time.Millisecond, ReadTimeout: time.Second, WriteTimeout: time.Second})
 	f.onClose(func() { c.Close() })
+	if name := f.origin[addr]; name != "" {
+		return sameMaster{goredis.New(c), addr, name}
+	}
 	return goredis.New(c)
+}
+
+// sameMaster is a client that reaches one of the masters by another
+// address: through a proxy of the scenario's (a network path the scenario
+// breaks), or at the replica a failover promoted, as a DNS name that
+// follows the failover would. Its Addr is the master's, so that a fenced
+// Redlock counts it as the same master as the other clients do
+// (redlock.MembersKey).
+type sameMaster struct {
+	redisclient.Client
+	addr, name string
+}
+
+func (c sameMaster) Addr() string {
+	return strings.Replace(c.Client.Addr(), c.addr, c.name, 1)
 }
 
 func (rb redisBackend) kit() kit {
@@ -87,7 +105,7 @@ func (rb redisBackend) kit() kit {
 }
 
 func (rb redisBackend) setup(ctx context.Context, e *env, sc string) (*fixture, error) {
-	f := &fixture{ttl: rb.ttl}
+	f := &fixture{ttl: rb.ttl, origin: map[string]string{}}
 	ok := false
 	defer func() {
 		if !ok {
@@ -160,6 +178,9 @@ func (rb redisBackend) setup(ctx context.Context, e *env, sc string) (*fixture, 
 			return nil, err
 		}
 		holderAddrs = refused
+		// The clients after the failover reach the replica by master 1's
+		// name, as a DNS name that follows the failover would.
+		f.origin[replica.Addr()] = addrs[0]
 		f.fault = func(ctx context.Context) error {
 			heal()
 			nodes[0].kill()
@@ -252,6 +273,7 @@ func refuseHolder(f *fixture, addrs []string, k int) ([]string, func(), error) {
 		p.Partition(true)
 		proxies = append(proxies, p)
 		out[i] = p.Addr()
+		f.origin[out[i]] = addrs[i]
 	}
 	return out, func() {
 		for _, p := range proxies {

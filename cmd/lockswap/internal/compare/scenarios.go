@@ -49,6 +49,9 @@ type fixture struct {
 	logger *slog.Logger
 	// auth logs the fixture's Redis clients in to the user's servers.
 	auth redisAuth
+	// origin maps an address by which only some clients reach a master
+	// to the master's (see sameMaster).
+	origin map[string]string
 
 	mu      sync.Mutex
 	closers []func()
