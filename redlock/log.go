@@ -43,8 +43,10 @@ const (
 	MsgDurabilityUnknown = "master settings unknown"
 	// MsgMembersUnchecked: with Fence, the masters whose address the
 	// client does not say (a redigo pool given none, a go-redis failover
-	// client): the Locker cannot register its set of masters (MembersKey)
-	// or compare it with other clients'. One record, at New, level Warn.
+	// client; one record at New), or that refuse the membership script (an
+	// ACL without its rights; one record, at the first round that meets
+	// it): the Locker cannot register its set of masters (MembersKey) or
+	// compare it with other clients', and acquires without. Level Warn.
 	MsgMembersUnchecked = "masters not registered"
 )
 

@@ -42,10 +42,11 @@ var membersScript = redisclient.NewScript(membersLua)
 // membership is a fenced Locker's registration of its masters on them
 // (MembersKey) and the state of its last round.
 type membership struct {
-	field string        // the registration's field: the masters' ids, sorted, and Prefix
-	addrs string        // the masters' addresses, sorted, for messages
-	turn  chan struct{} // one round at a time
-	state atomic.Pointer[memberState]
+	field  string        // the registration's field: the masters' ids, sorted, and Prefix
+	addrs  string        // the masters' addresses, sorted, for messages
+	turn   chan struct{} // one round at a time
+	state  atomic.Pointer[memberState]
+	denied atomic.Bool // MsgMembersUnchecked written for masters that refused the script
 }
 
 // memberState is what a membership round found, and until when it holds.
@@ -129,25 +130,37 @@ func (m *membership) round(ctx context.Context, p *proto, ttl time.Duration) *me
 	rctx, cancel := context.WithDeadline(ctx, until)
 	defer cancel()
 	all := uint64(1)<<len(p.inst) - 1
-	clean, err := m.call(rctx, p, all, "0")
+	clean, refused, err := m.call(rctx, p, all, "0")
 	if err == nil && ones(clean) >= p.quorum {
 		var done uint64
-		done, err = m.call(rctx, p, clean, "1")
+		done, refused, err = m.call(rctx, p, clean, "1")
 		if err == nil && ones(done) >= p.quorum {
 			return &memberState{until: start.Add(life / 4)}
 		}
 	}
 	again.err = err
+	if err == nil && refused != nil {
+		// Masters that refuse the script (an ACL without its rights, a
+		// renamed command) will not take it a second later: say so once,
+		// and ask again at the usual interval.
+		again.until = start.Add(life / 4)
+		if m.denied.CompareAndSwap(false, true) {
+			p.logDenied(refused)
+		}
+	}
 	return again
 }
 
 // call runs the membership script on the masters in mask at once (register
-// "1" or "0") and returns those that answered without a conflict, and the
-// conflict of the first master (in the Locker's order) that showed one.
-func (m *membership) call(ctx context.Context, p *proto, mask uint64, register string) (uint64, error) {
+// "1" or "0") and returns those that answered without a conflict, the
+// errors of those that refused the script with an error retrying cannot
+// fix (NOPERM, an unknown command), and the conflict of the first master
+// (in the Locker's order) that showed one.
+func (m *membership) call(ctx context.Context, p *proto, mask uint64, register string) (uint64, []string, error) {
 	keys := []string{MembersKey}
 	life := strconv.FormatInt(memberLifetime().Milliseconds(), 10)
 	errs := make([]error, len(p.inst))
+	perm := make([]string, len(p.inst))
 	var clean atomic.Uint64
 	var wg sync.WaitGroup
 	for i := range p.inst {
@@ -158,7 +171,10 @@ func (m *membership) call(ctx context.Context, p *proto, mask uint64, register s
 			in := p.inst[i].c
 			v, err := in.Run(ctx, membersScript, keys, m.field, m.addrs, life, register)
 			if err != nil {
-				return // no answer: not counted
+				if redisclient.IsPermanent(err) {
+					perm[i] = fmt.Sprintf("%s: %v", in, err)
+				}
+				return // not counted
 			}
 			a, _ := v.([]any)
 			code := int64(-2)
@@ -179,12 +195,18 @@ func (m *membership) call(ctx context.Context, p *proto, mask uint64, register s
 		})
 	}
 	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return clean.Load(), err
+	var refused []string
+	for _, r := range perm {
+		if r != "" {
+			refused = append(refused, r)
 		}
 	}
-	return clean.Load(), nil
+	for _, err := range errs {
+		if err != nil {
+			return clean.Load(), refused, err
+		}
+	}
+	return clean.Load(), refused, nil
 }
 
 // conflict is the error of a registration (field f, value v) found on
@@ -199,6 +221,17 @@ func (m *membership) conflict(inst, f, v string) error {
 		"Sets more than one master apart can have majorities that do not meet, and their fences could repeat: give every client of a prefix the same masters, "+
 		"and change them one master at a time, waiting for the old set's registrations to end (docs/redlock.md, \"Changing the masters\"): %w",
 		inst, when, prefix, addrs, m.addrs, lockswap.ErrInvalid)
+}
+
+// logDenied writes MsgMembersUnchecked for masters that refused the
+// membership script (refused: each master and its error), once per Locker.
+func (p *proto) logDenied(refused []string) {
+	if p.log == nil {
+		return
+	}
+	p.log.LogAttrs(context.Background(), slog.LevelWarn, MsgMembersUnchecked,
+		slog.Any("instances", refused),
+		slog.String("reason", "these masters refuse the membership script, so this Locker acquires without comparing its masters with other clients': give the user ~"+MembersKey+" +hgetall +hset +hdel +pexpireat (docs/security.md); it asks again every quarter of FenceCounterTTL"))
 }
 
 // logUnchecked writes MsgMembersUnchecked for a fenced Locker whose

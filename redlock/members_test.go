@@ -12,7 +12,9 @@ import (
 	"github.com/lockswap/lockswap"
 	"github.com/lockswap/lockswap/internal/redistest"
 	"github.com/lockswap/lockswap/redisclient"
+	goredisadapter "github.com/lockswap/lockswap/redisclient/goredis"
 	"github.com/lockswap/lockswap/redlock"
+	goredis "github.com/redis/go-redis/v9"
 )
 
 // fencedOver is a fenced Locker over addrs with prefix "m:" (go-redis,
@@ -206,5 +208,35 @@ func TestMembersUnknownAddrs(t *testing.T) {
 		if r := registrations(t, a); len(r) != 0 {
 			t.Fatalf("%s holds registrations: %v", a, r)
 		}
+	}
+}
+
+// TestMembersDenied: masters whose ACL refuses the membership script's
+// commands leave the Locker unchecked: it acquires, and says so once
+// (MsgMembersUnchecked, naming the masters and the rights to add), however
+// many acquisitions follow.
+func TestMembersDenied(t *testing.T) {
+	addrs, _ := realN(t, 3)
+	ctx := ctxT(t)
+	var logs bytes.Buffer
+	cs := make([]redisclient.Client, len(addrs))
+	for i, a := range addrs {
+		if err := redistest.GoRedisClient(t, a).Do(ctx, "ACL", "SETUSER", "nohash", "on", ">pw", "~*", "+@all", "-hgetall").Err(); err != nil {
+			t.Fatal(err)
+		}
+		c := goredis.NewClient(&goredis.Options{Addr: a, Username: "nohash", Password: "pw"})
+		t.Cleanup(func() { c.Close() })
+		cs[i] = goredisadapter.New(c)
+	}
+	lk, err := redlock.New(cs, redlock.Options{Fence: true, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lk.Close()
+	for range 3 {
+		fencedCycle(t, lk, "k")
+	}
+	if n := strings.Count(logs.String(), redlock.MsgMembersUnchecked); n != 1 || !strings.Contains(logs.String(), "+hgetall") {
+		t.Fatalf("%d records %q, want 1 naming the rights to add:\n%s", n, redlock.MsgMembersUnchecked, logs.String())
 	}
 }

@@ -164,6 +164,15 @@ func TestACLEveryClient(t *testing.T) {
 				if err := l.Release(ctx); err != nil {
 					t.Fatalf("Release: %v", err)
 				}
+				if c.scheme == "redlock" && strings.Contains(c.params, "fence=true") {
+					// The rights cover the membership round: the Locker
+					// registered its masters.
+					for _, s := range srvs {
+						if n := redistest.GoRedisClient(t, s.Addr()).Exists(ctx, redlock.MembersKey).Val(); n != 1 {
+							t.Fatalf("%s holds no %s: the documented rights do not let the Locker register its masters", s.Addr(), redlock.MembersKey)
+						}
+					}
+				}
 			})
 		}
 	}
