@@ -79,7 +79,7 @@ func (p *proto) Acquire(ctx context.Context, cl *driver.Claim[*rlock]) (driver.G
 	l := p.newRlock(cl)
 	ttl := cl.TTL
 	if p.members != nil {
-		if err := p.members.admit(ctx, p, ttl); err != nil {
+		if err := p.members.admit(ctx); err != nil {
 			return driver.Grant{}, err
 		}
 	}

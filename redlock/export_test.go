@@ -1,7 +1,6 @@
 package redlock
 
 import (
-	"context"
 	"strconv"
 	"testing"
 	"time"
@@ -49,12 +48,29 @@ func URLOptions(raw string) (Options, error) {
 	return urlOptions(u, r)
 }
 
-// RegisterMembers runs lk's membership round now (Options.Fence), as its
-// first acquisition would, so that tests counting an acquisition's
-// requests count the acquisition's alone.
+// RegisterMembers waits until lk's membership rounds (Options.Fence) have
+// registered its masters, so that tests counting an acquisition's
+// requests count the acquisition's alone (the next round is a quarter of
+// FenceCounterTTL away).
 func RegisterMembers(t testing.TB, lk *Locker) {
 	t.Helper()
-	if err := lk.p.members.admit(context.Background(), lk.p, time.Second); err != nil {
-		t.Fatal(err)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if st := lk.p.members.state.Load(); st != nil && st.registered {
+			return
+		} else if st != nil && st.err != nil {
+			t.Fatal(st.err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the Locker's masters are not registered after 10 s")
+		}
+		time.Sleep(time.Millisecond)
 	}
+}
+
+// SetBetweenPasses makes every membership round call f between its check
+// and its registration, until the test ends.
+func SetBetweenPasses(t testing.TB, f func()) {
+	betweenPasses = f
+	t.Cleanup(func() { betweenPasses = nil })
 }

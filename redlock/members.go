@@ -24,8 +24,8 @@ import (
 // addresses. It is server-wide, outside any prefix, like EpochKey, and
 // expires FenceCounterTTL after the last registration written to it.
 //
-// A fenced Locker reads the registrations on every master before its
-// first acquisition and every quarter of FenceCounterTTL after, and
+// A fenced Locker reads the registrations on every master and registers
+// its own at New and every quarter of FenceCounterTTL while it is open, and
 // refuses to acquire (lockswap.ErrInvalid) while a master holds a live
 // registration of the same Prefix whose set differs from its own by more
 // than one master: two such sets can have majorities that do not meet, and
@@ -40,31 +40,48 @@ var membersLua string
 var membersScript = redisclient.NewScript(membersLua)
 
 // membership is a fenced Locker's registration of its masters on them
-// (MembersKey) and the state of its last round.
+// (MembersKey) and the state of its last round. The rounds run on the
+// Locker's background group: the first at New, the next a quarter of
+// FenceCounterTTL after a round that succeeded (so the registration lives
+// as long as the Locker is open, whether it acquires or only extends), a
+// second after one that did not. An acquisition reads the last round's
+// state (one atomic load), and waits only for the first round.
 type membership struct {
-	field  string        // the registration's field: the masters' ids, sorted, and Prefix
-	addrs  string        // the masters' addresses, sorted, for messages
-	turn   chan struct{} // one round at a time
+	field  string // the registration's field: the masters' ids, sorted, and Prefix
+	addrs  string // the masters' names or addresses, sorted, for messages
+	ttl    time.Duration
 	state  atomic.Pointer[memberState]
+	first  chan struct{} // closed when the first round has ended (or cannot run)
+	once   sync.Once
 	denied atomic.Bool // MsgMembersUnchecked written for masters that refused the script
+
+	mu     sync.Mutex
+	timer  *time.Timer // the next round
+	closed bool        // stop: no more rounds
 }
 
 // memberState is what a membership round found, and until when it holds.
 type memberState struct {
-	until time.Time // when the next round is due
-	err   error     // a conflict (lockswap.ErrInvalid): acquisitions fail with it until then
+	until      time.Time // when the next round is due
+	err        error     // a conflict (lockswap.ErrInvalid): acquisitions fail with it until a round finds none
+	registered bool      // the round registered the set on a majority
 }
 
 // newMembership returns the membership of a fenced Locker over inst, or
-// nil and the masters whose address the client does not know (a redigo
-// pool given none, a go-redis failover client): without every address
-// there is no set to compare.
-func newMembership(inst []instance, prefix string) (*membership, []string) {
+// nil and the masters whose address the client does not say (a redigo
+// pool given none, a go-redis failover client, a rueidis client made
+// without an address): without every master's name there is no set to
+// compare. names, when not empty, name the masters instead of their
+// addresses (Options.MasterNames).
+func newMembership(inst []instance, prefix string, names []string) (*membership, []string) {
 	ids := make([]string, len(inst))
 	addrs := make([]string, len(inst))
 	var unknown []string
 	for i := range inst {
 		a := inst[i].c.Addr()
+		if len(names) != 0 {
+			a = names[i]
+		}
 		if a == "" {
 			unknown = append(unknown, inst[i].c.String())
 			continue
@@ -80,7 +97,7 @@ func newMembership(inst []instance, prefix string) (*membership, []string) {
 	return &membership{
 		field: strings.Join(ids, ",") + " " + prefix,
 		addrs: strings.Join(addrs, " "),
-		turn:  make(chan struct{}, 1),
+		first: make(chan struct{}),
 	}, nil
 }
 
@@ -92,50 +109,94 @@ func memberLifetime() time.Duration {
 	return time.Duration(ms) * time.Millisecond
 }
 
-// admit returns the conflict the last round found, running a round first
-// when one is due (one caller at a time; the others wait for it, within
-// ctx). A round that did not reach a majority of the masters admits the
-// acquisition, which decides on its own answers, and runs again a second
-// later.
-func (m *membership) admit(ctx context.Context, p *proto, ttl time.Duration) error {
-	if st := m.state.Load(); st != nil && time.Now().Before(st.until) {
-		return st.err
+// admit returns the conflict the last round found. Before the first round
+// has ended it waits for it, within ctx (an attempt whose ctx ends first
+// is admitted, and ends on ctx as it would have). A round that did not
+// reach a majority of the masters admits acquisitions, which decide on
+// their own answers.
+func (m *membership) admit(ctx context.Context) error {
+	st := m.state.Load()
+	if st == nil {
+		select {
+		case <-m.first:
+		case <-ctx.Done():
+			return nil
+		}
+		if st = m.state.Load(); st == nil {
+			return nil
+		}
 	}
-	select {
-	case m.turn <- struct{}{}:
-	case <-ctx.Done():
-		return nil // the attempt ends on ctx as it would have
-	}
-	defer func() { <-m.turn }()
-	if st := m.state.Load(); st != nil && time.Now().Before(st.until) {
-		return st.err
-	}
-	st := m.round(ctx, p, ttl)
-	m.state.Store(st)
 	return st.err
+}
+
+// start runs the first round now, on p's background group, and schedules
+// the next ones after it.
+func (m *membership) start(p *proto, ttl time.Duration) {
+	m.ttl = ttl
+	m.schedule(p, 0)
+}
+
+// schedule runs a round after d, unless stop was called.
+func (m *membership) schedule(p *proto, d time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		m.endFirst()
+		return
+	}
+	m.timer = time.AfterFunc(d, func() {
+		if !p.bg.Go(func(ctx context.Context) { m.run(ctx, p) }) {
+			m.endFirst() // Close has begun
+		}
+	})
+}
+
+// run runs one round, publishes what it found and schedules the next.
+func (m *membership) run(ctx context.Context, p *proto) {
+	st := m.round(ctx, p)
+	m.state.Store(st)
+	m.endFirst()
+	m.schedule(p, time.Until(st.until))
+}
+
+func (m *membership) endFirst() { m.once.Do(func() { close(m.first) }) }
+
+// stop ends the rounds (the Locker's Close): the next is not run, and one
+// running ends with the background group's context.
+func (m *membership) stop() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.closed = true
+	if m.timer != nil {
+		m.timer.Stop()
+	}
+	m.endFirst()
 }
 
 // round checks the registrations on every master at once, then, when no
 // master showed a conflict and a majority answered, registers this
-// Locker's set on those that answered. It is bounded by ctx and a cleanup
-// round (MinCleanupRound at least).
-func (m *membership) round(ctx context.Context, p *proto, ttl time.Duration) *memberState {
+// Locker's set on those that answered. Each pass is bounded by a cleanup
+// round (MinCleanupRound at least) and ctx. A conflict the second pass
+// meets (another set registered between the passes) is answered by
+// removing this Locker's registration where the pass wrote it, so that a
+// refused Locker leaves none.
+func (m *membership) round(ctx context.Context, p *proto) *memberState {
 	start := time.Now()
 	life := memberLifetime()
 	again := &memberState{until: start.Add(min(time.Second, life/4))}
-	until := start.Add(p.cleanupRound(ttl))
-	if d, ok := ctx.Deadline(); ok {
-		until = earliest(until, d)
-	}
-	rctx, cancel := context.WithDeadline(ctx, until)
-	defer cancel()
 	all := uint64(1)<<len(p.inst) - 1
-	clean, refused, err := m.call(rctx, p, all, "0")
+	clean, refused, err := m.call(ctx, p, all, "0")
 	if err == nil && ones(clean) >= p.quorum {
+		if betweenPasses != nil {
+			betweenPasses()
+		}
 		var done uint64
-		done, refused, err = m.call(rctx, p, clean, "1")
+		done, refused, err = m.call(ctx, p, clean, "1")
 		if err == nil && ones(done) >= p.quorum {
-			return &memberState{until: start.Add(life / 4)}
+			return &memberState{until: start.Add(life / 4), registered: true}
+		}
+		if err != nil {
+			m.unregister(ctx, p, done)
 		}
 	}
 	again.err = err
@@ -151,12 +212,32 @@ func (m *membership) round(ctx context.Context, p *proto, ttl time.Duration) *me
 	return again
 }
 
+// betweenPasses, when set (tests: SetBetweenPasses), runs between a
+// round's check and its registration.
+var betweenPasses func()
+
+// unregister removes this Locker's registration from the masters in mask,
+// bounded by a cleanup round and ctx.
+func (m *membership) unregister(ctx context.Context, p *proto, mask uint64) {
+	ctx, cancel := context.WithTimeout(ctx, p.cleanupRound(m.ttl))
+	defer cancel()
+	var wg sync.WaitGroup
+	for i := range p.inst {
+		if mask&(1<<i) != 0 {
+			wg.Go(func() { p.inst[i].c.Do(ctx, "HDEL", MembersKey, m.field) })
+		}
+	}
+	wg.Wait()
+}
+
 // call runs the membership script on the masters in mask at once (register
 // "1" or "0") and returns those that answered without a conflict, the
 // errors of those that refused the script with an error retrying cannot
 // fix (NOPERM, an unknown command), and the conflict of the first master
 // (in the Locker's order) that showed one.
 func (m *membership) call(ctx context.Context, p *proto, mask uint64, register string) (uint64, []string, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.cleanupRound(m.ttl))
+	defer cancel()
 	keys := []string{MembersKey}
 	life := strconv.FormatInt(memberLifetime().Milliseconds(), 10)
 	errs := make([]error, len(p.inst))
@@ -243,4 +324,24 @@ func (p *proto) logUnchecked(unknown []string) {
 	p.log.LogAttrs(context.Background(), slog.LevelWarn, MsgMembersUnchecked,
 		slog.Any("instances", unknown),
 		slog.String("reason", "the client does not say which server it reaches, so this Locker cannot register its masters or compare them with other clients'; every client must still use the same masters (docs/redlock.md, \"Changing the masters\")"))
+}
+
+// checkMasterNames rejects Options.MasterNames that do not name each of n
+// masters once.
+func checkMasterNames(n int, names []string) error {
+	if len(names) == 0 {
+		return nil
+	}
+	if len(names) != n {
+		return fmt.Errorf("redlock: %d master names for %d clients: name each master, in the order of the clients: %w", len(names), n, lockswap.ErrInvalid)
+	}
+	for i, name := range names {
+		if strings.TrimSpace(name) == "" {
+			return fmt.Errorf("redlock: master name %d of %d is empty: %w", i, n, lockswap.ErrInvalid)
+		}
+		if j := slices.Index(names[:i], name); j >= 0 {
+			return fmt.Errorf("redlock: master names %d and %d are both %q: %w", j, i, name, lockswap.ErrInvalid)
+		}
+	}
+	return nil
 }

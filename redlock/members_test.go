@@ -5,12 +5,15 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/lockswap/lockswap"
 	"github.com/lockswap/lockswap/internal/redistest"
+	"github.com/lockswap/lockswap/internal/testserver"
 	"github.com/lockswap/lockswap/redisclient"
 	goredisadapter "github.com/lockswap/lockswap/redisclient/goredis"
 	"github.com/lockswap/lockswap/redlock"
@@ -238,5 +241,112 @@ func TestMembersDenied(t *testing.T) {
 	}
 	if n := strings.Count(logs.String(), redlock.MsgMembersUnchecked); n != 1 || !strings.Contains(logs.String(), "+hgetall") {
 		t.Fatalf("%d records %q, want 1 naming the rights to add:\n%s", n, redlock.MsgMembersUnchecked, logs.String())
+	}
+}
+
+// TestMembersRefusedLeavesNone: a set registered on a shared master
+// between a round's check and its registration (the race of two clients
+// starting at once) makes the registration refuse there; the Locker then
+// removes what it wrote on the other masters, so that nothing of a refused
+// set is left to refuse others.
+func TestMembersRefusedLeavesNone(t *testing.T) {
+	redlock.SetFenceCounterTTL(t, 10*time.Second)
+	addrs, _ := realN(t, 5)
+	ctx := ctxT(t)
+	// The registration of {0,1,2}, as another client writes it, taken
+	// from a Locker over them, then removed.
+	old := fencedOver(t, addrs[:3])
+	redlock.RegisterMembers(t, old)
+	old.Close()
+	reg := registrations(t, addrs[2])
+	for _, a := range addrs[:3] {
+		redistest.GoRedisClient(t, a).Del(ctx, redlock.MembersKey)
+	}
+	var once sync.Once
+	redlock.SetBetweenPasses(t, func() {
+		// That client registers on master 2 between the passes.
+		once.Do(func() {
+			for f, v := range reg {
+				redistest.GoRedisClient(t, addrs[2]).HSet(ctx, redlock.MembersKey, f, v)
+			}
+		})
+	})
+	late := fencedOver(t, addrs[2:])
+	if _, err := late.TryAcquire(ctx, "k"); !errors.Is(err, lockswap.ErrInvalid) {
+		t.Fatalf("a Locker whose registration met another set's: %v, want ErrInvalid", err)
+	}
+	for _, a := range addrs[3:] {
+		if r := registrations(t, a); len(r) != 0 {
+			t.Errorf("%s, a master only the refused Locker uses, holds %v", a, r)
+		}
+	}
+}
+
+// TestMembersRefreshedWhileOpen: a Locker's registration is refreshed while
+// it is open, whether or not it acquires (a holder that only extends), so a
+// set two masters away stays refused after the first registration's end.
+func TestMembersRefreshedWhileOpen(t *testing.T) {
+	const life = time.Second
+	redlock.SetFenceCounterTTL(t, life)
+	addrs, _ := realN(t, 5)
+	ctx := ctxT(t)
+	old := fencedOver(t, addrs[:3])
+	redlock.RegisterMembers(t, old)
+	first := registrations(t, addrs[0])
+	// Wait past the first registration's end without acquiring.
+	end := time.Now().Add(life)
+	waitFor(t, "the registration refreshed past its first end", func() bool {
+		r := registrations(t, addrs[0])
+		return time.Now().After(end) && len(r) == 1 && !maps.Equal(r, first)
+	})
+	wide := fencedOver(t, addrs)
+	if _, err := wide.TryAcquire(ctx, "k"); !errors.Is(err, lockswap.ErrInvalid) {
+		t.Fatalf("a set two masters away from an open Locker's, after its first registration's end: %v, want ErrInvalid", err)
+	}
+}
+
+// TestMembersHungMaster: a master that never answers does not keep the
+// others from registering, nor the Locker from acquiring.
+func TestMembersHungMaster(t *testing.T) {
+	addrs, _ := realN(t, 3)
+	proxy := testserver.ProxyT(t, addrs[2])
+	proxy.Blackhole(true)
+	defer proxy.Blackhole(false)
+	lk := fencedOver(t, []string{addrs[0], addrs[1], proxy.Addr()})
+	redlock.RegisterMembers(t, lk)
+	for _, a := range addrs[:2] {
+		if r := registrations(t, a); len(r) != 1 {
+			t.Fatalf("%s holds %v, want the Locker's registration", a, r)
+		}
+	}
+	fencedCycle(t, lk, "k")
+}
+
+// TestMembersNames: clients that reach the same masters by different
+// addresses are one set when they name the masters alike
+// (Options.MasterNames); names that do not name each master once are
+// refused at New.
+func TestMembersNames(t *testing.T) {
+	redlock.SetFenceCounterTTL(t, 10*time.Second)
+	addrs, _ := realN(t, 3)
+	names := []string{"a", "b", "c"}
+	via := make([]string, len(addrs))
+	for i, a := range addrs {
+		via[i] = testserver.ProxyT(t, a).Addr()
+	}
+	direct := newLocker(t, addrs, redistest.GoRedis, redlock.Options{Prefix: "m:", Fence: true, MasterNames: names, InstanceTimeout: adaptiveTimeout})
+	proxied := newLocker(t, via, redistest.GoRedis, redlock.Options{Prefix: "m:", Fence: true, MasterNames: names, InstanceTimeout: adaptiveTimeout})
+	f1 := fencedCycle(t, direct, "k")
+	if f2 := fencedCycle(t, proxied, "k"); f2 <= f1 {
+		t.Fatalf("fence %d after %d", f2, f1)
+	}
+	for _, bad := range [][]string{{"a", "b"}, {"a", "", "c"}, {"a", "b", "a"}} {
+		cs := make([]redisclient.Client, len(addrs))
+		for i, a := range addrs {
+			cs[i] = redistest.GoRedis(t, a)
+		}
+		if _, err := redlock.New(cs, redlock.Options{Fence: true, MasterNames: bad}); !errors.Is(err, lockswap.ErrInvalid) {
+			t.Errorf("MasterNames %q: %v, want ErrInvalid", bad, err)
+		}
 	}
 }

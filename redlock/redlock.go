@@ -142,6 +142,15 @@ type Options struct {
 	// restart empty) while it is valid, exclusion kept: acquire and extend
 	// need N/2+1+Failovers grants and instances up. See failover.go.
 	Failovers int
+	// MasterNames, with Fence, name the masters, in the order of the
+	// clients, for the check that every client of a prefix uses the same
+	// set (MembersKey): give every client the same name for the same
+	// master. Empty means each master's address as its client says it
+	// (redisclient.Client.Addr). Name them when clients reach the masters
+	// by different addresses (DNS names and IPs, proxies), when a client
+	// does not say its address, or when a failover moves a master to
+	// another address that is still the same master to you.
+	MasterNames []string
 	// Closers are closed by Locker.Close (clients the Locker owns).
 	Closers []io.Closer
 	// Logger, when set, receives the events a person must see (a lock
@@ -337,6 +346,9 @@ func New(clients []redisclient.Client, opts Options) (*Locker, error) {
 	if err := checkFailovers(len(clients), opts.Failovers); err != nil {
 		return nil, err
 	}
+	if err := checkMasterNames(len(clients), opts.MasterNames); err != nil {
+		return nil, err
+	}
 	opts = opts.withDefaults()
 	opts.Closers = append([]io.Closer(nil), opts.Closers...)
 	p := &proto{inst: make([]instance, len(clients)), quorum: len(clients)/2 + 1 + opts.Failovers, opts: opts}
@@ -375,7 +387,7 @@ func New(clients []redisclient.Client, opts Options) (*Locker, error) {
 	var unknownAddrs []string
 	if opts.Fence {
 		p.hints = newFenceHints()
-		p.members, unknownAddrs = newMembership(p.inst, opts.Prefix)
+		p.members, unknownAddrs = newMembership(p.inst, opts.Prefix, opts.MasterNames)
 	}
 	var d driver.Driver[*rlock] = p
 	if opts.RestartSafety {
@@ -407,6 +419,13 @@ func New(clients []redisclient.Client, opts Options) (*Locker, error) {
 	}
 	if unknownAddrs != nil {
 		p.logUnchecked(unknownAddrs)
+	}
+	if p.members != nil {
+		ttl := opts.TTL
+		if ttl == 0 {
+			ttl = min(max(lockswap.DefaultTTL, p.minTTL), p.maxTTL)
+		}
+		p.members.start(p, ttl)
 	}
 	return &Locker{Locker: kit, p: p}, nil
 }
@@ -490,6 +509,9 @@ func GuaranteesOf(n int, opts Options) lockswap.Guarantees {
 // stop; Options.Closers are closed. Close waits for all of it, so that no
 // goroutine of the Locker outlives it.
 func (p *proto) Close() error {
+	if p.members != nil {
+		p.members.stop()
+	}
 	p.fan.close()
 	var errs []error
 	for _, c := range p.opts.Closers {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/lockswap/lockswap"
@@ -27,10 +28,11 @@ import (
 //	restart_safety=true   RestartSafety, which needs max_ttl
 //	max_ttl=30s           MaxTTL, at most lockswap.MaxTTL (8760h)
 //	failovers=1           Failovers, 0 to (N−1)/2; require=failover needs at least 1
+//	master_names=a,b,c    MasterNames, one per host, in the hosts' order
 //	log_keys=true         LogKeys
 func init() {
 	registry.Register(registry.RedisScheme("redlock", parseURL, "drift", "drift_fixed", "instance_timeout",
-		"max_extensions", "max_hold", "fence", "restart_safety", "max_ttl", "failovers"))
+		"max_extensions", "max_hold", "fence", "restart_safety", "max_ttl", "failovers", "master_names"))
 }
 
 // parseURL checks this backend's parameters; registry checked the others.
@@ -95,6 +97,12 @@ func urlOptions(u *registry.URL, r registry.Redis) (Options, error) {
 	if s := u.Query.Get("failovers"); s != "" {
 		if o.Failovers, err = strconv.Atoi(s); err != nil || o.Failovers < 0 || o.Failovers > (r.Servers-1)/2 {
 			return Options{}, fmt.Errorf("failovers=%s: want a whole number from 0 to %d, (N−1)/2 for the %d hosts (each costs one master of availability): %w", s, (r.Servers-1)/2, r.Servers, lockswap.ErrInvalid)
+		}
+	}
+	if s := u.Query.Get("master_names"); s != "" {
+		o.MasterNames = strings.Split(s, ",")
+		if err := checkMasterNames(r.Servers, o.MasterNames); err != nil {
+			return Options{}, fmt.Errorf("master_names=%s: %w", s, err)
 		}
 	}
 	if o.RestartSafety && o.MaxTTL == 0 {

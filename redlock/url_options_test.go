@@ -30,6 +30,7 @@ func TestURLOptions(t *testing.T) {
 			{Field: "Fence", Param: "fence", Value: "true", Want: true},
 			{Field: "MaxTTL", Param: "max_ttl", Value: "2m", Want: 2 * time.Minute},
 			{Field: "Failovers", Param: "failovers", Value: "1", Want: 1},
+			{Field: "MasterNames", Param: "master_names", Value: "a,b,c", Want: []string{"a", "b", "c"}},
 			{Field: "LogKeys", Param: "log_keys", Value: "true", Want: true},
 		})
 }
@@ -62,6 +63,7 @@ func TestURLOptionsSpecialValues(t *testing.T) {
 		"max_extensions=0", "max_extensions=1.5",
 		"max_hold=0s", "max_hold=-1s",
 		"instance_timeout=1s&ttl=1s", // no validity left: New would refuse it only after dialing
+		"master_names=a,b", "master_names=a,b,a", "master_names=a,,c", // one name per host, each once
 	} {
 		_, err := redlock.URLOptions(threeMasters + q)
 		if !errors.Is(err, lockswap.ErrInvalid) {
