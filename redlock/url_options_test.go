@@ -62,7 +62,7 @@ func TestURLOptionsSpecialValues(t *testing.T) {
 		"instance_timeout=0s", "instance_timeout=-5ms", "instance_timeout=8761h",
 		"max_extensions=0", "max_extensions=1.5",
 		"max_hold=0s", "max_hold=-1s",
-		"instance_timeout=1s&ttl=1s", // no validity left: New would refuse it only after dialing
+		"instance_timeout=1s&ttl=1s",                                  // no validity left: New would refuse it only after dialing
 		"master_names=a,b", "master_names=a,b,a", "master_names=a,,c", // one name per host, each once
 	} {
 		_, err := redlock.URLOptions(threeMasters + q)
