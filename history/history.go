@@ -1,0 +1,126 @@
+// Package history checks a lock the way Jepsen checks one: clients take the
+// lock and, while they hold it, read a register that nothing else protects
+// and write back the value plus one. Each such critical section is recorded
+// as one operation (Op) with its start and end on the monotonic clock, and
+// Check asks Porcupine (github.com/anishathalye/porcupine) whether the
+// recorded history could come from one correct sequence of increments. Two
+// holders at once that both read the same value (a lost update) make it
+// fail: a second holder becomes visible in the data, as it would in a
+// user's.
+//
+// The register (Register) can check fences as a protected resource should:
+// every request carries the holder's fence, and a request below the highest
+// fence the register has seen for the key is rejected. A rejected section
+// writes nothing, so the model takes it as a step that changes nothing; a
+// stale holder that a fence stops leaves no trace in the count.
+//
+// Histories are written and read as JSON lines (WriteJSONL, ReadJSONL), one
+// Op per line, so that a run can be archived and checked again later
+// (docs/history.md gives the schema).
+package history
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+)
+
+// Op is one critical section: a client held the lock on Key, read the
+// register Key, and wrote back the value read plus one. Its JSON form is
+// one line of a history file.
+type Op struct {
+	// Client is the client (one Locker) that ran the section, from 0.
+	Client int `json:"client"`
+	// Key is the lock's key and the register it guards.
+	Key string `json:"key"`
+	// Token and Fence are the lock's (Fence 0: the backend gives none).
+	Token string `json:"token"`
+	Fence uint64 `json:"fence,omitempty"`
+	// Read is the value the section read (0 when the register rejected
+	// the read).
+	Read int64 `json:"read"`
+	// Wrote reports that the register accepted the write of Read + 1.
+	// False only where the register checks fences and rejected the read
+	// or the write as stale: the section changed nothing.
+	Wrote bool `json:"wrote"`
+	// Call and Return are when the section's read was sent and when its
+	// write returned, in nanoseconds on the monotonic clock since the
+	// recording began: the increment happened at some moment between.
+	Call   int64 `json:"call_ns"`
+	Return int64 `json:"return_ns"`
+}
+
+// Recorder collects the Ops of a run from any number of goroutines, with
+// times on one monotonic clock.
+type Recorder struct {
+	start time.Time
+	mu    sync.Mutex
+	ops   []Op
+}
+
+// NewRecorder returns a Recorder whose clock starts now.
+func NewRecorder() *Recorder { return &Recorder{start: time.Now()} }
+
+// Now is the time since the recording began, in nanoseconds, on the
+// monotonic clock (a jump of the wall clock does not move it).
+func (r *Recorder) Now() int64 { return time.Since(r.start).Nanoseconds() }
+
+// Add records op.
+func (r *Recorder) Add(op Op) {
+	r.mu.Lock()
+	r.ops = append(r.ops, op)
+	r.mu.Unlock()
+}
+
+// Ops returns a copy of the Ops recorded so far.
+func (r *Recorder) Ops() []Op {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Op(nil), r.ops...)
+}
+
+// WriteJSONL writes ops to w, one JSON object per line.
+func WriteJSONL(w io.Writer, ops []Op) error {
+	bw := bufio.NewWriter(w)
+	enc := json.NewEncoder(bw)
+	for _, op := range ops {
+		if err := enc.Encode(op); err != nil {
+			return fmt.Errorf("history: %w", err)
+		}
+	}
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("history: %w", err)
+	}
+	return nil
+}
+
+// ReadJSONL reads the Ops WriteJSONL wrote. A line that is not an Op, or
+// whose Return is before its Call, is an error that names the line.
+func ReadJSONL(r io.Reader) ([]Op, error) {
+	var ops []Op
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), 1<<20)
+	for line := 1; sc.Scan(); line++ {
+		if len(sc.Bytes()) == 0 {
+			continue
+		}
+		var op Op
+		dec := json.NewDecoder(bytes.NewReader(sc.Bytes()))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&op); err != nil {
+			return nil, fmt.Errorf("history: line %d: %w", line, err)
+		}
+		if op.Return < op.Call {
+			return nil, fmt.Errorf("history: line %d: return_ns %d is before call_ns %d", line, op.Return, op.Call)
+		}
+		ops = append(ops, op)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("history: %w", err)
+	}
+	return ops, nil
+}

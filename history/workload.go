@@ -1,0 +1,105 @@
+package history
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/lockswap/lockswap"
+)
+
+// Section runs one critical section of client under l, which it holds:
+// it reads the register l.Key(), calls between (when not nil: a pause, or a
+// fault a test injects while the lock is held), writes back the value plus
+// one, and records the Op in rec. Requests carry l's fence (0 without
+// one).
+func Section(ctx context.Context, rec *Recorder, reg *Register, client int, l lockswap.Lock, between func(context.Context)) Op {
+	fence, _ := l.Fence()
+	op := Op{Client: client, Key: l.Key(), Token: l.Token(), Fence: fence, Call: rec.Now()}
+	v, ok := reg.Read(op.Key, fence)
+	if between != nil {
+		between(ctx)
+	}
+	if ok {
+		op.Read = v
+		op.Wrote = reg.Write(op.Key, v+1, fence)
+	}
+	op.Return = rec.Now()
+	rec.Add(op)
+	return op
+}
+
+// Workload runs critical sections from several clients at once.
+type Workload struct {
+	// Lockers are the clients, one each (typically one Locker per process
+	// or per connection set, over the same servers).
+	Lockers []lockswap.Locker
+	// Keys are the locks taken, each guarding the register of its name;
+	// each section picks one at random.
+	Keys []string
+	// Sections is how many sections each client runs.
+	Sections int
+	// TTL is the lock's TTL (0: the Locker's default).
+	TTL time.Duration
+	// Register is the protected resource (fenced or not).
+	Register *Register
+	// Recorder receives the Ops.
+	Recorder *Recorder
+	// Between, when set, runs inside every section between its read and
+	// its write (see Section).
+	Between func(ctx context.Context, client int, l lockswap.Lock)
+}
+
+// Run runs the workload until every client has run its sections or ctx
+// ends. A client whose Acquire fails with ErrHeld or ErrUnavailable tries
+// again (retrying is what users do; the history only has the sections
+// that held a lock). It returns the first other error, or ctx's error.
+func (w Workload) Run(ctx context.Context) error {
+	if len(w.Lockers) == 0 || len(w.Keys) == 0 || w.Register == nil || w.Recorder == nil {
+		return fmt.Errorf("history: a workload needs Lockers, Keys, a Register and a Recorder: %w", lockswap.ErrInvalid)
+	}
+	var opts []lockswap.Option
+	if w.TTL > 0 {
+		opts = append(opts, lockswap.WithTTL(w.TTL))
+	}
+	errs := make([]error, len(w.Lockers))
+	var wg sync.WaitGroup
+	for i, lk := range w.Lockers {
+		wg.Go(func() { errs[i] = w.client(ctx, i, lk, opts) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// client runs one client's sections.
+func (w Workload) client(ctx context.Context, i int, lk lockswap.Locker, opts []lockswap.Option) error {
+	for n := 0; n < w.Sections; {
+		key := w.Keys[rand.IntN(len(w.Keys))]
+		l, err := lk.Acquire(ctx, key, opts...)
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case errors.Is(err, lockswap.ErrHeld), errors.Is(err, lockswap.ErrUnavailable):
+			continue
+		case err != nil:
+			return fmt.Errorf("history: client %d: %w", i, err)
+		}
+		var between func(context.Context)
+		if w.Between != nil {
+			between = func(ctx context.Context) { w.Between(ctx, i, l) }
+		}
+		Section(ctx, w.Recorder, w.Register, i, l, between)
+		n++
+		// A lock lost before its release (the point of some faults) is
+		// not an error of the workload's.
+		if err := l.Release(ctx); err != nil && !errors.Is(err, lockswap.ErrLost) {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+		}
+	}
+	return nil
+}
