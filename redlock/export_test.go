@@ -74,3 +74,6 @@ func SetBetweenPasses(t testing.TB, f func()) {
 	betweenPasses = f
 	t.Cleanup(func() { betweenPasses = nil })
 }
+
+// MemberRounds returns how many membership rounds lk has run.
+func MemberRounds(lk *Locker) int64 { return lk.p.members.rounds.Load() }

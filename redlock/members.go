@@ -53,7 +53,8 @@ type membership struct {
 	state  atomic.Pointer[memberState]
 	first  chan struct{} // closed when the first round has ended (or cannot run)
 	once   sync.Once
-	denied atomic.Bool // MsgMembersUnchecked written for masters that refused the script
+	denied atomic.Bool  // MsgMembersUnchecked written for masters that refused the script
+	rounds atomic.Int64 // rounds run (tests)
 
 	mu     sync.Mutex
 	timer  *time.Timer // the next round
@@ -62,9 +63,10 @@ type membership struct {
 
 // memberState is what a membership round found, and until when it holds.
 type memberState struct {
-	until      time.Time // when the next round is due
-	err        error     // a conflict (lockswap.ErrInvalid): acquisitions fail with it until a round finds none
-	registered bool      // the round registered the set on a majority
+	until      time.Time       // when the next round is due
+	err        error           // a conflict (lockswap.ErrInvalid): acquisitions fail with it until a round finds none
+	conflict   *memberConflict // where err was found, and until when it holds
+	registered bool            // the round registered the set on a majority
 }
 
 // newMembership returns the membership of a fenced Locker over inst, or
@@ -155,6 +157,7 @@ func (m *membership) schedule(p *proto, d time.Duration) {
 func (m *membership) run(ctx context.Context, p *proto) {
 	st := m.round(ctx, p)
 	m.state.Store(st)
+	m.rounds.Add(1)
 	m.endFirst()
 	m.schedule(p, time.Until(st.until))
 }
@@ -178,38 +181,53 @@ func (m *membership) stop() {
 // Locker's set on those that answered. Each pass is bounded by a cleanup
 // round (MinCleanupRound at least) and ctx. A conflict the second pass
 // meets (another set registered between the passes) is answered by
-// removing this Locker's registration where the pass wrote it, so that a
-// refused Locker leaves none.
+// removing the registration where this pass created it, so that a refused
+// Locker leaves none. A conflict seen before stays until the other
+// registration's end, unless the master that showed it answers without
+// it: a master that stops answering does not make the Locker forget.
 func (m *membership) round(ctx context.Context, p *proto) *memberState {
 	start := time.Now()
 	life := memberLifetime()
-	again := &memberState{until: start.Add(min(time.Second, life/4))}
 	all := uint64(1)<<len(p.inst) - 1
-	clean, refused, err := m.call(ctx, p, all, "0")
-	if err == nil && ones(clean) >= p.quorum {
+	r := m.call(ctx, p, all, "0")
+	if r.conflict == nil {
+		if old := m.state.Load(); old != nil && old.conflict != nil && r.answered&(1<<old.conflict.inst) == 0 && start.Before(old.conflict.until) {
+			r.conflict = old.conflict
+		}
+	}
+	if r.conflict == nil && ones(r.clean) >= p.quorum {
 		if betweenPasses != nil {
 			betweenPasses()
 		}
-		var done uint64
-		done, refused, err = m.call(ctx, p, clean, "1")
-		if err == nil && ones(done) >= p.quorum {
+		reg := m.call(ctx, p, r.clean, "1")
+		if reg.conflict != nil {
+			m.unregister(ctx, p, reg.created)
+		}
+		r.conflict, r.refused = reg.conflict, append(r.refused, reg.refused...)
+		if reg.conflict == nil && ones(reg.clean) >= p.quorum {
+			m.logRefused(p, r.refused)
 			return &memberState{until: start.Add(life / 4), registered: true}
 		}
-		if err != nil {
-			m.unregister(ctx, p, done)
-		}
 	}
-	again.err = err
-	if err == nil && refused != nil {
+	m.logRefused(p, r.refused)
+	st := &memberState{until: start.Add(min(time.Second, life/4)), conflict: r.conflict}
+	if r.conflict != nil {
+		st.err = r.conflict.err
+	} else if len(r.refused) > len(p.inst)-p.quorum {
 		// Masters that refuse the script (an ACL without its rights, a
-		// renamed command) will not take it a second later: say so once,
-		// and ask again at the usual interval.
-		again.until = start.Add(life / 4)
-		if m.denied.CompareAndSwap(false, true) {
-			p.logDenied(refused)
-		}
+		// renamed command) leave no majority, and will not take it a
+		// second later: ask again at the usual interval.
+		st.until = start.Add(life / 4)
 	}
-	return again
+	return st
+}
+
+// logRefused writes MsgMembersUnchecked, once per Locker, for masters that
+// refused the membership script (refused: each master and its error).
+func (m *membership) logRefused(p *proto, refused []string) {
+	if len(refused) > 0 && m.denied.CompareAndSwap(false, true) {
+		p.logDenied(refused)
+	}
 }
 
 // betweenPasses, when set (tests: SetBetweenPasses), runs between a
@@ -230,19 +248,32 @@ func (m *membership) unregister(ctx context.Context, p *proto, mask uint64) {
 	wg.Wait()
 }
 
+// passResult is what one pass of a round found.
+type passResult struct {
+	answered uint64          // masters that answered the script
+	clean    uint64          // of those, the ones without a conflict (registered, in the register pass)
+	created  uint64          // register pass: masters where this pass created the field
+	refused  []string        // masters that refused the script with an error retrying cannot fix, and the error
+	conflict *memberConflict // the first master's conflict (in the Locker's order)
+}
+
+// memberConflict is a conflicting registration a round found.
+type memberConflict struct {
+	inst  int       // the master that holds it
+	until time.Time // the registration's end, by the master's clock
+	err   error
+}
+
 // call runs the membership script on the masters in mask at once (register
-// "1" or "0") and returns those that answered without a conflict, the
-// errors of those that refused the script with an error retrying cannot
-// fix (NOPERM, an unknown command), and the conflict of the first master
-// (in the Locker's order) that showed one.
-func (m *membership) call(ctx context.Context, p *proto, mask uint64, register string) (uint64, []string, error) {
+// "1" or "0").
+func (m *membership) call(ctx context.Context, p *proto, mask uint64, register string) passResult {
 	ctx, cancel := context.WithTimeout(ctx, p.cleanupRound(m.ttl))
 	defer cancel()
 	keys := []string{MembersKey}
 	life := strconv.FormatInt(memberLifetime().Milliseconds(), 10)
-	errs := make([]error, len(p.inst))
+	conflicts := make([]*memberConflict, len(p.inst))
 	perm := make([]string, len(p.inst))
-	var clean atomic.Uint64
+	var answered, clean, created atomic.Uint64
 	var wg sync.WaitGroup
 	for i := range p.inst {
 		if mask&(1<<i) == 0 {
@@ -264,44 +295,54 @@ func (m *membership) call(ctx context.Context, p *proto, mask uint64, register s
 			}
 			switch {
 			case code == 1:
+				answered.Or(1 << i)
 				clean.Or(1 << i)
+				if len(a) == 2 && isOne(a[1]) {
+					created.Or(1 << i)
+				}
 			case code == 0 && len(a) == 3:
+				answered.Or(1 << i)
 				f, _ := a[1].(string)
 				val, _ := a[2].(string)
-				errs[i] = m.conflict(in.String(), f, val)
+				conflicts[i] = m.conflict(i, in.String(), f, val)
 			case code == -1 && len(a) == 2:
-				errs[i] = fmt.Errorf("%s on %s holds a %v, not lockswap's registrations of masters: delete it (it is rebuilt): %w",
-					MembersKey, in, a[1], lockswap.ErrInvalid)
+				answered.Or(1 << i)
+				conflicts[i] = &memberConflict{inst: i, until: time.Now().Add(time.Second), err: fmt.Errorf(
+					"%s on %s holds a %v, not lockswap's registrations of masters: delete it (it is rebuilt): %w",
+					MembersKey, in, a[1], lockswap.ErrInvalid)}
 			}
 		})
 	}
 	wg.Wait()
-	var refused []string
-	for _, r := range perm {
-		if r != "" {
-			refused = append(refused, r)
+	r := passResult{answered: answered.Load(), clean: clean.Load(), created: created.Load()}
+	for _, x := range perm {
+		if x != "" {
+			r.refused = append(r.refused, x)
 		}
 	}
-	for _, err := range errs {
-		if err != nil {
-			return clean.Load(), refused, err
+	for _, c := range conflicts {
+		if c != nil {
+			r.conflict = c
+			break
 		}
 	}
-	return clean.Load(), refused, nil
+	return r
 }
 
-// conflict is the error of a registration (field f, value v) found on
-// master inst whose set is more than one master away from m's.
-func (m *membership) conflict(inst, f, v string) error {
+// conflict describes a registration (field f, value v) found on master i
+// (named inst) whose set is more than one master away from m's.
+func (m *membership) conflict(i int, inst, f, v string) *memberConflict {
 	when, addrs, _ := strings.Cut(v, " ")
+	until := time.Now().Add(time.Second)
 	if ms, err := strconv.ParseInt(when, 10, 64); err == nil {
-		when = time.UnixMilli(ms).UTC().Format(time.RFC3339)
+		until = time.UnixMilli(ms)
+		when = until.UTC().Format(time.RFC3339)
 	}
 	_, prefix, _ := strings.Cut(f, " ")
-	return fmt.Errorf("the masters differ: %s holds, until %s, the registration of a client of prefix %q whose masters are [%s]; this Locker's are [%s]. "+
+	return &memberConflict{inst: i, until: until, err: fmt.Errorf("the masters differ: %s holds, until %s, the registration of a client of prefix %q whose masters are [%s]; this Locker's are [%s]. "+
 		"Sets more than one master apart can have majorities that do not meet, and their fences could repeat: give every client of a prefix the same masters, "+
 		"and change them one master at a time, waiting for the old set's registrations to end (docs/redlock.md, \"Changing the masters\"): %w",
-		inst, when, prefix, addrs, m.addrs, lockswap.ErrInvalid)
+		inst, when, prefix, addrs, m.addrs, lockswap.ErrInvalid)}
 }
 
 // logDenied writes MsgMembersUnchecked for masters that refused the

@@ -2,7 +2,8 @@ if redis.replicate_commands then redis.replicate_commands() end
 -- The membership round (members.go): KEYS[1] is MembersKey; ARGV[1] this
 -- Locker's field ("id,id,... prefix"), ARGV[2] its masters' addresses,
 -- ARGV[3] how long a registration lives (ms), ARGV[4] "1" to register,
--- "0" to check only. Replies {1} (no conflict; registered when asked),
+-- "0" to check only. Replies {1} (no conflict), {1, created} (registered;
+-- created is 1 when the field was not there before),
 -- {0, field, value} (a live registration of the same prefix more than one
 -- master apart: nothing written), {-1, type} (the key is not a hash:
 -- nothing written).
@@ -36,7 +37,9 @@ for i = 1, #kv, 2 do
 end
 if ARGV[4] == "1" then
   for _, f in ipairs(stale) do redis.call("HDEL", KEYS[1], f) end
+  local created = 1 - redis.call("HEXISTS", KEYS[1], ARGV[1])
   redis.call("HSET", KEYS[1], ARGV[1], string.format("%.0f", now + life) .. " " .. ARGV[2])
   redis.call("PEXPIREAT", KEYS[1], string.format("%.0f", last))
+  return {1, created}
 end
 return {1}

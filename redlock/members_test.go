@@ -350,3 +350,72 @@ func TestMembersNames(t *testing.T) {
 		}
 	}
 }
+
+// TestMembersConflictRemembered: a Locker that found a conflict on a
+// master keeps it, round after round, while that master does not answer
+// (until the other registration's end): it does not register on the
+// masters only it uses and acquire there while the other set holds the
+// key on its own majority.
+func TestMembersConflictRemembered(t *testing.T) {
+	redlock.SetFenceCounterTTL(t, time.Minute)
+	addrs, _ := realN(t, 5)
+	ctx := ctxT(t)
+	old := fencedOver(t, addrs[:3])
+	redlock.RegisterMembers(t, old)
+	proxy := testserver.ProxyT(t, addrs[2])
+	late := fencedOver(t, []string{proxy.Addr(), addrs[3], addrs[4]})
+	if _, err := late.TryAcquire(ctx, "k"); !errors.Is(err, lockswap.ErrInvalid) {
+		t.Fatalf("a set two masters away: %v, want ErrInvalid", err)
+	}
+	proxy.Blackhole(true)
+	defer proxy.Blackhole(false)
+	n := redlock.MemberRounds(late)
+	// Two more rounds (one wholly after the blackhole), or one that
+	// registered (which the assertions below then catch).
+	waitFor(t, "two more rounds of the refused Locker", func() bool {
+		return redlock.MemberRounds(late) >= n+2 || len(registrations(t, addrs[3])) != 0
+	})
+	if _, err := late.TryAcquire(ctx, "k"); !errors.Is(err, lockswap.ErrInvalid) {
+		t.Fatalf("the conflict's master silent: %v, want ErrInvalid still", err)
+	}
+	for _, a := range addrs[3:] {
+		if r := registrations(t, a); len(r) != 0 {
+			t.Errorf("%s holds %v: the refused Locker registered", a, r)
+		}
+	}
+}
+
+// TestMembersRefusedKeepsOthers: a Locker refused between its passes
+// removes only the registrations its pass created, not those of another
+// open Locker of the same set.
+func TestMembersRefusedKeepsOthers(t *testing.T) {
+	redlock.SetFenceCounterTTL(t, 10*time.Second)
+	addrs, _ := realN(t, 5)
+	ctx := ctxT(t)
+	old := fencedOver(t, addrs[:3])
+	redlock.RegisterMembers(t, old)
+	old.Close()
+	conflicting := registrations(t, addrs[2])
+	for _, a := range addrs[:3] {
+		redistest.GoRedisClient(t, a).Del(ctx, redlock.MembersKey)
+	}
+	first := fencedOver(t, addrs[2:])
+	redlock.RegisterMembers(t, first)
+	var once sync.Once
+	redlock.SetBetweenPasses(t, func() {
+		once.Do(func() {
+			for f, v := range conflicting {
+				redistest.GoRedisClient(t, addrs[2]).HSet(ctx, redlock.MembersKey, f, v)
+			}
+		})
+	})
+	second := fencedOver(t, addrs[2:])
+	if _, err := second.TryAcquire(ctx, "k"); !errors.Is(err, lockswap.ErrInvalid) {
+		t.Fatalf("a Locker whose registration met another set's: %v, want ErrInvalid", err)
+	}
+	for _, a := range addrs[3:] {
+		if r := registrations(t, a); len(r) != 1 {
+			t.Errorf("%s holds %v, want the first Locker's registration, which the refused one shares", a, r)
+		}
+	}
+}
