@@ -1,6 +1,7 @@
 package history
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"slices"
@@ -12,7 +13,8 @@ import (
 // Result is what Check found.
 type Result struct {
 	// Linearizable reports that every key's history could come from one
-	// correct sequence of increments.
+	// correct sequence of increments (the fences are checked apart:
+	// Fences).
 	Linearizable bool
 	// Violations are the keys whose history could not (a lost update or a
 	// value out of thin air), sorted.
@@ -20,6 +22,13 @@ type Result struct {
 	// Unknown are the keys the checker gave up on within its timeout,
 	// sorted: nothing was concluded about them.
 	Unknown []string
+	// Fences are the fence violations, described: a section whose lock
+	// was taken after another section had returned, with a fence not
+	// above that one's (an order the register alone does not show: it
+	// rejects the later holder, and a rejected section changes nothing),
+	// and a fence given to two locks. Sections without a fence are left
+	// out.
+	Fences []string
 
 	info map[string]porcupine.LinearizationInfo
 }
@@ -66,14 +75,23 @@ var Model = porcupine.Model{
 }
 
 // Check decides whether ops are linearizable under Model, key by key,
-// giving the checker at most timeout per key (0: no limit).
-func Check(ops []Op, timeout time.Duration) Result {
-	byKey := map[string][]porcupine.Operation{}
-	for _, op := range ops {
-		byKey[op.Key] = append(byKey[op.Key], porcupine.Operation{ClientId: op.Client, Input: op, Call: op.Call, Return: op.Return})
+// giving the checker at most timeout per key (0: no limit), and checks
+// their fences (Result.Fences). It fails on an Op that Validate refuses.
+func Check(ops []Op, timeout time.Duration) (Result, error) {
+	byKey := map[string][]Op{}
+	for i, op := range ops {
+		if err := op.Validate(); err != nil {
+			return Result{}, fmt.Errorf("history: op %d: %w", i, err)
+		}
+		byKey[op.Key] = append(byKey[op.Key], op)
 	}
 	r := Result{Linearizable: true, info: map[string]porcupine.LinearizationInfo{}}
-	for key, h := range byKey {
+	for key, kops := range byKey {
+		r.Fences = append(r.Fences, fenceViolations(key, kops)...)
+		h := make([]porcupine.Operation, len(kops))
+		for i, op := range kops {
+			h[i] = porcupine.Operation{ClientId: op.Client, Input: op, Call: op.Call, Return: op.Return}
+		}
 		res, info := porcupine.CheckOperationsVerbose(Model, h, timeout)
 		switch res {
 		case porcupine.Ok:
@@ -88,7 +106,48 @@ func Check(ops []Op, timeout time.Duration) Result {
 	}
 	slices.Sort(r.Violations)
 	slices.Sort(r.Unknown)
-	return r
+	slices.Sort(r.Fences)
+	return r, nil
+}
+
+// fenceViolations checks the fences of one key's sections: a section
+// called after another returned has a higher fence, and no two locks
+// share one.
+func fenceViolations(key string, ops []Op) []string {
+	var fenced []Op
+	for _, op := range ops {
+		if op.Fence != 0 {
+			fenced = append(fenced, op)
+		}
+	}
+	var out []string
+	owner := map[uint64]string{}
+	for _, op := range fenced {
+		if t, ok := owner[op.Fence]; ok && t != op.Token {
+			out = append(out, fmt.Sprintf("key %q: fence %d given to two locks", key, op.Fence))
+		}
+		owner[op.Fence] = op.Token
+	}
+	// By return time, with the highest fence returned so far.
+	slices.SortFunc(fenced, func(a, b Op) int { return cmp.Compare(a.Return, b.Return) })
+	best := make([]int, len(fenced)) // best[i]: index of the highest fence among fenced[:i+1]
+	for i := range fenced {
+		best[i] = i
+		if i > 0 && fenced[best[i-1]].Fence >= fenced[i].Fence {
+			best[i] = best[i-1]
+		}
+	}
+	for _, b := range fenced {
+		n, _ := slices.BinarySearchFunc(fenced, b.Call, func(op Op, t int64) int { return cmp.Compare(op.Return, t) })
+		if n == 0 {
+			continue // no section returned before b was called
+		}
+		if a := fenced[best[n-1]]; a.Fence >= b.Fence && a.Token != b.Token {
+			out = append(out, fmt.Sprintf("key %q: client %d's fence %d (called at %d ns) is not above client %d's fence %d (returned at %d ns)",
+				key, b.Client, b.Fence, b.Call, a.Client, a.Fence, a.Return))
+		}
+	}
+	return out
 }
 
 // Visualize writes Porcupine's HTML view of key's history (the longest

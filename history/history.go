@@ -52,6 +52,11 @@ type Op struct {
 	// recording began: the increment happened at some moment between.
 	Call   int64 `json:"call_ns"`
 	Return int64 `json:"return_ns"`
+	// Late reports that the lock's Done channel was closed when the write
+	// returned: the holder outlived its lock (a pause past the TTL, a lock
+	// found lost), so a violation involving this section is the client's
+	// lateness, not the lock giving the key to two holders.
+	Late bool `json:"late,omitempty"`
 }
 
 // Recorder collects the Ops of a run from any number of goroutines, with
@@ -98,15 +103,27 @@ func WriteJSONL(w io.Writer, ops []Op) error {
 	return nil
 }
 
-// ReadJSONL reads the Ops WriteJSONL wrote. A line that is not an Op, or
-// whose Return is before its Call, is an error that names the line.
+// ReadJSONL reads the Ops WriteJSONL wrote. A line that is not an Op (an
+// unknown field, or one of client, key, token, read, wrote, call_ns and
+// return_ns missing: a missing "wrote" would read as a rejected section
+// and hide a lost update), or that Validate refuses, is an error that
+// names the line.
 func ReadJSONL(r io.Reader) ([]Op, error) {
 	var ops []Op
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64*1024), 1<<20)
 	for line := 1; sc.Scan(); line++ {
-		if len(sc.Bytes()) == 0 {
+		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
 			continue
+		}
+		var fields map[string]json.RawMessage
+		if err := json.Unmarshal(sc.Bytes(), &fields); err != nil {
+			return nil, fmt.Errorf("history: line %d: %w", line, err)
+		}
+		for _, f := range requiredFields {
+			if _, ok := fields[f]; !ok {
+				return nil, fmt.Errorf("history: line %d: no %q", line, f)
+			}
 		}
 		var op Op
 		dec := json.NewDecoder(bytes.NewReader(sc.Bytes()))
@@ -114,8 +131,8 @@ func ReadJSONL(r io.Reader) ([]Op, error) {
 		if err := dec.Decode(&op); err != nil {
 			return nil, fmt.Errorf("history: line %d: %w", line, err)
 		}
-		if op.Return < op.Call {
-			return nil, fmt.Errorf("history: line %d: return_ns %d is before call_ns %d", line, op.Return, op.Call)
+		if err := op.Validate(); err != nil {
+			return nil, fmt.Errorf("history: line %d: %w", line, err)
 		}
 		ops = append(ops, op)
 	}
@@ -123,4 +140,23 @@ func ReadJSONL(r io.Reader) ([]Op, error) {
 		return nil, fmt.Errorf("history: %w", err)
 	}
 	return ops, nil
+}
+
+// requiredFields are the JSON fields every line of a history has.
+var requiredFields = []string{"client", "key", "token", "read", "wrote", "call_ns", "return_ns"}
+
+// Validate reports what makes op impossible to check: a negative client or
+// time, an empty key, or a Return before its Call.
+func (op Op) Validate() error {
+	switch {
+	case op.Client < 0:
+		return fmt.Errorf("client %d is negative", op.Client)
+	case op.Key == "":
+		return fmt.Errorf("the key is empty")
+	case op.Call < 0:
+		return fmt.Errorf("call_ns %d is negative", op.Call)
+	case op.Return < op.Call:
+		return fmt.Errorf("return_ns %d is before call_ns %d", op.Return, op.Call)
+	}
+	return nil
 }

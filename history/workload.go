@@ -28,6 +28,11 @@ func Section(ctx context.Context, rec *Recorder, reg *Register, client int, l lo
 		op.Wrote = reg.Write(op.Key, v+1, fence)
 	}
 	op.Return = rec.Now()
+	select {
+	case <-l.Done():
+		op.Late = true
+	default:
+	}
 	rec.Add(op)
 	return op
 }
@@ -55,8 +60,10 @@ type Workload struct {
 
 // Run runs the workload until every client has run its sections or ctx
 // ends. A client whose Acquire fails with ErrHeld or ErrUnavailable tries
-// again (retrying is what users do; the history only has the sections
-// that held a lock). It returns the first other error, or ctx's error.
+// again after a short pause (retrying is what users do; the history only
+// has the sections that held a lock). Run returns the clients' errors
+// joined: an error of another class ends that client at once; when ctx
+// ends, its error, with the last failure that was being retried.
 func (w Workload) Run(ctx context.Context) error {
 	if len(w.Lockers) == 0 || len(w.Keys) == 0 || w.Register == nil || w.Recorder == nil {
 		return fmt.Errorf("history: a workload needs Lockers, Keys, a Register and a Recorder: %w", lockswap.ErrInvalid)
@@ -74,19 +81,38 @@ func (w Workload) Run(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// Pauses between a client's attempts that failed with ErrHeld or
+// ErrUnavailable, doubling from the first to the last.
+const (
+	retryFirst = time.Millisecond
+	retryLast  = 100 * time.Millisecond
+)
+
 // client runs one client's sections.
 func (w Workload) client(ctx context.Context, i int, lk lockswap.Locker, opts []lockswap.Option) error {
+	pause := retryFirst
+	var last error // the failure being retried
 	for n := 0; n < w.Sections; {
 		key := w.Keys[rand.IntN(len(w.Keys))]
 		l, err := lk.Acquire(ctx, key, opts...)
 		switch {
+		case err == nil:
 		case ctx.Err() != nil:
-			return ctx.Err()
+			return fmt.Errorf("history: client %d: %w", i, errors.Join(ctx.Err(), last))
 		case errors.Is(err, lockswap.ErrHeld), errors.Is(err, lockswap.ErrUnavailable):
+			last = err
+			t := time.NewTimer(rand.N(pause) + pause/2)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+			case <-t.C:
+			}
+			pause = min(2*pause, retryLast)
 			continue
-		case err != nil:
+		default:
 			return fmt.Errorf("history: client %d: %w", i, err)
 		}
+		pause, last = retryFirst, nil
 		var between func(context.Context)
 		if w.Between != nil {
 			between = func(ctx context.Context) { w.Between(ctx, i, l) }
@@ -94,11 +120,9 @@ func (w Workload) client(ctx context.Context, i int, lk lockswap.Locker, opts []
 		Section(ctx, w.Recorder, w.Register, i, l, between)
 		n++
 		// A lock lost before its release (the point of some faults) is
-		// not an error of the workload's.
+		// not the workload's error; the Op says so (Late).
 		if err := l.Release(ctx); err != nil && !errors.Is(err, lockswap.ErrLost) {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
+			return fmt.Errorf("history: client %d: release: %w", i, err)
 		}
 	}
 	return nil
