@@ -69,6 +69,7 @@ func Run(t *testing.T, h Harness) {
 		fn   func(*testing.T)
 	}{
 		{"MutualExclusion", s.mutualExclusion},
+		{"History", s.history},
 		{"TryAcquireHeld", s.tryAcquireHeld},
 		{"ExpiredHolderCannotReleaseOrExtend", s.expiredHolder},
 		{"VanishedHolderFreedAfterTTL", s.vanishedHolder},
