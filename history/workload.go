@@ -119,10 +119,18 @@ func (w Workload) client(ctx context.Context, i int, lk lockswap.Locker, opts []
 		}
 		Section(ctx, w.Recorder, w.Register, i, l, between)
 		n++
-		// A lock lost before its release (the point of some faults) is
-		// not the workload's error; the Op says so (Late).
-		if err := l.Release(ctx); err != nil && !errors.Is(err, lockswap.ErrLost) {
-			return fmt.Errorf("history: client %d: release: %w", i, err)
+		if err := l.Release(ctx); err != nil {
+			switch {
+			case errors.Is(err, lockswap.ErrLost), errors.Is(err, lockswap.ErrUnavailable):
+				// A lock lost before its release (the point of some
+				// faults; the Op says Late when it was lost before the
+				// write), or a release that could not be confirmed: the
+				// lock ends at its TTL, and the history is unchanged.
+			case ctx.Err() != nil:
+				return fmt.Errorf("history: client %d: %w", i, ctx.Err())
+			default:
+				return fmt.Errorf("history: client %d: release: %w", i, err)
+			}
 		}
 	}
 	return nil
