@@ -253,24 +253,7 @@ func TestMembersRefusedLeavesNone(t *testing.T) {
 	redlock.SetFenceCounterTTL(t, 10*time.Second)
 	addrs, _ := realN(t, 5)
 	ctx := ctxT(t)
-	// The registration of {0,1,2}, as another client writes it, taken
-	// from a Locker over them, then removed.
-	old := fencedOver(t, addrs[:3])
-	redlock.RegisterMembers(t, old)
-	old.Close()
-	reg := registrations(t, addrs[2])
-	for _, a := range addrs[:3] {
-		redistest.GoRedisClient(t, a).Del(ctx, redlock.MembersKey)
-	}
-	var once sync.Once
-	redlock.SetBetweenPasses(t, func() {
-		// That client registers on master 2 between the passes.
-		once.Do(func() {
-			for f, v := range reg {
-				redistest.GoRedisClient(t, addrs[2]).HSet(ctx, redlock.MembersKey, f, v)
-			}
-		})
-	})
+	registerBetweenPasses(t, addrs)()
 	late := fencedOver(t, addrs[2:])
 	if _, err := late.TryAcquire(ctx, "k"); !errors.Is(err, lockswap.ErrInvalid) {
 		t.Fatalf("a Locker whose registration met another set's: %v, want ErrInvalid", err)
@@ -392,23 +375,10 @@ func TestMembersRefusedKeepsOthers(t *testing.T) {
 	redlock.SetFenceCounterTTL(t, 10*time.Second)
 	addrs, _ := realN(t, 5)
 	ctx := ctxT(t)
-	old := fencedOver(t, addrs[:3])
-	redlock.RegisterMembers(t, old)
-	old.Close()
-	conflicting := registrations(t, addrs[2])
-	for _, a := range addrs[:3] {
-		redistest.GoRedisClient(t, a).Del(ctx, redlock.MembersKey)
-	}
+	arm := registerBetweenPasses(t, addrs)
 	first := fencedOver(t, addrs[2:])
 	redlock.RegisterMembers(t, first)
-	var once sync.Once
-	redlock.SetBetweenPasses(t, func() {
-		once.Do(func() {
-			for f, v := range conflicting {
-				redistest.GoRedisClient(t, addrs[2]).HSet(ctx, redlock.MembersKey, f, v)
-			}
-		})
-	})
+	arm()
 	second := fencedOver(t, addrs[2:])
 	if _, err := second.TryAcquire(ctx, "k"); !errors.Is(err, lockswap.ErrInvalid) {
 		t.Fatalf("a Locker whose registration met another set's: %v, want ErrInvalid", err)
@@ -417,5 +387,32 @@ func TestMembersRefusedKeepsOthers(t *testing.T) {
 		if r := registrations(t, a); len(r) != 1 {
 			t.Errorf("%s holds %v, want the first Locker's registration, which the refused one shares", a, r)
 		}
+	}
+}
+
+// registerBetweenPasses returns what makes the next membership round of
+// any Locker find, between its check and its registration, the
+// registration of a client over addrs[:3] on master 2: the race of two
+// clients starting at once. That registration is taken from a Locker over
+// those masters, then removed, before it returns.
+func registerBetweenPasses(t *testing.T, addrs []string) (arm func()) {
+	t.Helper()
+	ctx := ctxT(t)
+	old := fencedOver(t, addrs[:3])
+	redlock.RegisterMembers(t, old)
+	old.Close()
+	reg := registrations(t, addrs[2])
+	for _, a := range addrs[:3] {
+		redistest.GoRedisClient(t, a).Del(ctx, redlock.MembersKey)
+	}
+	return func() {
+		var once sync.Once
+		redlock.SetBetweenPasses(t, func() {
+			once.Do(func() {
+				for f, v := range reg {
+					redistest.GoRedisClient(t, addrs[2]).HSet(ctx, redlock.MembersKey, f, v)
+				}
+			})
+		})
 	}
 }
