@@ -1,6 +1,9 @@
 package fencemodel
 
-import "bytes"
+import (
+	"bytes"
+	"encoding/binary"
+)
 
 // Symmetry reduction. Instances are interchangeable (the protocol treats
 // them alike), and so are clients once their "started after" relation is
@@ -16,29 +19,30 @@ type perm struct {
 }
 
 // colKeyLen is the length of a column's encoding.
-const colKeyLen = 2 + MaxClients*(1+4+1+1+1)
+const colKeyLen = 4 + MaxClients*(1+8+1+1+1)
 
 // key encodes a column as bytes; columns sort by it.
 func (c *column) key() [colKeyLen]byte {
 	var k [colKeyLen]byte
-	k[0], k[1] = c.holder, byte(c.counter)
-	p := 2
+	k[0], k[1], k[2], k[3] = c.holder, byte(c.counter), byte(c.off), c.down
+	p := 4
 	for x := 0; x < MaxClients; x++ {
-		r := c.grantReplies[x]
-		k[p], k[p+1], k[p+2], k[p+3], k[p+4], k[p+5] = c.grantSent[x], byte(r>>24), byte(r>>16), byte(r>>8), byte(r), c.wbSent[x]
+		k[p] = c.grantSent[x]
+		binary.BigEndian.PutUint64(k[p+1:], c.grantReplies[x])
+		k[p+9] = c.wbSent[x]
 		if c.wbReplied[x] {
-			k[p+6] = 1
+			k[p+10] = 1
 		}
 		if c.grantApplied[x] {
-			k[p+7] = 1
+			k[p+11] = 1
 		}
-		p += 8
+		p += 12
 	}
 	return k
 }
 
 // stateKeyLen is the length of a state's encoding.
-const stateKeyLen = 5 + MaxClients*4 + N*colKeyLen
+const stateKeyLen = 8 + MaxClients*4 + N*colKeyLen
 
 // stateKey is a state encoded as bytes: the explorer's set of seen states
 // holds these, and the canonical form is the renaming with the least one.
@@ -57,7 +61,11 @@ func (s *State) key() stateKey {
 func (s *State) keyWith(cols *[N][colKeyLen]byte) stateKey {
 	var k stateKey
 	k[0], k[1], k[2], k[3], k[4] = byte(s.clock), byte(s.high), s.losses, s.ticks, s.dups
-	p := 5
+	if s.clocksSet {
+		k[5] = 1
+	}
+	k[6], k[7] = s.burst, s.quiet
+	p := 8
 	for _, c := range s.cli {
 		k[p], k[p+1], k[p+2], k[p+3] = c.phase, c.after, byte(c.fence), byte(c.guess)
 		p += 4
@@ -151,6 +159,10 @@ func sortColumns(s *State) ([N]int8, stateKey) {
 // issued values once no loss is left to come and every counter exists (or
 // when seeds ignore the clock), so that states differing only there merge.
 func (m *Model) normalize(s *State) {
+	if m.B.Time.On {
+		m.normalizeTimed(s)
+		return
+	}
 	lossesLeft := int(s.losses) < m.B.Losses
 	if !lossesLeft || m.V.Seed == SeedZero {
 		s.high = -1
@@ -195,7 +207,7 @@ func (m *Model) canonical(s State) (State, stateKey, perm) {
 
 // inverse maps an action on a canonical state back to the state it
 // represents, given the renaming p that took that state to the canonical one.
-func (p perm) inverse(a Action) Action {
+func (m *Model) inverse(p perm, a Action) Action {
 	for c, nc := range p.cli {
 		if nc == a.Client {
 			a.Client = int8(c)
@@ -209,6 +221,14 @@ func (p perm) inverse(a Action) Action {
 				break
 			}
 		}
+	}
+	if a.Kind == ActClocks {
+		newOff := m.clockOffsets(a.Value)
+		var off [N]int8
+		for i, ni := range p.inst {
+			off[i] = newOff[ni]
+		}
+		a.Value = m.encodeOffsets(off)
 	}
 	var set uint8
 	for i, ni := range p.inst {

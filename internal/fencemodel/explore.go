@@ -104,7 +104,17 @@ func (m *Model) trace(steps []step, id int32, last Action) []string {
 	_, _, p := m.canonical(s)
 	lines := make([]string, 0, len(path)+1)
 	for k, a := range path {
-		desc, v := m.apply(&s, p.inverse(a), true)
+		desc, v := m.apply(&s, m.inverse(p, a), true)
+		if m.B.Time.On {
+			// The stored steps' values are those of the normalized
+			// states (normalizeTimed translates them): replay on those,
+			// and say where the values move.
+			if shift, capped := m.normalizeTimed(&s); capped >= 0 {
+				desc += fmt.Sprintf(" [R lowered from %d to %d: far above every value]", capped, s.clock+shift)
+			} else if shift > 0 {
+				desc += fmt.Sprintf(" [every value and R lowered by %d: only differences count]", shift)
+			}
+		}
 		_, _, p = m.canonical(s)
 		lines = append(lines, fmt.Sprintf("%2d. %s", k+1, desc))
 		if v != nil {

@@ -35,15 +35,16 @@
 //     in any order and decides on any majority of those that have arrived
 //     (ActDecide, ActReturn); a reply that arrives later is ignored.
 //
+// The timed mode (Bounds.Time, timed.go) replaces the first point: it
+// gives each instance a clock, seeds and bounds guesses against it as the
+// implementation does, and lets counters be lost at any step with no clock
+// jump, so that the clock assumption A3 is checked, not assumed.
+//
 // Run it with go test; docs/redlock-fencing.md gives the bounds, the
 // commands and the state counts.
 package fencemodel
 
-import (
-	"fmt"
-	"math/bits"
-	"strings"
-)
+import "math/bits"
 
 // N is the number of Redis instances in the model.
 const N = 3
@@ -126,6 +127,13 @@ type Variant struct {
 	WriteBack WriteBackRule // what the write-back script does with v
 	Seed      SeedRule      // what a missing C is seeded with
 	Guess     GuessRule     // whether the acquire also tries a guessed fence
+
+	// SeedLead and GuessAhead are the timed mode's (Bounds.Time,
+	// timed.go): a seed is the instance's clock + SeedLead (the protocol's
+	// L), and the acquire script applies a guess g > C only if g = C + 1 or
+	// g <= its clock + GuessAhead (the protocol's L again); clients guess
+	// from their clocks with GuessAhead too. The untimed mode ignores them.
+	SeedLead, GuessAhead int8
 }
 
 // The variants the tests check. Protocol and ProtocolHoldCheck must have no
@@ -172,6 +180,10 @@ type Bounds struct {
 	Ticks int
 	// MaxDepth, if positive, stops the exploration at that many steps.
 	MaxDepth int
+	// Time, if Time.On, selects the timed mode (timed.go): per-instance
+	// clocks, seeds and guesses against them, losses at any step. Ticks
+	// is then unused: Time.Ticks bounds the ticks.
+	Time Timing
 }
 
 // Client phases.
@@ -201,7 +213,7 @@ type column struct {
 	grantSent [MaxClients]uint8
 	// grantReplies[c]: granted replies from here in flight to client c, as
 	// a bitmask of the c_i values they carry.
-	grantReplies [MaxClients]uint32
+	grantReplies [MaxClients]uint64
 	// wbSent[c]: times client c's write-back script has run here.
 	wbSent [MaxClients]uint8
 	// wbReplied[c]: a reply 1 to client c's write-back is in flight.
@@ -209,6 +221,10 @@ type column struct {
 	// grantApplied[c]: a granted reply that applied client c's guess is in
 	// flight (Variant.Guess).
 	grantApplied [MaxClients]bool
+
+	// The timed mode's (timed.go):
+	off  int8  // the instance's clock is the reference clock + off
+	down uint8 // ticks before a restarted instance runs scripts again
 }
 
 // State is one global state of the model: the instances with their
@@ -220,8 +236,12 @@ type State struct {
 	losses uint8
 	ticks  uint8
 	dups   uint8 // retransmissions so far
-	col    [N]column
-	cli    [MaxClients]client
+	// The timed mode's (timed.go); clock is then the reference clock.
+	clocksSet bool  // ActClocks has fixed the instances' offsets
+	burst     uint8 // fences computed since the last tick (Timing.Rate)
+	quiet     uint8 // ticks since a counter last took a value, capped (Timing.Gap)
+	col       [N]column
+	cli       [MaxClients]client
 }
 
 // initial is the state before anything happens: no keys, no counters.
@@ -283,6 +303,10 @@ const (
 	// instances (Action.Set), granted replies that applied its guess; its
 	// Acquire returns the guess without a write-back round.
 	ActReturnFast
+	// ActClocks (timed mode, the first step): the instances' clocks are
+	// fixed at the reference clock plus an offset each (Action.Value
+	// holds them, see clockOffsets).
+	ActClocks
 )
 
 // Action is one step: a kind and what it concerns.
@@ -290,7 +314,8 @@ type Action struct {
 	Kind     ActionKind
 	Client   int8 // the client (0 is A), for the client's steps
 	Instance int8 // the instance (0 is X), for steps on one instance
-	// Value: ActDecide: the v computed.
+	// Value: ActDecide: the v computed; ActStart: the guess (fast path);
+	// ActClocks: the instances' clock offsets (clockOffsets).
 	Value int8
 	// Set: ActDecide, ActReturn: the instances (bitmask) whose replies the
 	// client received.
@@ -311,10 +336,18 @@ func instName(i int) string   { return string(rune('X' + i)) }
 
 // actions appends the steps enabled in s, in a fixed order (determinism).
 func (m *Model) actions(s *State, out []Action) []Action {
+	timed := m.B.Time.On
+	if timed && (!s.clocksSet || m.allReturned(s)) {
+		return m.clockChoices(s, out)
+	}
 	for c := 0; c < m.B.Clients; c++ {
 		cl := &s.cli[c]
 		cc := int8(c)
 		if cl.phase == phaseIdle {
+			if timed {
+				out = m.timedStarts(s, c, out)
+				continue
+			}
 			if m.V.Guess == NoGuess {
 				out = append(out, Action{Kind: ActStart, Client: cc})
 				continue
@@ -333,7 +366,7 @@ func (m *Model) actions(s *State, out []Action) []Action {
 			continue
 		}
 		for i := 0; i < N; i++ {
-			if m.deliverable(s, s.col[i].grantSent[c]) {
+			if m.deliverable(s, s.col[i].grantSent[c]) && s.col[i].down == 0 {
 				out = append(out, Action{Kind: ActDeliverGrant, Client: cc, Instance: int8(i)})
 			}
 		}
@@ -345,7 +378,7 @@ func (m *Model) actions(s *State, out []Action) []Action {
 		}
 		if cl.phase >= phaseWritingBack && m.V.WriteBack != NoWriteBack {
 			for i := 0; i < N; i++ {
-				if m.deliverable(s, s.col[i].wbSent[c]) {
+				if m.deliverable(s, s.col[i].wbSent[c]) && s.col[i].down == 0 {
 					out = append(out, Action{Kind: ActDeliverWriteBack, Client: cc, Instance: int8(i)})
 				}
 			}
@@ -366,12 +399,12 @@ func (m *Model) actions(s *State, out []Action) []Action {
 			out = append(out, Action{Kind: ActRestart, Instance: int8(i)})
 		}
 		for i := 0; i < N; i++ {
-			if s.col[i].counter >= 0 {
+			if s.col[i].counter >= 0 && (!timed || s.quiet >= m.B.Time.Gap) {
 				out = append(out, Action{Kind: ActEvict, Instance: int8(i)})
 			}
 		}
 	}
-	if int(s.ticks) < m.B.Ticks {
+	if timed && (m.B.Time.Ticks == 0 || s.ticks < m.B.Time.Ticks) || !timed && int(s.ticks) < m.B.Ticks {
 		out = append(out, Action{Kind: ActTick})
 	}
 	return out
@@ -401,7 +434,10 @@ func (m *Model) deliverable(s *State, sent uint8) bool {
 // it computes; one step per distinct v (the received set is only shown in
 // traces).
 func (m *Model) decisions(s *State, c int, out []Action) []Action {
-	var seen uint64 // distinct v values already offered
+	if m.B.Time.On && !m.rateAllows(s) {
+		return out
+	}
+	var seen [2]uint64 // distinct v values already offered
 	for set := uint8(1); set < 1<<N; set++ {
 		if bits.OnesCount8(set) < Majority {
 			continue
@@ -423,10 +459,10 @@ func (m *Model) decisions(s *State, c int, out []Action) []Action {
 				continue
 			}
 			for r := s.col[i].grantReplies[c]; r != 0; r &= r - 1 {
-				top := bits.TrailingZeros32(r)
+				top := bits.TrailingZeros64(r)
 				possible := true
 				for j := 0; j < N; j++ {
-					if j != i && set&(1<<j) != 0 && bits.TrailingZeros32(s.col[j].grantReplies[c]) > top {
+					if j != i && set&(1<<j) != 0 && bits.TrailingZeros64(s.col[j].grantReplies[c]) > top {
 						possible = false // j's smallest reply is above top
 					}
 				}
@@ -437,282 +473,13 @@ func (m *Model) decisions(s *State, c int, out []Action) []Action {
 				if m.V.Grant == IncrAtGrant {
 					v = top
 				}
-				if seen&(1<<v) != 0 {
+				if seen[v/64]&(1<<(v%64)) != 0 {
 					continue
 				}
-				seen |= 1 << v
+				seen[v/64] |= 1 << (v % 64)
 				out = append(out, Action{Kind: ActDecide, Client: int8(c), Value: int8(v), Set: set})
 			}
 		}
 	}
 	return out
-}
-
-// maxValue is the largest counter value the model can hold: c_i values
-// travel in uint32 bitmasks.
-const maxValue = 31
-
-// setCounter writes C on instance i and keeps s.high up to date.
-func (s *State) setCounter(i int, v int8) {
-	if v > maxValue {
-		panic(fmt.Sprintf("fencemodel: counter value %d past the model's %d: lower the bounds", v, maxValue))
-	}
-	s.col[i].counter = v
-	if v > s.high {
-		s.high = v
-	}
-}
-
-// seed gives instance i a counter if it has none: the protocol's
-// "if C is missing, C := TIME in µs".
-func (m *Model) seed(s *State, i int) {
-	if s.col[i].counter >= 0 {
-		return
-	}
-	v := int8(0)
-	if m.V.Seed == SeedFromClock {
-		v = s.clock
-	}
-	s.setCounter(i, v)
-}
-
-// Violation is a property broken by a step.
-type Violation struct {
-	Property string // "unique" or "ordered"
-	Detail   string
-}
-
-// apply performs a on s (which it changes). It returns a description of the
-// step when explain is set, and the violation the step causes, if any.
-func (m *Model) apply(s *State, a Action, explain bool) (string, *Violation) {
-	c, i := int(a.Client), int(a.Instance)
-	cl := &s.cli[c]
-	var d strings.Builder
-	say := func(format string, args ...any) {
-		if explain {
-			fmt.Fprintf(&d, format, args...)
-		}
-	}
-	switch a.Kind {
-	case ActStart:
-		cl.phase = phaseGranting
-		if m.V.Guess != NoGuess {
-			cl.guess = a.Value
-		}
-		for o := 0; o < m.B.Clients; o++ {
-			if s.cli[o].phase == phaseReturned {
-				cl.after |= 1 << o
-			}
-		}
-		say("%s calls Acquire: sends SET K NX + read C to X, Y, Z", clientName(c))
-		if m.V.Guess != NoGuess {
-			say(", guessing %d", cl.guess)
-		}
-		if cl.after != 0 {
-			say(" (after %s returned)", names(cl.after, clientName))
-		}
-
-	case ActDeliverGrant:
-		col := &s.col[i]
-		col.grantSent[c]++
-		if col.grantSent[c] > 1 {
-			s.dups++
-		}
-		if col.holder != 0 {
-			say("%s's acquire lands on %s: K held by %s, not granted", clientName(c), instName(i), clientName(int(col.holder)-1))
-			break
-		}
-		col.holder = uint8(c + 1)
-		m.seed(s, i)
-		if m.V.Grant == IncrAtGrant {
-			s.setCounter(i, col.counter+1)
-		}
-		applied := false
-		switch m.V.Guess {
-		case CASAtGrant:
-			if col.counter < cl.guess {
-				s.setCounter(i, cl.guess)
-				applied = true
-			}
-		case SetAtGrant:
-			s.setCounter(i, cl.guess)
-			applied = true
-		}
-		// The client ignores replies after it has decided: such a reply
-		// is as good as lost.
-		if cl.phase == phaseGranting {
-			col.grantReplies[c] |= 1 << col.counter
-			if applied {
-				col.grantApplied[c] = true
-			}
-		}
-		say("%s's acquire lands on %s: granted, replies c=%d", clientName(c), instName(i), col.counter)
-		if applied {
-			say(" (its guess applied)")
-		}
-		if col.grantSent[c] > 1 {
-			say(" (a retransmitted copy)")
-		}
-
-	case ActDecide:
-		say("%s receives grants from %s: v = %d", clientName(c), names(a.Set, instName), a.Value)
-		cl.fence = a.Value
-		if a.Value > s.high {
-			s.high = a.Value
-		}
-		for k := range s.col {
-			s.col[k].grantReplies[c] = 0
-			s.col[k].grantApplied[c] = false
-		}
-		if m.V.WriteBack == NoWriteBack {
-			v := m.returned(s, c, &d, explain)
-			return d.String(), v
-		}
-		cl.phase = phaseWritingBack
-		say("; sends the write-back of %d", a.Value)
-
-	case ActDeliverWriteBack:
-		col := &s.col[i]
-		col.wbSent[c]++
-		if col.wbSent[c] > 1 {
-			s.dups++
-		}
-		v := cl.fence
-		old := col.counter
-		ok := false
-		holds := col.holder == uint8(c+1)
-		switch m.V.WriteBack {
-		case CAS:
-			m.seed(s, i)
-			if col.counter < v {
-				s.setCounter(i, v)
-				ok = true
-			}
-		case CASIfHeld:
-			if holds {
-				m.seed(s, i)
-				if col.counter < v {
-					s.setCounter(i, v)
-					ok = true
-				}
-			}
-		case SetIfHeld:
-			if holds {
-				s.setCounter(i, v)
-				ok = true
-			}
-		case SetAlways:
-			s.setCounter(i, v)
-			ok = true
-		}
-		if ok && cl.phase == phaseWritingBack {
-			col.wbReplied[c] = true
-		}
-		say("%s's write-back of %d lands on %s (C is %s", clientName(c), v, instName(i), counterString(old))
-		if old < 0 && col.counter >= 0 && col.counter != v {
-			say(", seeded %d", col.counter)
-		}
-		if m.V.WriteBack == CASIfHeld || m.V.WriteBack == SetIfHeld {
-			if holds {
-				say(", %s holds K", clientName(c))
-			} else {
-				say(", %s does not hold K", clientName(c))
-			}
-		}
-		if ok {
-			say("): C := %d, replies 1", v)
-		} else {
-			say("): replies 0")
-		}
-		if col.wbSent[c] > 1 {
-			say(" (a retransmitted copy)")
-		}
-
-	case ActReturnFast:
-		for k := range s.col {
-			s.col[k].grantReplies[c] = 0
-			s.col[k].grantApplied[c] = false
-		}
-		cl.fence = cl.guess
-		say("%s receives grants that applied its guess %d from %s", clientName(c), cl.guess, names(a.Set, instName))
-		v := m.returned(s, c, &d, explain)
-		return d.String(), v
-
-	case ActReturn:
-		for k := range s.col {
-			s.col[k].wbReplied[c] = false
-		}
-		say("%s receives write-back replies 1 from %s", clientName(c), names(a.Set, instName))
-		v := m.returned(s, c, &d, explain)
-		return d.String(), v
-
-	case ActExpire:
-		say("K on %s (%s's) expires or is released", instName(i), clientName(int(s.col[i].holder)-1))
-		s.col[i].holder = 0
-
-	case ActRestart, ActEvict:
-		s.losses++
-		if a.Kind == ActRestart {
-			s.col[i].holder = 0
-			say("%s restarts without persistence: K and C lost", instName(i))
-		} else {
-			say("%s evicts C", instName(i))
-		}
-		s.col[i].counter = -1
-		if m.V.Seed == SeedFromClock && s.clock <= s.high {
-			// The clock assumption: by the time the instance re-seeds,
-			// its clock is past every value issued before the loss.
-			s.clock = s.high + 1
-		}
-		if m.V.Seed == SeedFromClock {
-			say("; the clock is now %d", s.clock)
-		}
-
-	case ActTick:
-		s.ticks++
-		s.clock++
-		say("the clock advances to %d", s.clock)
-	}
-	return d.String(), nil
-}
-
-// returned records that client c's Acquire returned its fence, and checks
-// both properties against every client that returned before.
-func (m *Model) returned(s *State, c int, d *strings.Builder, explain bool) *Violation {
-	cl := &s.cli[c]
-	cl.phase = phaseReturned
-	if explain {
-		fmt.Fprintf(d, "; %s's Acquire RETURNS fence %d", clientName(c), cl.fence)
-	}
-	for o := 0; o < m.B.Clients; o++ {
-		other := &s.cli[o]
-		if o == c || other.phase != phaseReturned {
-			continue
-		}
-		if other.fence == cl.fence {
-			return &Violation{Property: "unique", Detail: fmt.Sprintf("%s and %s both returned fence %d", clientName(o), clientName(c), cl.fence)}
-		}
-		if cl.after&(1<<o) != 0 && cl.fence <= other.fence {
-			return &Violation{Property: "ordered", Detail: fmt.Sprintf("%s started after %s returned %d, and returned %d", clientName(c), clientName(o), other.fence, cl.fence)}
-		}
-	}
-	return nil
-}
-
-// names lists the names of the members of a bitmask.
-func names(mask uint8, name func(int) string) string {
-	var parts []string
-	for k := 0; k < 8; k++ {
-		if mask&(1<<k) != 0 {
-			parts = append(parts, name(k))
-		}
-	}
-	return strings.Join(parts, ", ")
-}
-
-func counterString(v int8) string {
-	if v < 0 {
-		return "missing"
-	}
-	return fmt.Sprint(v)
 }
