@@ -37,8 +37,7 @@ for i = 1, #kv, 2 do
 end
 if ARGV[4] == "1" then
   for _, f in ipairs(stale) do redis.call("HDEL", KEYS[1], f) end
-  local created = 1 - redis.call("HEXISTS", KEYS[1], ARGV[1])
-  redis.call("HSET", KEYS[1], ARGV[1], string.format("%.0f", now + life) .. " " .. ARGV[2])
+  local created = redis.call("HSET", KEYS[1], ARGV[1], string.format("%.0f", now + life) .. " " .. ARGV[2])
   redis.call("PEXPIREAT", KEYS[1], string.format("%.0f", last))
   return {1, created}
 end
