@@ -175,6 +175,9 @@ func New(c redisclient.Client, opts Options) (*Locker, error) {
 	if err != nil {
 		return nil, err
 	}
+	if opts.Logger != nil {
+		redisclient.LogClientCost(opts.Logger.With(slog.String("backend", "legacysetnx")), c)
+	}
 	return &Locker{Locker: kit, p: p}, nil
 }
 

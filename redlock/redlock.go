@@ -420,6 +420,7 @@ func New(clients []redisclient.Client, opts Options) (*Locker, error) {
 	if unknownAddrs != nil {
 		p.logUnchecked(unknownAddrs)
 	}
+	redisclient.LogClientCost(p.log, clients...)
 	if p.members != nil {
 		ttl := opts.TTL
 		if ttl == 0 {

@@ -240,6 +240,7 @@ func New(c redisclient.Client, opts Options) (*Locker, error) {
 			redisclient.WarnDurability(ctx, p.log, []redisclient.Client{c}, MsgDurabilityRisk, MsgDurabilityUnknown)
 		})
 	}
+	redisclient.LogClientCost(p.log, c)
 	return &Locker{Locker: kit, p: p}, nil
 }
 

@@ -44,6 +44,8 @@ var packages = map[string]string{
 	"fenced":      "github.com/lockswap/lockswap/fenced",
 	"goredis":     "github.com/lockswap/lockswap/redisclient/goredis",
 	"redigo":      "github.com/lockswap/lockswap/redisclient/redigo",
+	"lsrueidis":   "github.com/lockswap/lockswap/redisclient/rueidis",
+	"rueidis":     "github.com/redis/rueidis",
 	"redis":       "github.com/redis/go-redis/v9",
 	"redigoredis": "github.com/gomodule/redigo/redis",
 	"clientv3":    "go.etcd.io/etcd/client/v3",

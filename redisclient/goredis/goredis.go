@@ -349,3 +349,13 @@ func (g *goRedis) Do(ctx context.Context, args ...any) (any, error) {
 	args = adapt.Detach(args)
 	return bounded(g, ctx, func(ctx context.Context) (any, error) { return g.doOnce(ctx, args...) })
 }
+
+// CostNote implements [redisclient.CostNoter]: a client without
+// Options.ContextTimeoutEnabled (or one whose options New cannot read)
+// costs each command a context of its own, a timer and a goroutine.
+func (g *goRedis) CostNote() string {
+	if !g.guard {
+		return ""
+	}
+	return "go-redis ignores contexts without Options.ContextTimeoutEnabled (or New cannot read the client's options), so each command runs in a goroutine of its own with a context and a timer to keep the call's deadline; build the client with ContextTimeoutEnabled: true (docs/configuration.md)"
+}

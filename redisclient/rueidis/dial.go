@@ -105,6 +105,15 @@ func dialTracked(ctx context.Context, conns *adapt.Conns, dst string, d *net.Dia
 	if conns.Closed() {
 		return nil, adapt.ErrClosed
 	}
+	nc, err := dialDefault(ctx, dst, d, tlsConfig)
+	if err != nil {
+		return nil, err
+	}
+	return conns.Track(nc)
+}
+
+// dialDefault dials dst as rueidis does by default, bounded by ctx.
+func dialDefault(ctx context.Context, dst string, d *net.Dialer, tlsConfig *tls.Config) (net.Conn, error) {
 	if dl, ok := ctx.Deadline(); ok && ctx.Done() == nil {
 		// The TLS handshake watches Done only: the kit's request under
 		// a caller that cannot be cancelled has a deadline and no Done.
@@ -121,10 +130,7 @@ func dialTracked(ctx context.Context, conns *adapt.Conns, dst string, d *net.Dia
 	} else {
 		nc, err = d.DialContext(ctx, "tcp", dst)
 	}
-	if err != nil {
-		return nil, err
-	}
-	return conns.Track(nc)
+	return nc, err
 }
 
 // closer closes a rueidis client that a URL opened, which has no error

@@ -29,3 +29,24 @@ func Example() {
 	fmt.Println(ok, v)
 	// Output: true v
 }
+
+// ExampleNewClient makes a rueidis client as lockswap needs it for locks
+// that cost no more than the client's own commands (AlwaysPipelining, the
+// handshake watched), for the program's other commands too.
+func ExampleNewClient() {
+	mr, _ := miniredis.Run()
+	defer mr.Close()
+
+	client, rc, err := rueidis.NewClient(rueidislib.ClientOption{InitAddress: []string{mr.Addr()}, ForceSingleClient: true, DisableCache: true})
+	if client == nil {
+		fmt.Println(err)
+		return
+	}
+	defer client.Close()
+
+	ctx := context.Background()
+	ok, _ := rc.SetNX(ctx, "k", "v")
+	v, _ := client.Do(ctx, client.B().Get().Key("k").Build()).ToString()
+	fmt.Println(ok, v)
+	// Output: true v
+}

@@ -16,7 +16,9 @@
 // context ends or its deadline passes, and the command's outcome is then
 // unknown (a transport error, see [redisclient.IsTransport]).
 //
-// Give [New] a client made with ClientOption.AlwaysPipelining set, as
+// Make the client with [NewClient], which sets what follows and lets the
+// adapter send a request with a deadline without a goroutine of its own;
+// or give [New] a client made with ClientOption.AlwaysPipelining set, as
 // client=rueidis URLs make it. Otherwise rueidis runs a request that is
 // alone on its connection by itself, with the context's deadline on the
 // socket, and when that deadline passes closes the connection under the
@@ -341,4 +343,14 @@ func appendStrs(out []string, args []any) []string {
 		out = append(out, s)
 	}
 	return out
+}
+
+// CostNote implements [redisclient.CostNoter]: an adapter from [New] or
+// [NewNamed] cannot tell that its client pipelines always, so it runs
+// each command that can be cancelled from a goroutine of its own.
+func (a *adapter) CostNote() string {
+	if a.pipelined {
+		return ""
+	}
+	return "the adapter of a rueidis client from New or NewNamed cannot tell the client was made with AlwaysPipelining, so each command runs in a goroutine of its own to keep the call's cancellation; make the client with lockswap's rueidis.NewClient (docs/configuration.md)"
 }
