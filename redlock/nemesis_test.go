@@ -1,12 +1,8 @@
 package redlock_test
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -46,84 +42,16 @@ func TestHistoryUnderNemesis(t *testing.T) {
 	}
 	var faults []nemesistest.Fault
 	for i := range srvs {
-		s, p := srvs[i], proxies[i]
-		faults = append(faults,
-			nemesistest.Fault{Name: fmt.Sprintf("pause master %d", i), Inject: func() (func(), error) { return s.Resume, s.Pause() }},
-			nemesistest.Fault{Name: fmt.Sprintf("restart master %d without its data", i), Inject: func() (func(), error) { return nil, s.Restart() }},
-			nemesistest.Fault{Name: fmt.Sprintf("delay master %d by 20 ms", i), Inject: func() (func(), error) {
-				p.SetDelay(20 * time.Millisecond)
-				return func() { p.SetDelay(0) }, nil
-			}},
-			nemesistest.Fault{Name: fmt.Sprintf("cut master %d off", i), Inject: func() (func(), error) {
-				p.Blackhole(true)
-				return func() { p.Blackhole(false) }, nil
-			}},
-		)
+		faults = append(faults, nemesistest.RedisFaults(fmt.Sprintf("master %d", i), srvs[i], proxies[i])...)
 	}
 	seed := nemesistest.Seed()
 	r := nemesistest.Rand(seed)
 	ctx, cancel := context.WithTimeout(ctxT(t), nemesistest.Duration(3*time.Second))
 	defer cancel()
-	rec, reg := history.NewRecorder(), history.NewRegister(true)
-	done := make(chan []nemesistest.Event)
-	go func() {
-		done <- nemesistest.Schedule{Faults: faults, MaxHold: 500 * time.Millisecond, MaxGap: 300 * time.Millisecond, Seed: seed}.Run(ctx, t)
-	}()
-	err := history.Workload{Lockers: lks, Keys: []string{"a", "b"}, Sections: 1 << 30, TTL: ttl, Register: reg, Recorder: rec,
-		Between: func(ctx context.Context, _ int, l lockswap.Lock) {
-			if r.IntN(10) != 0 {
-				return
-			}
-			// The holder pauses until its lock has ended, and up to half a
-			// TTL more (a GC pause, a stalled VM): the fault itself.
-			select {
-			case <-l.Done():
-			case <-ctx.Done():
-				return
-			}
-			tm := time.NewTimer(time.Duration(r.IntN(500)) * time.Millisecond)
-			defer tm.Stop()
-			select {
-			case <-tm.C:
-			case <-ctx.Done():
-			}
-		}}.Run(ctx)
-	<-done
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("the workload ended with %v, want its deadline", err)
-	}
-	ops := rec.Ops()
-	res, err := history.Check(ops, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var late, rejected int
-	for _, op := range ops {
-		if op.Late {
-			late++
-		}
-		if !op.Wrote {
-			rejected++
-		}
-	}
-	t.Logf("%d sections, %d outlived their lock, %d rejected by their fence", len(ops), late, rejected)
-	if len(ops) < 3 { // a busy machine and the faults slow it, but some must run
-		t.Errorf("only %d sections ran", len(ops))
-	}
-	if !res.Linearizable || res.Fences != nil {
-		dir := t.TempDir()
-		if keep, err := os.MkdirTemp("", "lockswap-nemesis-"); err == nil {
-			dir = keep
-		}
-		var buf bytes.Buffer
-		history.WriteJSONL(&buf, ops)
-		os.WriteFile(filepath.Join(dir, "history.jsonl"), buf.Bytes(), 0o644)
-		for _, k := range res.Violations {
-			if f, err := os.Create(filepath.Join(dir, k+".html")); err == nil {
-				res.Visualize(k, f)
-				f.Close()
-			}
-		}
-		t.Fatalf("seed %d: violations on %q, undecided %q, fences %q; history and views in %s", seed, res.Violations, res.Unknown, res.Fences, dir)
-	}
+	ops := nemesistest.RunWorkload(ctx, t,
+		nemesistest.Schedule{Faults: faults, MaxHold: 500 * time.Millisecond, MaxGap: 300 * time.Millisecond, Seed: seed},
+		history.Workload{Lockers: lks, Keys: []string{"a", "b"}, Sections: 1 << 30, TTL: ttl,
+			Register: history.NewRegister(true), Recorder: history.NewRecorder(),
+			Between: nemesistest.PauseHolder(r, 10, 500*time.Millisecond)})
+	nemesistest.CheckHistory(t, seed, ops, 3, true)
 }

@@ -137,6 +137,20 @@ func (e *EtcdProcess) Endpoints() []string { return []string{e.endpoint} }
 // Version is the server version the program reports, such as "3.4.23".
 func (e *EtcdProcess) Version() string { return e.version }
 
+// Pause stops the process with SIGSTOP and waits until it has stopped: it
+// keeps its connections and answers nothing until Resume. Where SIGSTOP
+// does not exist it returns an error matching errors.ErrUnsupported.
+func (e *EtcdProcess) Pause() error {
+	if err := pauseGroup(e.cmd.Process); err != nil {
+		return err
+	}
+	WaitStopped(e.cmd.Process.Pid)
+	return nil
+}
+
+// Resume continues a paused process with SIGCONT.
+func (e *EtcdProcess) Resume() { resumeGroup(e.cmd.Process) }
+
 // Stop kills the process, waits for it and removes its data directory. It
 // is idempotent.
 func (e *EtcdProcess) Stop() {
