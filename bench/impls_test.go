@@ -14,6 +14,7 @@ import (
 	rsgoredis "github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	rsredigo "github.com/go-redsync/redsync/v4/redis/redigo"
 	redigo "github.com/gomodule/redigo/redis"
+	goredis "github.com/redis/go-redis/v9"
 	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"github.com/lockswap/lockswap"
@@ -102,44 +103,91 @@ func redsyncCycle(rs *redsync.Redsync, retry lockswap.RetryStrategy) cycleFunc {
 	}
 }
 
-// redis1Impls: one redis-server (the first), through go-redis and redigo.
+// newSingleredis makes a singleredis Locker on c, closed at b's end.
+func newSingleredis(b *testing.B, c redisclient.Client) *singleredis.Locker {
+	lk, err := singleredis.New(c, singleredis.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { lk.Close() })
+	return lk
+}
+
+// goredisFloorCycle is the raw go-redis floor on gr: SET NX PX + EVALSHA
+// compare-and-delete, a fixed token, polling a held key with retry.
+func goredisFloorCycle(gr *goredis.Client, retry lockswap.RetryStrategy) cycleFunc {
+	token := workerToken()
+	return func(ctx context.Context, key string, hold func() error) error {
+		for {
+			ok, err := gr.SetNX(ctx, key, token, ttl).Result()
+			if err != nil {
+				return err
+			}
+			if ok {
+				break
+			}
+			if err := sleepRetry(ctx, retry); err != nil {
+				return err
+			}
+		}
+		herr := callHold(hold)
+		if err := gr.EvalSha(ctx, releaseSHA, []string{key}, token).Err(); err != nil {
+			return err
+		}
+		return herr
+	}
+}
+
+// redigoFloorCycle is the raw redigo floor on pool: the same commands, a
+// pooled connection per command.
+func redigoFloorCycle(pool *redigo.Pool, retry lockswap.RetryStrategy) cycleFunc {
+	token := workerToken()
+	ms := ttl.Milliseconds()
+	do := func(ctx context.Context, cmd string, args ...any) (any, error) {
+		c, err := pool.GetContext(ctx)
+		if err != nil {
+			return nil, err
+		}
+		v, err := redigo.DoContext(c, ctx, cmd, args...)
+		c.Close()
+		return v, err
+	}
+	return func(ctx context.Context, key string, hold func() error) error {
+		for {
+			v, err := do(ctx, "SET", key, token, "NX", "PX", ms)
+			if err != nil {
+				return err
+			}
+			if v != nil {
+				break
+			}
+			if err := sleepRetry(ctx, retry); err != nil {
+				return err
+			}
+		}
+		herr := callHold(hold)
+		if _, err := do(ctx, "EVALSHA", releaseSHA, 1, key, token); err != nil {
+			return err
+		}
+		return herr
+	}
+}
+
+// redis1Impls: one redis-server (the first), through go-redis, redigo and
+// rueidis. The -default impls are go-redis as it comes (without
+// ContextTimeoutEnabled): its floor, and singleredis on it, whose adapter
+// then pays a goroutine per command to keep the deadlines.
 func redis1Impls(b *testing.B, s *servers) []impl {
-	gr, pool := s.goredis[0], s.redigo[0]
+	gr, grDef, pool := s.goredis[0], s.goredisDefault, s.redigo[0]
 	retry := singleredis.DefaultRetry
-	grLocker, err := singleredis.New(lsgoredis.New(gr), singleredis.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	rgLocker, err := singleredis.New(lsredigo.New(pool), singleredis.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
+	grLocker := newSingleredis(b, lsgoredis.New(gr))
+	grDefLocker := newSingleredis(b, lsgoredis.New(grDef))
+	rgLocker := newSingleredis(b, lsredigo.New(pool))
 	bsm := redislock.New(gr)
 	rsGR := redsync.New(rsgoredis.NewPool(gr))
 	rsRG := redsync.New(rsredigo.NewPool(pool))
 	impls := []impl{
-		{"floor-goredis", func(*testing.B) cycleFunc {
-			token := workerToken()
-			return func(ctx context.Context, key string, hold func() error) error {
-				for {
-					ok, err := gr.SetNX(ctx, key, token, ttl).Result()
-					if err != nil {
-						return err
-					}
-					if ok {
-						break
-					}
-					if err := sleepRetry(ctx, retry); err != nil {
-						return err
-					}
-				}
-				herr := callHold(hold)
-				if err := gr.EvalSha(ctx, releaseSHA, []string{key}, token).Err(); err != nil {
-					return err
-				}
-				return herr
-			}
-		}},
+		{"floor-goredis", func(*testing.B) cycleFunc { return goredisFloorCycle(gr, retry) }},
 		{"lockswap-goredis", func(*testing.B) cycleFunc { return lockswapCycle(grLocker) }},
 		{"redislock-goredis", func(*testing.B) cycleFunc {
 			opt := &redislock.Options{RetryStrategy: bsmRetry{retry}}
@@ -156,38 +204,9 @@ func redis1Impls(b *testing.B, s *servers) []impl {
 			}
 		}},
 		{"redsync-goredis", func(*testing.B) cycleFunc { return redsyncCycle(rsGR, retry) }},
-		{"floor-redigo", func(*testing.B) cycleFunc {
-			token := workerToken()
-			ms := ttl.Milliseconds()
-			do := func(ctx context.Context, cmd string, args ...any) (any, error) {
-				c, err := pool.GetContext(ctx)
-				if err != nil {
-					return nil, err
-				}
-				v, err := redigo.DoContext(c, ctx, cmd, args...)
-				c.Close()
-				return v, err
-			}
-			return func(ctx context.Context, key string, hold func() error) error {
-				for {
-					v, err := do(ctx, "SET", key, token, "NX", "PX", ms)
-					if err != nil {
-						return err
-					}
-					if v != nil {
-						break
-					}
-					if err := sleepRetry(ctx, retry); err != nil {
-						return err
-					}
-				}
-				herr := callHold(hold)
-				if _, err := do(ctx, "EVALSHA", releaseSHA, 1, key, token); err != nil {
-					return err
-				}
-				return herr
-			}
-		}},
+		{"floor-goredis-default", func(*testing.B) cycleFunc { return goredisFloorCycle(grDef, retry) }},
+		{"lockswap-goredis-default", func(*testing.B) cycleFunc { return lockswapCycle(grDefLocker) }},
+		{"floor-redigo", func(*testing.B) cycleFunc { return redigoFloorCycle(pool, retry) }},
 		{"lockswap-redigo", func(*testing.B) cycleFunc { return lockswapCycle(rgLocker) }},
 		{"redsync-redigo", func(*testing.B) cycleFunc { return redsyncCycle(rsRG, retry) }},
 	}
@@ -216,12 +235,16 @@ func redlockImpls(b *testing.B, s *servers, n int) []impl {
 		b.Fatal(err)
 	}
 	// With Options.Fence (issue 16: the cost of fencing, against the same
-	// Locker unfenced).
-	grFenced, err := redlock.New(grs, redlock.Options{Fence: true})
+	// Locker unfenced). Each group has a prefix of its own: fenced Lockers
+	// of one prefix over sets of masters more than one apart (redlock3's
+	// and redlock5's share three) are refused (docs/redlock.md, "Changing
+	// the masters").
+	fenced := redlock.Options{Fence: true, Prefix: fmt.Sprintf("redlock%d:", n)}
+	grFenced, err := redlock.New(grs, fenced)
 	if err != nil {
 		b.Fatal(err)
 	}
-	rgFenced, err := redlock.New(rgs, redlock.Options{Fence: true})
+	rgFenced, err := redlock.New(rgs, fenced)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -19,18 +19,32 @@ import (
 // rueidisOption is the client the rueidis floor and lockswap's rueidis
 // adapter use, as client=rueidis URLs open it: one server, no client-side
 // caching, no retries, every request through the connection's pipeline
-// writer (AlwaysPipelining).
+// writer (AlwaysPipelining, which lsrueidis.NewClient sets in any case).
 func rueidisOption(addr string) rueidis.ClientOption {
 	return rueidis.ClientOption{InitAddress: []string{addr}, ForceSingleClient: true, DisableRetry: true, DisableCache: true, AlwaysPipelining: true}
 }
 
-func newRueidis(tb testing.TB, addr string) rueidis.Client {
-	c, err := rueidis.NewClient(rueidisOption(addr))
+// openRueidis makes a rueidis client of addr the way the docs recommend,
+// with lsrueidis.NewClient, and returns it with its adapter. As with
+// rueidis.NewClient, a client whose server did not answer comes with the
+// dial's error (it dials again on use): only a nil client is a failure.
+func openRueidis(addr string) (rueidis.Client, redisclient.Client, error) {
+	c, a, err := lsrueidis.NewClient(rueidisOption(addr))
+	if c == nil {
+		return nil, nil, fmt.Errorf("rueidis %s: %w", addr, err)
+	}
+	return c, a, nil
+}
+
+// newRueidis is openRueidis for one test or benchmark, which closes the
+// client at its end.
+func newRueidis(tb testing.TB, addr string) (rueidis.Client, redisclient.Client) {
+	c, a, err := openRueidis(addr)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(c.Close)
-	return c
+	return c, a
 }
 
 // rueidisFloorCycle is the raw rueidis floor: SET NX PX + EVALSHA
@@ -93,31 +107,36 @@ func rueidisLockCycle(lk rueidislock.Locker) cycleFunc {
 	}
 }
 
-// redis1RueidisImpls: the rueidis floor, singleredis on the rueidis
-// adapter (the floor's client) and rueidislock.
+// redis1RueidisImpls: the rueidis floor, singleredis on the adapter
+// lsrueidis.NewClient returned with the floor's client (the recommended
+// way), singleredis on lsrueidis.NewNamed of the same client (the old
+// way: the adapter cannot tell the client pipelines always, and pays a
+// goroutine per command), the floor on a client built without
+// AlwaysPipelining (rueidis's default), and rueidislock.
 func redis1RueidisImpls(b *testing.B, s *servers) []impl {
-	c := s.rueidis[0]
-	lk, err := singleredis.New(lsrueidis.NewNamed(c, s.redisAddrs[0]), singleredis.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
+	c, retry := s.rueidis[0], singleredis.DefaultRetry
+	lk := newSingleredis(b, s.rueidisAdapters[0])
+	named := newSingleredis(b, lsrueidis.NewNamed(c, s.redisAddrs[0]))
 	rl := newRueidisLock(b, s.redisAddrs[0])
 	return []impl{
-		{"floor-rueidis", func(*testing.B) cycleFunc { return rueidisFloorCycle(c, singleredis.DefaultRetry) }},
+		{"floor-rueidis", func(*testing.B) cycleFunc { return rueidisFloorCycle(c, retry) }},
 		{"lockswap-rueidis", func(*testing.B) cycleFunc { return lockswapCycle(lk) }},
+		{"lockswap-rueidis-named", func(*testing.B) cycleFunc { return lockswapCycle(named) }},
+		{"floor-rueidis-default", func(*testing.B) cycleFunc { return rueidisFloorCycle(s.rueidisDefault, retry) }},
 		{"rueidislock", func(*testing.B) cycleFunc { return rueidisLockCycle(rl) }},
 	}
 }
 
 // redlockRueidisImpls: redlock on the first n servers through the rueidis
-// adapter, which groups the concurrent callers' commands to each instance
+// adapters lsrueidis.NewClient returned with the shared clients, which
+// group the concurrent callers' commands to each instance
 // (redisclient.Grouper), and the same without grouping (each command by
 // itself, rueidis's own pipelining only): the A/B of the group commit.
 func redlockRueidisImpls(b *testing.B, s *servers, n int) []impl {
 	cs := make([]redisclient.Client, n)
 	plain := make([]redisclient.Client, n)
 	for i := range n {
-		cs[i] = lsrueidis.NewNamed(s.rueidis[i], s.redisAddrs[i])
+		cs[i] = s.rueidisAdapters[i]
 		plain[i] = ungrouped{cs[i]}
 	}
 	lk, err := redlock.New(cs, redlock.Options{})

@@ -15,8 +15,10 @@
 # Output: bench/results/raw.txt (go test output), bench/results/latest.md
 # (the table), and the generated section of docs/benchmarks.md, replaced in
 # place; with REPORT set, the go test output and the table go to $REPORT.raw
-# and $REPORT, and nothing in the repository changes. Needs redis-server on
-# PATH.
+# and $REPORT, and nothing in the repository changes. Either way the report
+# ends with each benchmark against the committed run (HEAD's
+# bench/results/raw.txt, when there is one), flagging a median outside that
+# run's range. Needs redis-server on PATH.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -112,6 +114,16 @@ if [ "$PROCS" != 0 ]; then
 fi
 took=$(( $(date +%s) - start ))
 
+# The regression guard: the committed run (HEAD's bench/results/raw.txt),
+# when there is one, is what the report compares this run with.
+previous=()
+prevnote="no committed run to compare with (HEAD has no bench/results/raw.txt)."
+if git -C "$root" show HEAD:bench/results/raw.txt >"$workdir/previous-raw.txt" 2>/dev/null; then
+	prevcommit=$(git -C "$root" rev-parse --short HEAD)
+	previous=(-previous "$workdir/previous-raw.txt" -previous-label "bench/results/raw.txt of commit $prevcommit")
+	prevnote="bench/results/raw.txt of commit $prevcommit (HEAD when the report was written), in the last table."
+fi
+
 {
 	echo "Command: \`bench/run.sh\` (COUNT=$COUNT BENCHTIME=$BENCHTIME BENCH=$BENCH PROCS=$PROCS): \`go test -run '^\$' -bench $BENCH -benchmem -count $COUNT -benchtime $BENCHTIME\` in bench/, then $COUNT × \`LOCKSWAP_BENCH_PROCS=$PROCS bench.test -test.run '^TestProcesses\$'\` (8 OS processes per library), took ${took}s."
 	echo
@@ -119,7 +131,9 @@ took=$(( $(date +%s) - start ))
 	echo
 	echo "Machine: $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')), $(go version | cut -d' ' -f3-), redis-server $(redis-server --version | sed -n 's/.*v=\([^ ]*\).*/\1/p'), embedded etcd $(cd "$here" && go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3) ($( [ "${LOCKSWAP_BENCH_ETCD_NOFSYNC:-}" = 1 ] && echo "no fsync" || echo "fsync on")), run on $(date -u +%Y-%m-%d)."
 	echo
-	go run ./report <"$raw"
+	echo "Compared with: $prevnote"
+	echo
+	go run ./report ${previous[@]+"${previous[@]}"} <"$raw"
 } >"$latest"
 
 doc="$root/docs/benchmarks.md"

@@ -16,7 +16,6 @@ import (
 
 	"github.com/lockswap/lockswap/internal/benchloop"
 	lsgoredis "github.com/lockswap/lockswap/redisclient/goredis"
-	lsrueidis "github.com/lockswap/lockswap/redisclient/rueidis"
 	"github.com/lockswap/lockswap/singleredis"
 )
 
@@ -33,31 +32,6 @@ func newGoredis(tb testing.TB, addr string) *goredis.Client {
 	c := goredis.NewClient(&goredis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1, DialTimeout: time.Second})
 	tb.Cleanup(func() { c.Close() })
 	return c
-}
-
-// goredisFloorCycle is the go-redis floor (SET NX PX + EVALSHA
-// compare-and-delete) polling a held key every poll.
-func goredisFloorCycle(gr *goredis.Client, poll time.Duration) cycleFunc {
-	token := workerToken()
-	return func(ctx context.Context, key string, hold func() error) error {
-		for {
-			ok, err := gr.SetNX(ctx, key, token, ttl).Result()
-			if err != nil {
-				return err
-			}
-			if ok {
-				break
-			}
-			if err := sleepRetry(ctx, every(poll)); err != nil {
-				return err
-			}
-		}
-		herr := callHold(hold)
-		if err := gr.EvalSha(ctx, releaseSHA, []string{key}, token).Err(); err != nil {
-			return err
-		}
-		return herr
-	}
 }
 
 // separateImpls make, for each goroutine (or process), a Locker with its
@@ -78,7 +52,7 @@ var separateNames = []string{"floor-poll1ms", "lockswap-goredis", "lockswap-ruei
 func newSeparate(tb testing.TB, name, addr string) cycleFunc {
 	switch name {
 	case "floor-poll1ms":
-		return goredisFloorCycle(newGoredis(tb, addr), time.Millisecond)
+		return goredisFloorCycle(newGoredis(tb, addr), every(time.Millisecond))
 	case "lockswap-goredis", "lockswap-goredis-fair":
 		// -fair: Options.FairWait, the queue in Redis (issue 15's (iii));
 		// without it singleredis polls, as it does by default.
@@ -89,7 +63,8 @@ func newSeparate(tb testing.TB, name, addr string) cycleFunc {
 		tb.Cleanup(func() { lk.Close() })
 		return lockswapCycle(lk)
 	case "lockswap-rueidis", "lockswap-rueidis-fair":
-		lk, err := singleredis.New(lsrueidis.NewNamed(newRueidis(tb, addr), addr), singleredis.Options{FairWait: strings.HasSuffix(name, "-fair")})
+		_, c := newRueidis(tb, addr)
+		lk, err := singleredis.New(c, singleredis.Options{FairWait: strings.HasSuffix(name, "-fair")})
 		if err != nil {
 			tb.Fatal(err)
 		}

@@ -17,6 +17,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
+
+	"github.com/lockswap/lockswap/redisclient"
 )
 
 // Environment read by the benchmarks (bench/run.sh sets them).
@@ -34,12 +36,31 @@ const (
 // connection pools) to the same server processes.
 type servers struct {
 	redisAddrs []string
-	goredis    []*goredis.Client
-	redigo     []*redigo.Pool
-	rueidis    []rueidis.Client
-	etcd       *embed.Etcd
-	etcdDir    string
-	etcdClient *clientv3.Client
+	// The clients built the way the docs recommend (goredisOptions,
+	// lsrueidis.NewClient), one per server.
+	goredis []*goredis.Client
+	redigo  []*redigo.Pool
+	rueidis []rueidis.Client
+	// rueidisAdapters are lockswap's adapters of rueidis, as
+	// lsrueidis.NewClient returns them with the client.
+	rueidisAdapters []redisclient.Client
+	// goredisDefault and rueidisDefault are clients of the first server
+	// built as the libraries do by default (go-redis without
+	// ContextTimeoutEnabled, rueidis without AlwaysPipelining), otherwise
+	// as the recommended ones: the floors "as the client comes" of issue 31.
+	goredisDefault *goredis.Client
+	rueidisDefault rueidis.Client
+	etcd           *embed.Etcd
+	etcdDir        string
+	etcdClient     *clientv3.Client
+}
+
+// goredisOptions are the options of the shared go-redis clients: no
+// retries, a pool for 32 goroutines and more, and ContextTimeoutEnabled,
+// the setting the docs recommend (without it, go-redis's default, the
+// adapter runs each command in a goroutine of its own).
+func goredisOptions(addr string) *goredis.Options {
+	return &goredis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1, DialTimeout: time.Second, PoolSize: 64}
 }
 
 var (
@@ -78,10 +99,7 @@ func start() (*servers, error) {
 			continue
 		}
 		s.redisAddrs = append(s.redisAddrs, a)
-		s.goredis = append(s.goredis, goredis.NewClient(&goredis.Options{
-			Addr: a, ContextTimeoutEnabled: true, MaxRetries: -1,
-			DialTimeout: time.Second, PoolSize: 64,
-		}))
+		s.goredis = append(s.goredis, goredis.NewClient(goredisOptions(a)))
 		s.redigo = append(s.redigo, &redigo.Pool{
 			MaxIdle: 64, IdleTimeout: time.Minute,
 			DialContext: func(ctx context.Context) (redigo.Conn, error) {
@@ -89,18 +107,32 @@ func start() (*servers, error) {
 			},
 		})
 	}
-	for _, a := range s.redisAddrs {
-		c, err := rueidis.NewClient(rueidisOption(a))
-		if err != nil {
-			s.close()
-			return nil, fmt.Errorf("rueidis %s: %w", a, err)
-		}
-		s.rueidis = append(s.rueidis, c)
-	}
 	if len(s.redisAddrs) < 5 {
 		s.close()
 		return nil, fmt.Errorf("%s has %d addresses; the Redlock groups need 5", RedisEnv, len(s.redisAddrs))
 	}
+	for _, a := range s.redisAddrs {
+		c, ad, err := openRueidis(a)
+		if c == nil {
+			s.close()
+			return nil, err
+		}
+		s.rueidis = append(s.rueidis, c)
+		s.rueidisAdapters = append(s.rueidisAdapters, ad)
+	}
+	def := goredisOptions(s.redisAddrs[0])
+	def.ContextTimeoutEnabled = false
+	s.goredisDefault = goredis.NewClient(def)
+	opt := rueidisOption(s.redisAddrs[0])
+	opt.AlwaysPipelining = false
+	c, err := rueidis.NewClient(opt)
+	if c == nil {
+		s.close()
+		return nil, fmt.Errorf("rueidis %s: %w", s.redisAddrs[0], err)
+	}
+	s.rueidisDefault = c
+	// A client of ForceSingleClient whose server did not answer comes with
+	// the dial's error: the Ping below finds such a server.
 	for _, c := range s.goredis {
 		if err := c.Ping(context.Background()).Err(); err != nil {
 			s.close()
@@ -180,6 +212,12 @@ func (s *servers) close() {
 	}
 	for _, c := range s.rueidis {
 		c.Close()
+	}
+	if s.goredisDefault != nil {
+		s.goredisDefault.Close()
+	}
+	if s.rueidisDefault != nil {
+		s.rueidisDefault.Close()
 	}
 	if s.etcdClient != nil {
 		s.etcdClient.Close()

@@ -1,12 +1,15 @@
 // Command report reads the output of BenchmarkLocks (go test -bench, any
 // -count) on stdin and writes markdown: one table per scenario and group
 // with medians over the rounds, the spread of ns/op, ratios to the floor
-// (or reference library) paired round by round, and the targets of issues 8
-// and 15 with met / missed (issue 15's with the range over rounds).
+// (or reference library) paired round by round, and the targets of issues
+// 8, 15, 16 and 31 with met / missed (all but 8's with the range over
+// rounds). With -previous, the go test output of an earlier run, it ends
+// with each benchmark against that run (compare.go).
 package main
 
 import (
 	"bufio"
+	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -132,6 +135,9 @@ func floorOf(scen, group, impl string) string {
 		return "mutex"
 	case strings.HasPrefix(impl, "floor-"):
 		return ""
+	case group == "redis1" && strings.HasSuffix(impl, "-default"):
+		// A library on a client built as it comes: that client's floor.
+		return "floor-" + strings.TrimPrefix(impl, "lockswap-")
 	case group == "redis1" && strings.HasSuffix(impl, "-redigo"):
 		return "floor-redigo"
 	case group == "redis1" && strings.Contains(impl, "rueidis"):
@@ -162,7 +168,13 @@ func num(v float64, f string) string {
 	return fmt.Sprintf(f, v)
 }
 
+var (
+	previous      = flag.String("previous", "", "go test output of the previous run (the format of stdin), to compare with")
+	previousLabel = flag.String("previous-label", "", "what the previous run is, for the text (default: the file's name)")
+)
+
 func main() {
+	flag.Parse()
 	res, order := parse(os.Stdin)
 	if len(order) == 0 {
 		fmt.Fprintln(os.Stderr, "report: no BenchmarkLocks lines on stdin")
@@ -233,6 +245,22 @@ func main() {
 	fmt.Fprintln(w)
 	targets15(w, res)
 	targets16(w, res)
+	targets31(w, res)
+	if *previous != "" {
+		f, err := os.Open(*previous)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "report:", err)
+			os.Exit(1)
+		}
+		prev, _ := parse(f)
+		f.Close()
+		label := *previousLabel
+		if label == "" {
+			label = *previous
+		}
+		fmt.Fprintln(w)
+		writeComparison(w, label, prev, res, order)
+	}
 }
 
 // target is one line of the targets table.
@@ -344,19 +372,80 @@ func targets15(w io.Writer, r results) {
 	}
 	for _, scen := range []string{"serial", "parallel"} {
 		for _, c := range []string{"goredis", "rueidis"} {
-			a, f := r.values(n(scen, "redis1", "lockswap-"+c), "allocs/op"), r.values(n(scen, "redis1", "floor-"+c), "allocs/op")
-			var d []float64
-			for i := range min(len(a), len(f)) {
-				d = append(d, a[i]-f[i])
-			}
-			lo, hi := math.NaN(), math.NaN()
-			if len(d) > 0 {
-				lo, hi = slices.Min(d), slices.Max(d)
-			}
-			ts = append(ts, target15{fmt.Sprintf("singleredis %s %s: allocs/op − floor's", c, scen), median(d), lo, hi, 6, true})
+			ts = append(ts, r.allocsOver(fmt.Sprintf("singleredis %s %s: allocs/op − floor's", c, scen),
+				n(scen, "redis1", "lockswap-"+c), n(scen, "redis1", "floor-"+c), 6))
 		}
 	}
 	writeRangeTargets(w, "Targets of issue 15", ts)
+}
+
+// allocsOver is the target that a's allocs/op exceed b's by at most
+// limit, paired round by round: median and range of the differences.
+func (r results) allocsOver(what, a, b string, limit float64) target15 {
+	va, vb := r.values(a, "allocs/op"), r.values(b, "allocs/op")
+	var d []float64
+	for i := range min(len(va), len(vb)) {
+		d = append(d, va[i]-vb[i])
+	}
+	lo, hi := math.NaN(), math.NaN()
+	if len(d) > 0 {
+		lo, hi = slices.Min(d), slices.Max(d)
+	}
+	return target15{what, median(d), lo, hi, limit, true}
+}
+
+// targets31 is issue 31's: singleredis against its own client's floor,
+// with the client built as the library builds it by default (go-redis
+// without ContextTimeoutEnabled, rueidis without AlwaysPipelining: a
+// setting the adapter needs counts as its cost) and as the docs
+// recommend; redlock against redsync; allocations against the floor.
+func targets31(w io.Writer, r results) {
+	n := func(scen, group, impl string) string { return scen + "/" + group + "/" + impl }
+	var ts []target15
+	add := func(what, scen, group, a, b string, limit float64, atMost bool) {
+		lo, hi := r.ratioRange(n(scen, group, a), n(scen, group, b), "ns/op")
+		ts = append(ts, target15{what, r.ratio(n(scen, group, a), n(scen, group, b), "ns/op"), lo, hi, limit, atMost})
+	}
+	scens := []string{"serial", "parallel"}
+	limit := map[string]float64{"serial": 1.05, "parallel": 1.10}
+	asItComes := map[string]string{"goredis": "floor-goredis-default", "redigo": "floor-redigo", "rueidis": "floor-rueidis-default"}
+	for _, c := range []string{"goredis", "redigo", "rueidis"} {
+		for _, scen := range scens {
+			add(fmt.Sprintf("singleredis %s %s: ns/op ÷ %s (client as it comes)", c, scen, asItComes[c]), scen, "redis1", "lockswap-"+c, asItComes[c], limit[scen], true)
+		}
+		if c == "redigo" {
+			continue // one way to build it
+		}
+		for _, scen := range scens {
+			add(fmt.Sprintf("singleredis %s %s: ns/op ÷ floor-%s (client with the recommended setting)", c, scen, c), scen, "redis1", "lockswap-"+c, "floor-"+c, limit[scen], true)
+		}
+		if c == "goredis" {
+			for _, scen := range scens {
+				add(fmt.Sprintf("singleredis on go-redis as it comes %s: lockswap-goredis-default ÷ floor-goredis-default", scen), scen, "redis1", "lockswap-goredis-default", "floor-goredis-default", limit[scen], true)
+			}
+		}
+	}
+	for _, g := range []string{"redlock3", "redlock5"} {
+		for _, c := range []string{"goredis", "redigo"} {
+			add(fmt.Sprintf("%s %s serial: latency ÷ redsync-%s", g, c, c), "serial", g, "lockswap-"+c, "redsync-"+c, 0.8, true)
+		}
+		rs := "redsync-rueidis" // on the same client, when the run has it
+		if len(r[n("serial", g, rs)]) == 0 {
+			rs = "redsync-redigo"
+		}
+		add(fmt.Sprintf("%s rueidis serial: latency ÷ %s", g, rs), "serial", g, "lockswap-rueidis", rs, 0.8, true)
+	}
+	add("redlock3 rueidis parallel: throughput ÷ redsync-redigo", "parallel", "redlock3", "redsync-redigo", "lockswap-rueidis", 2, false)
+	add("redlock5 rueidis parallel: throughput ÷ redsync-redigo", "parallel", "redlock5", "redsync-redigo", "lockswap-rueidis", 2.5, false)
+	for _, scen := range scens {
+		for _, c := range []string{"goredis", "redigo", "rueidis"} {
+			ts = append(ts, r.allocsOver(fmt.Sprintf("singleredis %s %s: allocs/op − floor-%s's", c, scen, c),
+				n(scen, "redis1", "lockswap-"+c), n(scen, "redis1", "floor-"+c), 8))
+		}
+		ts = append(ts, r.allocsOver(fmt.Sprintf("singleredis on go-redis as it comes %s: allocs/op − floor-goredis-default's", scen),
+			n(scen, "redis1", "lockswap-goredis-default"), n(scen, "redis1", "floor-goredis-default"), 8))
+	}
+	writeRangeTargets(w, "Targets of issue 31", ts)
 }
 
 // targets16 is issue 16's cost of fencing: redlock with Options.Fence
