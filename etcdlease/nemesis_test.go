@@ -31,22 +31,11 @@ func TestHistoryUnderNemesis(t *testing.T) {
 	for range 3 {
 		lks = append(lks, openT(t, []string{"http://" + proxy.Addr()}, "nemesis/"))
 	}
-	faults := []nemesistest.Fault{
-		{Name: "pause etcd", Inject: func() (func(), error) { return srv.Resume, srv.Pause() }},
-		{Name: "delay etcd by 20 ms", Inject: func() (func(), error) {
-			proxy.SetDelay(20 * time.Millisecond)
-			return func() { proxy.SetDelay(0) }, nil
-		}},
-		{Name: "cut etcd off", Inject: func() (func(), error) {
-			proxy.Blackhole(true)
-			return func() { proxy.Blackhole(false) }, nil
-		}},
-	}
 	seed := nemesistest.Seed()
 	ctx, cancel := context.WithTimeout(context.Background(), nemesistest.Duration(3*time.Second))
 	defer cancel()
 	ops := nemesistest.RunWorkload(ctx, t,
-		nemesistest.Schedule{Faults: faults, MaxHold: time.Second, MaxGap: 300 * time.Millisecond, Seed: seed},
+		nemesistest.Schedule{Faults: nemesistest.EtcdFaults("etcd", srv, proxy), MaxHold: time.Second, MaxGap: 300 * time.Millisecond, Seed: seed},
 		history.Workload{Lockers: lks, Keys: []string{"a", "b"}, Sections: 1 << 30, TTL: ttl,
 			Register: history.NewRegister(true), Recorder: history.NewRecorder(),
 			Between: nemesistest.PauseHolder(nemesistest.Rand(seed), 10, ttl/2)})

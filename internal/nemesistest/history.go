@@ -102,18 +102,10 @@ func SaveHistory(t testing.TB, ops []history.Op, res history.Result) string {
 // that its clients reach through proxy p: paused (SIGSTOP), restarted
 // without its data, slowed by 20 ms a reply, cut off.
 func RedisFaults(name string, s *servers.Redis, p *servers.Proxy) []Fault {
-	return []Fault{
+	return append([]Fault{
 		{Name: "pause " + name, Inject: func() (func(), error) { return s.Resume, s.Pause() }},
 		{Name: "restart " + name + " without its data", Inject: func() (func(), error) { return nil, s.Restart() }},
-		{Name: "delay " + name + " by 20 ms", Inject: func() (func(), error) {
-			p.SetDelay(20 * time.Millisecond)
-			return func() { p.SetDelay(0) }, nil
-		}},
-		{Name: "cut " + name + " off", Inject: func() (func(), error) {
-			p.Blackhole(true)
-			return func() { p.Blackhole(false) }, nil
-		}},
-	}
+	}, ProxyFaults(name, p)...)
 }
 
 // RunWorkload runs w beside the schedule s until ctx ends, and returns
@@ -129,4 +121,29 @@ func RunWorkload(ctx context.Context, t testing.TB, s Schedule, w history.Worklo
 		t.Fatalf("the workload ended with %v, want its deadline", err)
 	}
 	return w.Recorder.Ops()
+}
+
+// EtcdFaults are the faults of the etcd process e, named name, that its
+// clients reach through proxy p: paused (SIGSTOP: its lease timers stop
+// with it, and may expire holders' leases when it continues), slowed by
+// 20 ms a reply, cut off.
+func EtcdFaults(name string, e *servers.EtcdProcess, p *servers.Proxy) []Fault {
+	return append([]Fault{
+		{Name: "pause " + name, Inject: func() (func(), error) { return e.Resume, e.Pause() }},
+	}, ProxyFaults(name, p)...)
+}
+
+// ProxyFaults are the faults of a server named name that stay on the
+// clients' side of proxy p: its replies slowed by 20 ms, or cut off.
+func ProxyFaults(name string, p *servers.Proxy) []Fault {
+	return []Fault{
+		{Name: "delay " + name + " by 20 ms", Inject: func() (func(), error) {
+			p.SetDelay(20 * time.Millisecond)
+			return func() { p.SetDelay(0) }, nil
+		}},
+		{Name: "cut " + name + " off", Inject: func() (func(), error) {
+			p.Blackhole(true)
+			return func() { p.Blackhole(false) }, nil
+		}},
+	}
 }
