@@ -10,8 +10,9 @@ import (
 // legacysetnx write to their Options.Logger, at level Info, once at New,
 // when some of their clients were built in a way that makes every lock
 // command cost more than it would on the same client built the
-// recommended way (a goroutine and a channel per command, which keep the
-// call's deadline and cancellation where the client would not). Its
+// recommended way (a goroutine of the adapter's per command, on go-redis
+// with a context and a timer too, which keep the call's deadline and
+// cancellation where the client would not). Its
 // attributes are "servers" (the clients, as Client.String gives them: no
 // credentials) and "reason" (what costs more, and the setting that
 // removes it).

@@ -37,3 +37,18 @@ func TestSubscribeHung(t *testing.T) {
 	t.Run("context-timeout", func(t *testing.T) { stalltest.RunSubscribeHung(t, goredis.Dial) })
 	t.Run("defaults", func(t *testing.T) { stalltest.RunSubscribeHung(t, dialDefaults) })
 }
+
+// TestDeadlineOnlyHung: a command under a context with a deadline and no
+// Done channel returns at that deadline with the server hung, with
+// ContextTimeoutEnabled and with go-redis's defaults.
+func TestDeadlineOnlyHung(t *testing.T) {
+	t.Run("context-timeout", func(t *testing.T) { stalltest.RunDeadlineOnlyHung(t, goredis.Dial) })
+	t.Run("defaults", func(t *testing.T) { stalltest.RunDeadlineOnlyHung(t, dialDefaults) })
+}
+
+// TestCancelWhileDialing: a command returns soon after its context is
+// cancelled while another command's connection comes up.
+func TestCancelWhileDialing(t *testing.T) {
+	t.Run("context-timeout", func(t *testing.T) { stalltest.RunCancelWhileDialing(t, goredis.Dial) })
+	t.Run("defaults", func(t *testing.T) { stalltest.RunCancelWhileDialing(t, dialDefaults) })
+}

@@ -352,10 +352,12 @@ func (g *goRedis) Do(ctx context.Context, args ...any) (any, error) {
 
 // CostNote implements [redisclient.CostNoter]: a client without
 // Options.ContextTimeoutEnabled (or one whose options New cannot read)
-// costs each command a context of its own, a timer and a goroutine.
+// costs each command a goroutine, a context and a timer; with it, only a
+// command that can be cancelled takes a goroutine (go-redis does not
+// watch a cancellation), without the context and the timer.
 func (g *goRedis) CostNote() string {
 	if !g.guard {
 		return ""
 	}
-	return "go-redis ignores contexts without Options.ContextTimeoutEnabled (or New cannot read the client's options), so each command runs in a goroutine of its own with a context and a timer to keep the call's deadline; build the client with ContextTimeoutEnabled: true (docs/configuration.md)"
+	return "go-redis ignores contexts without Options.ContextTimeoutEnabled (or New cannot read the client's options), so each command runs in a goroutine of its own with a context and a timer to keep the call's deadline; with ContextTimeoutEnabled: true go-redis keeps the deadline itself and only a command that can be cancelled takes the goroutine (docs/configuration.md)"
 }

@@ -26,3 +26,11 @@ func TestCancelBeforeDeadline(t *testing.T) { stalltest.RunCancelBeforeDeadline(
 // handshake with a server that never answers returns soon after its
 // context is cancelled, not at redigo's handshake timeout (10 s).
 func TestCancelTLSHung(t *testing.T) { stalltest.RunCancelTLSHung(t, redigo.Dial) }
+
+// TestDeadlineOnlyHung: a command under a context with a deadline and no
+// Done channel returns at that deadline with the server hung.
+func TestDeadlineOnlyHung(t *testing.T) { stalltest.RunDeadlineOnlyHung(t, redigo.Dial) }
+
+// TestCancelWhileDialing: a command returns soon after its context is
+// cancelled while another command's connection comes up.
+func TestCancelWhileDialing(t *testing.T) { stalltest.RunCancelWhileDialing(t, redigo.Dial) }

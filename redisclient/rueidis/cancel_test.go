@@ -148,3 +148,21 @@ type lateTimerCtx struct {
 
 func (c lateTimerCtx) Deadline() (time.Time, bool) { return c.deadline, true }
 func (c lateTimerCtx) Done() <-chan struct{}       { return c.done }
+
+// TestDeadlineOnlyHung: a command under a context with a deadline and no
+// Done channel (Release(context.Background()) makes one) returns at that
+// deadline with the server hung, on a client Dial made and on NewClient's:
+// rueidis watches only Done for a pipelined command.
+func TestDeadlineOnlyHung(t *testing.T) {
+	t.Run("Dial", func(t *testing.T) { stalltest.RunDeadlineOnlyHung(t, rueidis.Dial) })
+	t.Run("NewClient", func(t *testing.T) { stalltest.RunDeadlineOnlyHung(t, dialNewClient) })
+}
+
+// TestCancelWhileDialing: a command returns soon after its context is
+// cancelled while another command's connection comes up to a server that
+// never answers (rueidis has the commands bound for it wait for its
+// handshake), on a client Dial made and on NewClient's.
+func TestCancelWhileDialing(t *testing.T) {
+	t.Run("Dial", func(t *testing.T) { stalltest.RunCancelWhileDialing(t, rueidis.Dial) })
+	t.Run("NewClient", func(t *testing.T) { stalltest.RunCancelWhileDialing(t, dialNewClient) })
+}

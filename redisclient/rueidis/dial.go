@@ -34,6 +34,7 @@ func dial(ctx context.Context, s registry.RedisServer) (redisclient.Client, io.C
 	var opening atomic.Pointer[context.Context]
 	opening.Store(&ctx)
 	ended := make(chan struct{})
+	rising := new(atomic.Int32) // the adapter's: connections coming up
 	stop := context.AfterFunc(ctx, func() {
 		defer close(ended)
 		conns.Close()
@@ -59,11 +60,13 @@ func dial(ctx context.Context, s registry.RedisServer) (redisclient.Client, io.C
 				}
 				defer cancel()
 			}
+			rising.Add(1)
 			nc, err := dialTracked(dctx, conns, dst, d, tlsConfig)
 			if err != nil {
+				rising.Add(-1)
 				return nil, err
 			}
-			return watchHandshake(watch, nc), nil
+			return watchHandshake(watch, nc, func() { rising.Add(-1) }), nil
 		},
 		// One server: no cluster discovery. The client is made even when
 		// the server does not answer yet (it dials again on use), as the
@@ -96,6 +99,7 @@ func dial(ctx context.Context, s registry.RedisServer) (redisclient.Client, io.C
 	}
 	a := NewNamed(c, fmt.Sprintf("%s/%d", s.Addr, s.DB)).(*adapter)
 	a.pipelined = true // AlwaysPipelining, above
+	a.rising = rising
 	return a, closer{c, conns}, nil
 }
 

@@ -80,6 +80,8 @@ func (m *member) put() {
 // do sends cmd: at once when nothing else of the adapter's is in flight,
 // otherwise with the next batch.
 func (a *adapter) do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+	ctx, cancel := withDone(ctx)
+	defer cancel()
 	if !a.grouped || cmd.IsBlock() {
 		if a.unwatched(ctx) {
 			return a.doWatched(ctx, cmd, nil)
@@ -128,17 +130,37 @@ func (a *adapter) do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisRe
 // caller whose context has no deadline carries a deadline of
 // lockswap.CleanupTimeout or RequestTimeout, and a cancellation would wait
 // for it (the caller's Release took 2 s instead of about DeadlineGrace).
-// Only a client Dial made is known to pipeline always; there, a context
-// with a deadline is left to rueidis, which watches its cancellation on a
-// connection that is up, and Dial watches the handshake of a connection
-// that comes up under a command (watchHandshake). Watching every command
-// from a goroutine would cost each lock cycle a goroutine and a channel.
+// Only a client Dial or NewClient made is known to pipeline always;
+// there, a context with a deadline is left to rueidis, which watches its
+// cancellation on a connection that is up, and the dialer watches the
+// handshake of a connection that comes up under a command
+// (watchHandshake). While a connection of the client comes up, though,
+// rueidis has the other commands bound for it wait for that handshake
+// without looking at their own contexts: those go through doWatched
+// (a.rising). Watching every command from a goroutine would cost each
+// lock cycle a goroutine and a channel.
 func (a *adapter) unwatched(ctx context.Context) bool {
 	if ctx.Done() == nil {
 		return false
 	}
 	_, ok := ctx.Deadline()
-	return !ok || !a.pipelined
+	return !ok || !a.pipelined || a.rising.Load() > 0
+}
+
+// withDone returns ctx, or, for a context with a deadline that cannot be
+// cancelled (the kit's request under a caller's context.Background), a
+// context that ends at that deadline: rueidis watches a pipelined
+// command's Done channel, not its deadline, and would wait for a reply
+// past it (a Release under context.Background on a hung server took 12 s,
+// rueidis's own timeouts, instead of lockswap.CleanupTimeout).
+func withDone(ctx context.Context) (context.Context, context.CancelFunc) {
+	if ctx.Done() != nil {
+		return ctx, func() {}
+	}
+	if d, ok := ctx.Deadline(); ok {
+		return context.WithDeadline(ctx, d)
+	}
+	return ctx, func() {}
 }
 
 // doWatched sends cmd under ctx, which can be cancelled and which rueidis
@@ -173,6 +195,8 @@ func (a *adapter) send(ctx context.Context, cmd rueidis.Completed) rueidis.Redis
 	if err := endErr(ctx); err != nil {
 		return rueidis.NewErrorResult(err)
 	}
+	ctx, cancel := withDone(ctx)
+	defer cancel()
 	return a.c.Do(ctx, cmd)
 }
 

@@ -32,13 +32,18 @@ var aLongTimeAgo = time.Unix(1, 0)
 // Only the command that makes the connection is watched so: the others
 // that land on the connection while it comes up wait for its handshake,
 // bounded by that command's context and the dial timeout, as rueidis
-// has them do.
-func watchHandshake(ctx context.Context, nc net.Conn) net.Conn {
-	if ctx.Done() == nil {
+// has them do; the adapter sends those from a goroutine of their own
+// meanwhile (adapter.unwatched), which up, when not nil, ends: it is
+// called once, when the server first answers or the connection is
+// closed.
+func watchHandshake(ctx context.Context, nc net.Conn, up func()) net.Conn {
+	if ctx.Done() == nil && up == nil {
 		return nc
 	}
-	w := &handshakeConn{Conn: nc}
-	w.stop = context.AfterFunc(ctx, w.cancel)
+	w := &handshakeConn{Conn: nc, up: up, stop: func() bool { return false }}
+	if ctx.Done() != nil {
+		w.stop = context.AfterFunc(ctx, w.cancel)
+	}
 	return w
 }
 
@@ -47,6 +52,8 @@ type handshakeConn struct {
 	net.Conn
 	answered atomic.Bool // the server has answered: nothing is watched any more
 	stop     func() bool // stops watching the context
+	up       func()      // called once, when the server answered or the connection closed (settle)
+	settled  sync.Once
 
 	mu        sync.Mutex // orders cancel against the deadlines rueidis sets
 	cancelled bool       // cancelled before an answer: the past deadline stays
@@ -86,7 +93,7 @@ func (c *handshakeConn) Read(b []byte) (int, error) {
 			}
 		}
 		c.mu.Unlock()
-		c.stop()
+		c.settle()
 	}
 	return n, err
 }
@@ -94,8 +101,18 @@ func (c *handshakeConn) Read(b []byte) (int, error) {
 // Close implements [net.Conn]: a connection closed before its server
 // answered stops watching the context.
 func (c *handshakeConn) Close() error {
-	c.stop()
+	c.settle()
 	return c.Conn.Close()
+}
+
+// settle stops watching the context and calls up, once.
+func (c *handshakeConn) settle() {
+	c.settled.Do(func() {
+		c.stop()
+		if c.up != nil {
+			c.up()
+		}
+	})
 }
 
 // SetDeadline implements [net.Conn]: a deadline rueidis sets does not

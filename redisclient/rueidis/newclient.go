@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net"
+	"sync/atomic"
 
 	"github.com/redis/rueidis"
 
@@ -24,9 +25,12 @@ import (
 // a deadline to rueidis, which watches its cancellation: no goroutine per
 // command, where an adapter from [New] or [NewNamed], which cannot tell
 // how its client was made, pays a goroutine and a channel for every
-// command that can be cancelled. rueidis turns AlwaysPipelining off when
-// DisableAutoPipelining is set: the adapter then watches every command
-// itself, as New's does.
+// command that can be cancelled. A DialCtxFn of opt's must return when
+// its context ends. The adapter watches every command itself, as New's
+// does, where it cannot leave them to rueidis: with DisableAutoPipelining
+// (rueidis then turns AlwaysPipelining off), with the deprecated DialFn
+// (it cannot be cancelled), and for a cluster or sentinel client (it
+// finds its nodes with requests of its own).
 //
 // As with rueidis.NewClient, a client made with ForceSingleClient whose
 // server did not answer is returned together with the dial's error (it
@@ -41,7 +45,8 @@ func NewClient(opt rueidis.ClientOption) (rueidis.Client, redisclient.Client, er
 	// The dialer rueidis would use: opt's own (DialCtxFn before the
 	// deprecated DialFn, as rueidis picks), else the default.
 	dialWith := opt.DialCtxFn
-	if dialWith == nil && opt.DialFn != nil {
+	contextBlind := dialWith == nil && opt.DialFn != nil
+	if contextBlind {
 		dialFn := opt.DialFn
 		dialWith = func(_ context.Context, dst string, d *net.Dialer, tlsConfig *tls.Config) (net.Conn, error) {
 			return dialFn(dst, d, tlsConfig)
@@ -50,12 +55,15 @@ func NewClient(opt rueidis.ClientOption) (rueidis.Client, redisclient.Client, er
 	if dialWith == nil {
 		dialWith = dialDefault
 	}
+	rising := new(atomic.Int32)
 	opt.DialCtxFn = func(ctx context.Context, dst string, d *net.Dialer, tlsConfig *tls.Config) (net.Conn, error) {
+		rising.Add(1)
 		nc, err := dialWith(ctx, dst, d, tlsConfig)
 		if err != nil {
+			rising.Add(-1)
 			return nil, err
 		}
-		return watchHandshake(ctx, nc), nil
+		return watchHandshake(ctx, nc, func() { rising.Add(-1) }), nil
 	}
 	c, err := rueidis.NewClient(opt)
 	if err != nil {
@@ -70,8 +78,13 @@ func NewClient(opt rueidis.ClientOption) (rueidis.Client, redisclient.Client, er
 	} else {
 		a = New(c).(*adapter)
 	}
-	// DisableAutoPipelining turns AlwaysPipelining off in rueidis: the
-	// adapter then watches every command itself, as New's.
-	a.pipelined = !opt.DisableAutoPipelining
+	// DisableAutoPipelining turns AlwaysPipelining off in rueidis, and a
+	// cluster or sentinel client finds its nodes with requests of its own
+	// that no context of the caller's bounds: the adapter then watches
+	// every command itself, as New's.
+	// The deprecated DialFn does not take the command's context: a
+	// command dialing through it could not be cancelled.
+	a.pipelined = !opt.DisableAutoPipelining && c.Mode() == rueidis.ClientModeStandalone && !contextBlind
+	a.rising = rising
 	return c, a, err
 }

@@ -90,9 +90,10 @@ func TestNewClientCost(t *testing.T) {
 }
 
 // TestNewClientOptions: NewClient keeps the user's own dialer (DialCtxFn,
-// or the deprecated DialFn) for every connection, and an adapter of a
-// client with DisableAutoPipelining, which rueidis does not pipeline
-// always, notes its cost as New's does.
+// or the deprecated DialFn) for every connection, and an adapter that
+// must watch every command itself notes its cost as New's does: with
+// DialFn, which takes no context, and with DisableAutoPipelining, which
+// rueidis does not pipeline always.
 func TestNewClientOptions(t *testing.T) {
 	srv := testserver.RedisT(t, testserver.RedisOptions{})
 	var dials atomic.Int32
@@ -109,9 +110,11 @@ func TestNewClientOptions(t *testing.T) {
 		{"DialCtxFn", rueidislib.ClientOption{DialCtxFn: func(_ context.Context, dst string, d *net.Dialer, _ *tls.Config) (net.Conn, error) {
 			return dialer(dst, d)
 		}}, true, false},
+		// The deprecated DialFn takes no context: the adapter watches
+		// every command itself.
 		{"DialFn", rueidislib.ClientOption{DialFn: func(dst string, d *net.Dialer, _ *tls.Config) (net.Conn, error) {
 			return dialer(dst, d)
-		}}, true, false},
+		}}, true, true},
 		{"DisableAutoPipelining", rueidislib.ClientOption{DisableAutoPipelining: true}, false, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {

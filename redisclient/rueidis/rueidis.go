@@ -34,6 +34,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -48,11 +49,16 @@ type adapter struct {
 	addr string // Addr; "" when unknown
 	// grouped: concurrent commands go in batches (group.go); see Grouped.
 	grouped bool
-	// pipelined: c was made with ClientOption.AlwaysPipelining (by Dial),
+	// pipelined: c was made with ClientOption.AlwaysPipelining (by Dial
+	// or NewClient, of one server),
 	// so rueidis watches a command's cancellation once its connection is
 	// up (see unwatched).
 	pipelined bool
-	group     group
+	// rising counts the client's connections that are coming up (dialed,
+	// their server not heard from yet), when the dialer counts them (Dial,
+	// NewClient); shared by the adapter's Grouped form.
+	rising *atomic.Int32
+	group  group
 }
 
 // New adapts a rueidis client. rueidis does not tell the database a client
@@ -69,7 +75,7 @@ func New(c rueidis.Client) redisclient.Client {
 	if redisclient.IsNil(c) {
 		return nil
 	}
-	return &adapter{c: c, name: "rueidis client"}
+	return &adapter{c: c, name: "rueidis client", rising: new(atomic.Int32)}
 }
 
 // NewNamed is [New] with the address the client reaches, "host:port" or
@@ -82,7 +88,7 @@ func NewNamed(c rueidis.Client, name string) redisclient.Client {
 	if redisclient.IsNil(c) {
 		return nil
 	}
-	return &adapter{c: c, name: "rueidis " + name, addr: adapt.ParseAddr(name)}
+	return &adapter{c: c, name: "rueidis " + name, addr: adapt.ParseAddr(name), rising: new(atomic.Int32)}
 }
 
 // Grouped returns an adapter of the same client whose concurrent commands
@@ -97,7 +103,7 @@ func (a *adapter) Grouped() redisclient.Client {
 	if a.c.Mode() == rueidis.ClientModeCluster {
 		return a
 	}
-	return splitter{&adapter{c: a.c, name: a.name, addr: a.addr, grouped: true, pipelined: a.pipelined}}
+	return splitter{&adapter{c: a.c, name: a.name, addr: a.addr, grouped: true, pipelined: a.pipelined, rising: a.rising}}
 }
 
 func (a *adapter) String() string { return a.name }
@@ -352,5 +358,5 @@ func (a *adapter) CostNote() string {
 	if a.pipelined {
 		return ""
 	}
-	return "the adapter of a rueidis client from New or NewNamed cannot tell the client was made with AlwaysPipelining, so each command runs in a goroutine of its own to keep the call's cancellation; make the client with lockswap's rueidis.NewClient (docs/configuration.md)"
+	return "the adapter of a rueidis client from New or NewNamed (or from NewClient with DisableAutoPipelining, the deprecated DialFn, or a cluster or sentinel client) cannot leave a command's cancellation to rueidis, so each command that can be cancelled runs in a goroutine of its own; make a client of one server with lockswap's rueidis.NewClient (docs/configuration.md)"
 }
