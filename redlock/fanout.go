@@ -470,7 +470,14 @@ func (c *call) do(i int) {
 			break
 		}
 		if !in.plainSet.Load() {
-			v, err = in.c.Do(c.ctx, c.setGet[:]...)
+			if in.sg != nil {
+				var set bool
+				if set, err = in.sg.SetNXPXGet(c.ctx, c.keys[0], c.args[0].(string), c.ttl); err == nil && !set {
+					v = "held" // the holder's value, which the vote does not read
+				}
+			} else {
+				v, err = in.c.Do(c.ctx, c.setGet[:]...)
+			}
 			if !c.plainSetRefused(i, err) {
 				break
 			}

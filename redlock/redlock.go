@@ -241,6 +241,7 @@ type instance struct {
 	epoch    atomic.Pointer[epochState] // RestartSafety only
 	suspect  atomic.Bool                // pipelined path: not answered yet or last request failed: use a worker
 	plainSet atomic.Bool                // refused SET NX PX GET (Redis before 7.0): acquire with SET NX PX
+	sg       redisclient.SetGetter      // c, when it runs SET NX PX GET from typed arguments (no boxing, no generic reply); else nil
 	logged   atomic.Pointer[epochState] // RestartSafety with a Logger: the quarantine last logged
 }
 
@@ -371,6 +372,7 @@ func New(clients []redisclient.Client, opts Options) (*Locker, error) {
 			c = g.Grouped()
 		}
 		p.inst[i].c = c
+		p.inst[i].sg, _ = c.(redisclient.SetGetter)
 		if s, ok := c.(redisclient.Splitter); ok {
 			split = append(split, s)
 		}

@@ -92,3 +92,37 @@ func RueidisClient(t testing.TB, addr string) rueidislib.Client {
 func Rueidis(t testing.TB, addr string) redisclient.Client {
 	return rueidis.NewNamed(RueidisClient(t, addr), addr)
 }
+
+// CheckSetNXPXGet checks a lock's acquire, redisclient.SetNXPXGet, on c
+// under ctx: it sets an absent key with its TTL, leaves a held key as it
+// is, and refuses a key of another type with WRONGTYPE, untouched. It uses
+// the keys k and h of c's database.
+func CheckSetNXPXGet(t *testing.T, ctx context.Context, c redisclient.Client) {
+	t.Helper()
+	if _, err := c.Del(ctx, "k", "h"); err != nil {
+		t.Fatal(err)
+	}
+	ok, err := redisclient.SetNXPXGet(ctx, c, "k", "a", time.Minute)
+	if err != nil || !ok {
+		t.Fatalf("SetNXPXGet on an absent key: %v, %v; want set", ok, err)
+	}
+	if ttl, err := c.Do(ctx, "PTTL", "k"); err != nil || ttl.(int64) <= 0 || ttl.(int64) > 60000 {
+		t.Errorf("PTTL after SetNXPXGet with a minute: %v, %v", ttl, err)
+	}
+	ok, err = redisclient.SetNXPXGet(ctx, c, "k", "b", time.Minute)
+	if err != nil || ok {
+		t.Errorf("SetNXPXGet on a held key: %v, %v; want not set", ok, err)
+	}
+	if v, _, _ := c.Get(ctx, "k"); v != "a" {
+		t.Errorf("held key's value after a second SetNXPXGet: %q, want \"a\"", v)
+	}
+	if _, err := c.Do(ctx, "HSET", "h", "f", "1"); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := redisclient.SetNXPXGet(ctx, c, "h", "b", time.Minute); ok || !redisclient.IsWrongType(err) {
+		t.Errorf("SetNXPXGet on a hash: %v, %v; want WRONGTYPE", ok, err)
+	}
+	if v, err := c.Do(ctx, "HGET", "h", "f"); err != nil || v != "1" {
+		t.Errorf("hash after SetNXPXGet: %v, %v; want untouched", v, err)
+	}
+}

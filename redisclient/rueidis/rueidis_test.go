@@ -179,36 +179,6 @@ func TestSetNXPXGet(t *testing.T) {
 		t.Fatal("the rueidis adapter is not a redisclient.SetGetter")
 	}
 	for _, c := range []redisclient.Client{typed, struct{ redisclient.Client }{typed}} {
-		t.Run(fmt.Sprintf("%T", c), func(t *testing.T) { testSetNXPXGet(t, c) })
-	}
-}
-
-func testSetNXPXGet(t *testing.T, c redisclient.Client) {
-	ctx := context.Background()
-	if _, err := c.Del(ctx, "k", "h"); err != nil {
-		t.Fatal(err)
-	}
-	ok, err := redisclient.SetNXPXGet(ctx, c, "k", "a", time.Minute)
-	if err != nil || !ok {
-		t.Fatalf("SetNXPXGet on an absent key: %v, %v; want set", ok, err)
-	}
-	if ttl, err := c.Do(ctx, "PTTL", "k"); err != nil || ttl.(int64) <= 0 || ttl.(int64) > 60000 {
-		t.Errorf("PTTL after SetNXPXGet with a minute: %v, %v", ttl, err)
-	}
-	ok, err = redisclient.SetNXPXGet(ctx, c, "k", "b", time.Minute)
-	if err != nil || ok {
-		t.Errorf("SetNXPXGet on a held key: %v, %v; want not set", ok, err)
-	}
-	if v, _, _ := c.Get(ctx, "k"); v != "a" {
-		t.Errorf("held key's value after a second SetNXPXGet: %q, want \"a\"", v)
-	}
-	if _, err := c.Do(ctx, "HSET", "h", "f", "1"); err != nil {
-		t.Fatal(err)
-	}
-	if ok, err := redisclient.SetNXPXGet(ctx, c, "h", "b", time.Minute); ok || !redisclient.IsWrongType(err) {
-		t.Errorf("SetNXPXGet on a hash: %v, %v; want WRONGTYPE", ok, err)
-	}
-	if v, err := c.Do(ctx, "HGET", "h", "f"); err != nil || v != "1" {
-		t.Errorf("hash after SetNXPXGet: %v, %v; want untouched", v, err)
+		t.Run(fmt.Sprintf("%T", c), func(t *testing.T) { redistest.CheckSetNXPXGet(t, context.Background(), c) })
 	}
 }
