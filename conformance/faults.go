@@ -36,6 +36,11 @@ type Fault struct {
 	// Locker. Each call makes servers of its own, or ones that the fault
 	// of another call does not touch.
 	NewLocker func(t *testing.T) (lk lockswap.Locker, start func())
+	// FromStart tells that the fault is on from the start (NewLocker
+	// returns a nil start) before NewLocker is called: the cells that
+	// need a lock taken before the fault are then skipped without making
+	// a Locker.
+	FromStart bool
 	// Open, when set, opens a new Locker the way users do
 	// (registry.OpenURL of a URL naming the servers) with the fault
 	// already on, under ctx: the Open row of [RunMatrix].

@@ -170,37 +170,74 @@ func RunMatrix(t *testing.T, m Matrix) {
 		i := (fi + ci + int(k)) % len(m.Clients)
 		return m.Clients[i : i+1]
 	}
-	mc := &matrixCell{ttl: m.TTL, o: m.Overruns, full: full}
 	for fi, f := range m.Clients[0].Faults {
 		t.Run(f.Name, func(t *testing.T) {
 			// Faults in parallel (up to go test's -parallel): each cell
 			// has servers of its own, and most of a cell is waiting.
 			t.Parallel()
+			mc := &matrixCell{ttl: m.TTL, o: m.Overruns, full: full, lockers: new(lockers)}
+			t.Cleanup(mc.lockers.closeAll)
+			// The rows of a fault side by side too, whatever -parallel
+			// says (t.Run from goroutines of their own): a cell spends
+			// most of its time waiting for its bound, and its bound is
+			// checked against the scheduling lag measured meanwhile.
+			var rows sync.WaitGroup
+			defer rows.Wait()
 			for ci, call := range matrixCalls {
-				t.Run(call.name, func(t *testing.T) {
-					for _, k := range ctxKinds {
-						if !call.runs(k, full) {
-							continue
-						}
-						for _, c := range clientsFor(fi, ci, k) {
-							name := k.String()
-							if len(m.Clients) > 1 {
-								name += "/" + c.Name
+				rows.Go(func() {
+					t.Run(call.name, func(t *testing.T) {
+						for _, k := range ctxKinds {
+							if !call.runs(k, full) {
+								continue
 							}
-							t.Run(name, func(t *testing.T) { call.run(mc, t, c.Faults[fi], k) })
+							for _, c := range clientsFor(fi, ci, k) {
+								name := k.String()
+								if len(m.Clients) > 1 {
+									name += "/" + c.Name
+								}
+								t.Run(name, func(t *testing.T) { call.run(mc, t, c.Faults[fi], k) })
+							}
 						}
-					}
+					})
 				})
 			}
 		})
 	}
 }
 
-// matrixCell is what every cell of one matrix shares.
+// matrixCell is what every cell of one fault shares.
 type matrixCell struct {
-	ttl  time.Duration
-	o    *Overruns
-	full bool
+	ttl     time.Duration
+	o       *Overruns
+	full    bool
+	lockers *lockers
+}
+
+// lockers are the Lockers of one fault's cells, closed together once its
+// cells are done, after their servers: Close lets a Locker's background
+// cleanup (the undo of an acquire abandoned under the fault) run for up
+// to background.CloseWait, half a second, and the cells' Closes overlap
+// instead of adding up. The Close rows close their Locker themselves,
+// within their bound.
+type lockers struct {
+	mu sync.Mutex
+	l  []lockswap.Locker
+}
+
+func (ls *lockers) add(lk lockswap.Locker) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	ls.l = append(ls.l, lk)
+}
+
+func (ls *lockers) closeAll() {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, lk := range ls.l {
+		wg.Go(func() { lk.Close() })
+	}
+	wg.Wait()
 }
 
 // matrixCall is a row of the matrix: one public call.
@@ -267,17 +304,17 @@ func (mc *matrixCell) within(t *testing.T, what string, bound time.Duration, cal
 	}
 }
 
-// newLocker makes the fault's Locker, closed when the cell ends. start is
-// nil when the fault is on from the start.
-func newLocker(t *testing.T, f Fault) (lockswap.Locker, func()) {
+// newLocker makes the fault's Locker, closed when the fault's cells are
+// done (mc.lockers). start is nil when the fault is on from the start.
+func (mc *matrixCell) newLocker(t *testing.T, f Fault) (lockswap.Locker, func()) {
 	lk, start := f.NewLocker(t)
-	t.Cleanup(func() { lk.Close() })
+	mc.lockers.add(lk)
 	return lk, start
 }
 
 // faulty returns a Locker with the fault on.
-func faulty(t *testing.T, f Fault) lockswap.Locker {
-	lk, start := newLocker(t, f)
+func (mc *matrixCell) faulty(t *testing.T, f Fault) lockswap.Locker {
+	lk, start := mc.newLocker(t, f)
 	if start != nil {
 		start()
 	}
@@ -289,7 +326,10 @@ func faulty(t *testing.T, f Fault) lockswap.Locker {
 // start.
 func (mc *matrixCell) held(t *testing.T, f Fault, opts ...lockswap.Option) (lockswap.Locker, lockswap.Lock, string, func()) {
 	t.Helper()
-	lk, start := newLocker(t, f)
+	if f.FromStart {
+		t.Skipf("%s is on from the start: no lock can be taken before it", f.Name)
+	}
+	lk, start := mc.newLocker(t, f)
 	if start == nil {
 		t.Skipf("%s is on from the start: no lock can be taken before it", f.Name)
 	}
@@ -338,7 +378,7 @@ func (mc *matrixCell) open(t *testing.T, f Fault, k ctxKind) {
 	)
 	mc.within(t, "Open", mc.bound(k, b, lockswap.RequestTimeout), func() { lk, err = f.Open(t, ctx) })
 	if lk != nil {
-		t.Cleanup(func() { lk.Close() })
+		mc.lockers.add(lk)
 	}
 	if err != nil {
 		if matched, names := classOf(err); len(matched) != 1 {
@@ -348,7 +388,7 @@ func (mc *matrixCell) open(t *testing.T, f Fault, k ctxKind) {
 }
 
 func (mc *matrixCell) tryAcquire(t *testing.T, f Fault, k ctxKind) {
-	lk := faulty(t, f)
+	lk := mc.faulty(t, f)
 	ctx, b := k.newCtx(t)
 	var (
 		l   lockswap.Lock
@@ -364,7 +404,7 @@ func (mc *matrixCell) tryAcquire(t *testing.T, f Fault, k ctxKind) {
 }
 
 func (mc *matrixCell) acquire(t *testing.T, f Fault, k ctxKind) {
-	lk := faulty(t, f)
+	lk := mc.faulty(t, f)
 	ctx, b := k.newCtx(t)
 	outage, opts := mc.outage()
 	var (
@@ -403,7 +443,7 @@ func (mc *matrixCell) release(t *testing.T, f Fault, k ctxKind) {
 }
 
 func (mc *matrixCell) do(t *testing.T, f Fault, k ctxKind) {
-	lk := faulty(t, f)
+	lk := mc.faulty(t, f)
 	ctx, b := k.newCtx(t)
 	outage, opts := mc.outage()
 	ran := false

@@ -40,7 +40,10 @@ func TestBrokenLockerRun(t *testing.T) {
 // TestSuiteCatchesBrokenLocker: the suite fails a Locker that does not
 // exclude, and says which rules it broke.
 func TestSuiteCatchesBrokenLocker(t *testing.T) {
-	cmd := exec.Command(os.Args[0], "-test.run=^TestBrokenLockerRun$", "-test.v")
+	// Only the cases whose rules it checks: against a Locker that never
+	// excludes, the cases that wait for a holder wait for their own 30 s
+	// limits (two minutes in all).
+	cmd := exec.Command(os.Args[0], "-test.run=^TestBrokenLockerRun$/^(MutualExclusion|TryAcquireHeld|History)$", "-test.v")
 	cmd.Env = append(os.Environ(), "LOCKSWAP_CONFORMANCE_SELFTEST=1")
 	out, err := cmd.CombinedOutput()
 	if err == nil {

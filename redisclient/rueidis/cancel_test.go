@@ -21,13 +21,14 @@ import (
 // deadline, or with one far off) is cancelled, with the server hung,
 // before and after the connection is up.
 func TestCancelHung(t *testing.T) {
+	t.Parallel() // mostly waiting for a hung server, on servers of its own
 	stalltest.RunCancelHung(t, rueidis.Dial, nil)
 }
 
 // TestSubscribeHung: Subscribe returns soon after its context ends (its
 // deadline passes or it is cancelled), with the server hung, before and
 // after the connection is up.
-func TestSubscribeHung(t *testing.T) { stalltest.RunSubscribeHung(t, rueidis.Dial) }
+func TestSubscribeHung(t *testing.T) { t.Parallel(); stalltest.RunSubscribeHung(t, rueidis.Dial) }
 
 // TestCancelBeforeDeadline: a command whose context is cancelled long
 // before its deadline returns soon after the cancellation, with the
@@ -57,7 +58,7 @@ func (f closerFunc) Close() error { f(); return nil }
 // TestCancelTLSHung: a command whose connection is still in its TLS
 // handshake with a server that never answers returns soon after its
 // context is cancelled.
-func TestCancelTLSHung(t *testing.T) { stalltest.RunCancelTLSHung(t, rueidis.Dial) }
+func TestCancelTLSHung(t *testing.T) { t.Parallel(); stalltest.RunCancelTLSHung(t, rueidis.Dial) }
 
 // TestPastDeadlineNotSent: a command whose context's deadline has passed
 // although its timer has not run yet (a busy machine runs timers late)
@@ -154,6 +155,7 @@ func (c lateTimerCtx) Done() <-chan struct{}       { return c.done }
 // deadline with the server hung, on a client Dial made and on NewClient's:
 // rueidis watches only Done for a pipelined command.
 func TestDeadlineOnlyHung(t *testing.T) {
+	t.Parallel() // mostly waiting for a hung server, on servers of its own
 	t.Run("Dial", func(t *testing.T) { stalltest.RunDeadlineOnlyHung(t, rueidis.Dial) })
 	t.Run("NewClient", func(t *testing.T) { stalltest.RunDeadlineOnlyHung(t, dialNewClient) })
 }
@@ -163,6 +165,7 @@ func TestDeadlineOnlyHung(t *testing.T) {
 // never answers (rueidis has the commands bound for it wait for its
 // handshake), on a client Dial made and on NewClient's.
 func TestCancelWhileDialing(t *testing.T) {
+	t.Parallel() // mostly waiting for a hung server, on servers of its own
 	t.Run("Dial", func(t *testing.T) { stalltest.RunCancelWhileDialing(t, rueidis.Dial) })
 	t.Run("NewClient", func(t *testing.T) { stalltest.RunCancelWhileDialing(t, dialNewClient) })
 }

@@ -38,6 +38,7 @@ func dialNewClient(_ context.Context, s registry.RedisServer) (redisclient.Clien
 // cancelled with the server hung, before the connection is up (the
 // handshake is watched), after, and while a TLS handshake waits.
 func TestNewClientCancel(t *testing.T) {
+	t.Parallel() // mostly waiting for a hung server, on servers of its own
 	t.Run("hung", func(t *testing.T) { stalltest.RunCancelHung(t, dialNewClient, nil) })
 	t.Run("before-deadline", func(t *testing.T) { stalltest.RunCancelBeforeDeadline(t, dialNewClient) })
 	t.Run("tls", func(t *testing.T) { stalltest.RunCancelTLSHung(t, dialNewClient) })
