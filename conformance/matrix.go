@@ -176,7 +176,7 @@ func RunMatrix(t *testing.T, m Matrix) {
 			// has servers of its own, and most of a cell is waiting.
 			t.Parallel()
 			mc := &matrixCell{ttl: m.TTL, o: m.Overruns, full: full, lockers: new(lockers)}
-			t.Cleanup(mc.lockers.closeAll)
+			t.Cleanup(mc.lockers.wait)
 			// The rows of a fault side by side too, whatever -parallel
 			// says (t.Run from goroutines of their own): a cell spends
 			// most of its time waiting for its bound, and its bound is
@@ -213,32 +213,23 @@ type matrixCell struct {
 	lockers *lockers
 }
 
-// lockers are the Lockers of one fault's cells, closed together once its
-// cells are done, after their servers: Close lets a Locker's background
-// cleanup (the undo of an acquire abandoned under the fault) run for up
-// to background.CloseWait, half a second, and the cells' Closes overlap
-// instead of adding up. The Close rows close their Locker themselves,
-// within their bound.
-type lockers struct {
-	mu sync.Mutex
-	l  []lockswap.Locker
+// lockers closes the Lockers of one fault's cells: each at the end of its
+// cell, before the cell's servers stop (so that no Locker outlives its
+// servers, whose ports another cell may get), but without waiting for it:
+// Close lets a Locker's background cleanup (the undo of an acquire
+// abandoned under the fault) run for up to background.CloseWait, half a
+// second, and the cells' Closes overlap instead of adding up. wait, at the
+// end of the fault, waits for them all. The Close rows close their Locker
+// themselves, within their bound.
+type lockers struct{ wg sync.WaitGroup }
+
+// closeAtEnd closes lk when t's cell ends, before the cleanups registered
+// before it (the cell's servers).
+func (ls *lockers) closeAtEnd(t *testing.T, lk lockswap.Locker) {
+	t.Cleanup(func() { ls.wg.Go(func() { lk.Close() }) })
 }
 
-func (ls *lockers) add(lk lockswap.Locker) {
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	ls.l = append(ls.l, lk)
-}
-
-func (ls *lockers) closeAll() {
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	var wg sync.WaitGroup
-	for _, lk := range ls.l {
-		wg.Go(func() { lk.Close() })
-	}
-	wg.Wait()
-}
+func (ls *lockers) wait() { ls.wg.Wait() }
 
 // matrixCall is a row of the matrix: one public call.
 type matrixCall struct {
@@ -304,11 +295,11 @@ func (mc *matrixCell) within(t *testing.T, what string, bound time.Duration, cal
 	}
 }
 
-// newLocker makes the fault's Locker, closed when the fault's cells are
-// done (mc.lockers). start is nil when the fault is on from the start.
+// newLocker makes the fault's Locker, closed when the cell ends
+// (mc.lockers). start is nil when the fault is on from the start.
 func (mc *matrixCell) newLocker(t *testing.T, f Fault) (lockswap.Locker, func()) {
 	lk, start := f.NewLocker(t)
-	mc.lockers.add(lk)
+	mc.lockers.closeAtEnd(t, lk)
 	return lk, start
 }
 
@@ -378,7 +369,7 @@ func (mc *matrixCell) open(t *testing.T, f Fault, k ctxKind) {
 	)
 	mc.within(t, "Open", mc.bound(k, b, lockswap.RequestTimeout), func() { lk, err = f.Open(t, ctx) })
 	if lk != nil {
-		mc.lockers.add(lk)
+		mc.lockers.closeAtEnd(t, lk)
 	}
 	if err != nil {
 		if matched, names := classOf(err); len(matched) != 1 {

@@ -240,7 +240,6 @@ func TestConformanceOnRedis(t *testing.T) {
 	r := newRig(t)
 	for _, phase := range []migrate.Phase{migrate.PhaseLegacy, migrate.PhaseDual, migrate.PhaseTarget} {
 		t.Run(phase.String(), func(t *testing.T) {
-			t.Parallel() // keys of its own on the rig's servers; the suite mostly waits for TTLs
 			conformance.Run(t, conformance.Harness{
 				NewLocker: func(t *testing.T) lockswap.Locker { return r.migrator(t, phase, phase == migrate.PhaseTarget, nil) },
 				TTL:       1500 * time.Millisecond, // legacy timestamps are whole seconds

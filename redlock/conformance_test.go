@@ -100,7 +100,6 @@ func TestConformance(t *testing.T) {
 			timeout, ttl = 500*time.Millisecond, time.Second
 		}
 		t.Run(c.Name, func(t *testing.T) {
-			t.Parallel() // servers of their own; the suite mostly waits for TTLs
 			t.Run("miniredis", func(t *testing.T) {
 				addrs, advance := miniredisN(t, 5)
 				conformance.Run(t, conformance.Harness{

@@ -46,7 +46,6 @@ func harnessOpts(addr string, newClient redistest.NewClient, opts singleredis.Op
 func TestConformance(t *testing.T) {
 	for _, c := range redistest.Clients {
 		t.Run(c.Name, func(t *testing.T) {
-			t.Parallel() // servers of their own; the suite mostly waits for TTLs
 			for _, fence := range []bool{false, true} {
 				name := "plain"
 				if fence {
@@ -73,7 +72,6 @@ func TestConformanceFairWait(t *testing.T) {
 	for _, c := range fairClients {
 		for _, fence := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/fence=%v", c.Name, fence), func(t *testing.T) {
-				t.Parallel() // a server of its own; the suite mostly waits for TTLs
 				srv := testserver.RedisT(t, testserver.RedisOptions{})
 				// A TTL of 600 ms: the suite extends at 60% of it, which a
 				// loaded machine running three clients' suites at once

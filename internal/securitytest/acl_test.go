@@ -107,7 +107,6 @@ func TestACLConformance(t *testing.T) {
 	ca := testserver.CAT(t, "acl")
 	for _, c := range aclCases {
 		t.Run(c.name, func(t *testing.T) {
-			t.Parallel() // servers of its own; most of the suite waits for TTLs
 			srvs := startTLS(t, c.servers, testserver.RedisTLSOptions{CA: ca, Users: []string{c.rule()}})
 			seedEpochs(t, srvs)
 			tls := c.scheme == "singleredis"
