@@ -52,7 +52,8 @@ func SetNXPXGet(ctx context.Context, c Client, key, value string, ttl time.Durat
 
 // SetGetter is implemented by adapters that run [SetNXPXGet] from its
 // arguments as they are, without boxing them into a generic command's
-// argument list (an allocation each). The rueidis adapter implements it.
+// argument list (an allocation each). The rueidis and go-redis adapters
+// implement it (go-redis's reads the reply unparsed, see its package).
 type SetGetter interface {
 	// SetNXPXGet runs SET key value NX PX ttl GET and reports whether it
 	// set the key, as [SetNXPXGet] describes.

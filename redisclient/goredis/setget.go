@@ -24,7 +24,8 @@ type processor interface {
 // into the error redis.Nil and runs its retry checks on it, a chain of
 // errors.As that costs about 17 allocations per acquire. The adapter reads
 // the reply unparsed instead (redis.RawCmd) and takes the two answers a
-// lock expects from it: nil (set) and a string (held). An error reply goes
+// lock expects from it: nil (set) and a string (held), and the two error
+// replies go-redis only returns (finalError). Any other error reply goes
 // to the command again as go-redis runs it, so that go-redis's own handling
 // of READONLY, LOADING, MOVED and the like applies: an error reply means
 // the server ran nothing.
@@ -44,11 +45,15 @@ func (g *goRedis) setGetOnce(ctx context.Context, key, value string, ttl time.Du
 	if err := p.Process(ctx, cmd); err != nil {
 		return false, goRedisErr(err)
 	}
-	set, held, err := setGetReply(cmd.Val())
+	raw := cmd.Val()
+	set, held, err := setGetReply(raw)
 	if err != nil {
 		return false, fmt.Errorf("redisclient: SET NX PX GET: %w", err)
 	}
 	if !set && !held {
+		if re := finalError(raw); re != nil {
+			return false, re
+		}
 		return g.setGetParsed(ctx, key, value, ttl)
 	}
 	return set, nil
@@ -64,6 +69,22 @@ func (g *goRedis) setGetParsed(ctx context.Context, key, value string, ttl time.
 		return false, err
 	}
 	return v == nil, nil
+}
+
+// finalError returns the error reply raw as a ReplyError when go-redis
+// would do nothing with it but return it, so that it costs no second
+// request: WRONGTYPE (a key of another type, on the error path of every
+// acquire that meets one) and "ERR syntax error" (a Redis before 7.0,
+// once per Locker); nil for any other reply.
+func finalError(raw []byte) error {
+	if len(raw) == 0 || raw[0] != '-' {
+		return nil
+	}
+	msg, _, _ := bytes.Cut(raw[1:], []byte("\r\n"))
+	if bytes.HasPrefix(msg, []byte("WRONGTYPE ")) || bytes.HasPrefix(msg, []byte("ERR syntax error")) {
+		return &redisclient.ReplyError{Msg: string(msg)}
+	}
+	return nil
 }
 
 // setGetReply reads the raw RESP reply of SET NX PX GET: set for a null
