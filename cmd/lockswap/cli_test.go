@@ -158,6 +158,7 @@ func TestCLIHelp(t *testing.T) {
 		{[]string{"inspect", "-h"}, []string{"  2 ", "  3 ", "  4 ", "  5 ", "130"}, nil},
 		{[]string{"cleanup", "-h"}, []string{"  2 ", "130"}, []string{"  3 ", "  4 "}},
 		{[]string{"soak", "-h"}, []string{"  2 ", "130"}, []string{"  3 ", "  4 "}},
+		{[]string{"history", "-h"}, []string{"  2 ", "  3 ", "  4 ", "130"}, nil},
 		{[]string{"version", "-h"}, []string{"  2 "}, []string{"  3 ", "  4 ", "130", "flags:"}},
 		{[]string{"dev", "-h"}, []string{"  2 "}, []string{"  3 ", "  4 "}},
 		{[]string{"dev", "etcd", "-h"}, []string{"  2 "}, []string{"  3 ", "  4 "}},

@@ -34,6 +34,11 @@ var cliSeeds = map[string][][]string{
 		{"--configs", "[", "--hogs", "0"},
 		{"--goroutines", "0", "--deadline", "-1s"},
 	},
+	"history": {
+		{"--configs", "singleredis*,redlock3+fence", "--for", "1s", "--seed", "42", "--list"},
+		{"--configs", "[", "--clients", "1"},
+		{"--for", "0", "--out", "/tmp/x", "--progress"},
+	},
 	"inspect": {
 		{"--redis", "127.0.0.1:6379", "--prefix", "lock.", "--limit", "10", "--password", "hunter2222"},
 		{"--redis", "redis://:hunter2222@127.0.0.1:6379"},

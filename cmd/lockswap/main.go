@@ -4,6 +4,7 @@
 //	lockswap compare [--columns spec,...] [--scenarios x,y] [--format table|markdown|json] [--iterations N] [--budget D] [--miniredis] [--redis h:p,...] [--etcd h:p,...]
 //	lockswap bench   [--backends a,b] [--duration 1s]
 //	lockswap soak    [--configs pattern,...] [--duration 60s] [--load idle|hogs|both]
+//	lockswap history [--configs pattern,...] [--for 30s] [--seed N] [--out DIR]
 //	lockswap inspect --redis host[:6379] [--prefix lock.]
 //	lockswap cleanup --redis host[:6379] --prefix lock. --older-than 24h [--apply]
 //	lockswap dev etcd [--listen 127.0.0.1:2379] [--data-dir DIR]
@@ -14,8 +15,9 @@
 // left); the libraries' other records are not shown.
 //
 // Exit codes: 0 success (compare: every cell as declared); 1 an error;
-// 2 a usage mistake; 3 (compare) a measurement contradicts a declaration;
-// 4 (compare) some cells inconclusive and none contradicts, or the
+// 2 a usage mistake; 3 (compare, history) a measurement contradicts a
+// declaration; 4 (compare) some cells inconclusive and none contradicts
+// (history: a history undecided within the checker's budget), or the
 // servers given with --redis or --etcd do not answer; inspect: 3 MIXED
 // units, 4 a listing cut at --limit, 5 an old client seen with
 // --fail-on-old-client; 130 interrupted (compare prints what it measured
@@ -61,6 +63,7 @@ commands:
   compare   run fault scenarios against backend configurations: measured vs declared guarantees
   bench     acquire/release latency and throughput per backend
   soak      every backend and Redis client, idle and beside CPU hogs: cycles/s, errors, keys left
+  history   every backend under a seeded nemesis: recorded histories checked with Porcupine
   inspect   list lock keys under a prefix in a Redis, with the unit (s or ms) of legacy timestamps
   cleanup   delete long-expired legacy lock keys that old clients left behind (dry run by default)
   dev       run a server to try lockswap against: lockswap dev etcd (an embedded etcd, until Ctrl-C)
@@ -108,7 +111,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	parse, ok := commands[args[0]]
 	if !ok {
-		fmt.Fprintln(stderr, redact.String(fmt.Sprintf("lockswap: unknown command %q (want compare, bench, soak, inspect, cleanup, dev or version; run \"lockswap -h\")", args[0])))
+		fmt.Fprintln(stderr, redact.String(fmt.Sprintf("lockswap: unknown command %q (want compare, bench, soak, history, inspect, cleanup, dev or version; run \"lockswap -h\")", args[0])))
 		return exitUsage
 	}
 	job, err := parse(args[1:], stdout, stderr)
@@ -153,6 +156,7 @@ var commands = map[string]parser{
 	"compare":       parseCompare,
 	"bench":         parseBench,
 	"soak":          parseSoak,
+	"history":       parseHistory,
 	soak.HogCommand: parseSoakHog, // hidden: a CPU hog that soak starts
 	"inspect":       parseInspect,
 	"cleanup":       parseCleanup,
@@ -299,6 +303,11 @@ func commandExitCodes(command string) string {
 	case "bench":
 		codes = ok + "  1    an error, or a measurement failed (named after the table)\n" + usage +
 			interrupted + "; prints what it measured so far"
+	case "history":
+		codes = "  0    every history is as its configuration declares\n" + failed + usage +
+			"  3    a history contradicts its configuration's declared guarantees\n" +
+			"  4    a history could not be decided within the checker's budget, and none contradicts\n" +
+			interrupted + "; prints the configurations checked so far"
 	case "soak":
 		codes = "  0    every configuration met the target\n" +
 			"  1    a configuration missed it, or an error\n" + usage +

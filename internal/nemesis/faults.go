@@ -1,12 +1,12 @@
-package nemesistest
+package nemesis
 
 import (
 	"bytes"
 	"context"
-	"errors"
+	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
-	"testing"
 	"time"
 
 	"github.com/lockswap/lockswap"
@@ -37,65 +37,34 @@ func PauseHolder(r *Locked, oneIn int, maxExtra time.Duration) func(context.Cont
 	}
 }
 
-// CheckHistory checks ops with package history (Porcupine, and the
-// fences' order when the register checked them) and returns the result.
-// It fails t when fewer than minSections sections ran (a busy machine and
-// the faults slow a workload, but some must run) and, with wantSafe, when
-// the history is not linearizable, could not be decided within a minute,
-// or fences went backwards: then the seed, the history (JSON lines) and
-// Porcupine's view of each failing key are written to a folder it names.
-func CheckHistory(t testing.TB, seed uint64, ops []history.Op, minSections int, wantSafe bool) history.Result {
-	t.Helper()
-	res, err := history.Check(ops, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var late, rejected int
-	for _, op := range ops {
-		if op.Late {
-			late++
-		}
-		if !op.Wrote {
-			rejected++
-		}
-	}
-	t.Logf("%d sections, %d outlived their lock, %d rejected by their fence", len(ops), late, rejected)
-	if len(ops) < minSections {
-		t.Errorf("only %d sections ran, want %d at least", len(ops), minSections)
-	}
-	if wantSafe && (!res.Linearizable || res.Unknown != nil || res.Fences != nil) {
-		dir := SaveHistory(t, ops, res)
-		t.Fatalf("seed %d: violations on %q, undecided %q, fences %q; history and views in %s", seed, res.Violations, res.Unknown, res.Fences, dir)
-	}
-	return res
-}
-
-// SaveHistory writes ops (history.jsonl) and Porcupine's view of each key
-// res found in violation (<key>.html) to a new folder that outlives the
-// test, and returns its path.
-func SaveHistory(t testing.TB, ops []history.Op, res history.Result) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "lockswap-nemesis-")
-	if err != nil {
-		dir = t.TempDir()
+// Save writes ops (history.jsonl) and Porcupine's view of each key res
+// found in violation (<key>.html) to dir, which it creates, and returns
+// the paths it wrote.
+func Save(dir string, ops []history.Op, res history.Result) ([]string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
 	}
 	var buf bytes.Buffer
 	if err := history.WriteJSONL(&buf, ops); err != nil {
-		t.Error(err)
+		return nil, err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "history.jsonl"), buf.Bytes(), 0o644); err != nil {
-		t.Error(err)
+	p := filepath.Join(dir, "history.jsonl")
+	if err := os.WriteFile(p, buf.Bytes(), 0o644); err != nil {
+		return nil, err
 	}
+	paths := []string{p}
 	for _, k := range res.Violations {
-		f, err := os.Create(filepath.Join(dir, k+".html"))
-		if err != nil {
-			t.Error(err)
-			continue
+		var v bytes.Buffer
+		if err := res.Visualize(k, &v); err != nil {
+			return paths, fmt.Errorf("the view of key %q: %w", k, err)
 		}
-		res.Visualize(k, f)
-		f.Close()
+		p := filepath.Join(dir, url.PathEscape(k)+".html")
+		if err := os.WriteFile(p, v.Bytes(), 0o644); err != nil {
+			return paths, err
+		}
+		paths = append(paths, p)
 	}
-	return dir
+	return paths, nil
 }
 
 // RedisFaults are the faults of one redis-server, named name ("master 1"),
@@ -106,21 +75,6 @@ func RedisFaults(name string, s *servers.Redis, p *servers.Proxy) []Fault {
 		{Name: "pause " + name, Inject: func() (func(), error) { return s.Resume, s.Pause() }},
 		{Name: "restart " + name + " without its data", Inject: func() (func(), error) { return nil, s.Restart() }},
 	}, ProxyFaults(name, p)...)
-}
-
-// RunWorkload runs w beside the schedule s until ctx ends, and returns
-// the history w recorded. It fails t when w stopped on an error before
-// ctx ended (a workload error, not a verdict on the lock).
-func RunWorkload(ctx context.Context, t testing.TB, s Schedule, w history.Workload) []history.Op {
-	t.Helper()
-	done := make(chan []Event)
-	go func() { done <- s.Run(ctx, t) }()
-	err := w.Run(ctx)
-	<-done
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("the workload ended with %v, want its deadline", err)
-	}
-	return w.Recorder.Ops()
 }
 
 // EtcdFaults are the faults of the etcd process e, named name, that its

@@ -1,29 +1,21 @@
-// Package nemesistest runs a random, seeded schedule of faults beside a
+// Package nemesis runs a random, seeded schedule of faults beside a
 // workload (the nemesis of a Jepsen test, issue 32): one fault at a time,
 // each held for a random time, with random gaps between, until the context
 // ends. The same seed gives the same order, faults and durations, so a
 // failing run can be replayed (the wall-clock interleaving with the
-// workload still varies). Tests build the faults from the servers they
-// started (SIGSTOP, a restart without persistence, a proxy's delay or
-// blackhole) and the workload's own (a holder that pauses past its lock).
-package nemesistest
+// workload still varies). The faults come from the servers a run started
+// (SIGSTOP, a restart without persistence, a proxy's delay or blackhole)
+// and the workload's own (a holder that pauses past its lock). `lockswap
+// history` and the tests (internal/nemesistest) run it.
+package nemesis
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"math/rand/v2"
 	"strings"
 	"sync"
-	"testing"
 	"time"
-)
-
-// Flags a test that runs a schedule reads: the seed to replay (0: a new
-// one, logged) and how long to run.
-var (
-	seedFlag = flag.Uint64("nemesis.seed", 0, "seed of the nemesis schedule to replay (0: a new one, logged)")
-	forFlag  = flag.Duration("nemesis.for", 0, "how long a nemesis test runs (0: the test's default)")
 )
 
 // Fault is one kind of fault.
@@ -47,26 +39,12 @@ type Schedule struct {
 	// MaxHold is the longest a fault lasts, MaxGap the longest pause
 	// between two; each is drawn uniformly from [0, max].
 	MaxHold, MaxGap time.Duration
-	// Seed makes the schedule; 0 takes -nemesis.seed, or a new seed.
+	// Seed makes the schedule; 0 takes a new one.
 	Seed uint64
 }
 
-// Seed returns the seed a test should use: -nemesis.seed when set, else a
-// new one from the clock. The test logs it (see Run).
-func Seed() uint64 {
-	if *seedFlag != 0 {
-		return *seedFlag
-	}
-	return uint64(time.Now().UnixNano())
-}
-
-// Duration returns -nemesis.for when set, else def.
-func Duration(def time.Duration) time.Duration {
-	if *forFlag > 0 {
-		return *forFlag
-	}
-	return def
-}
+// NewSeed returns a new seed, from the clock.
+func NewSeed() uint64 { return uint64(time.Now().UnixNano()) }
 
 // Rand returns a source drawn from seed, safe for concurrent use, for the
 // workload's own random faults (which sections pause).
@@ -86,15 +64,19 @@ func (l *Locked) IntN(n int) int {
 }
 
 // Run runs the schedule until ctx ends, one fault at a time, healing the
-// one in place when ctx ends, and returns what ran. The seed and the
-// events are logged on t, so that a failing test says how to replay it.
-func (s Schedule) Run(ctx context.Context, t testing.TB) []Event {
-	t.Helper()
+// one in place when ctx ends, and returns what ran. A Seed of 0 takes a
+// new one (NewSeed). logf, when not nil, gets the seed first and the
+// events at the end, so that a failing run says how to replay it. A fault
+// that cannot be injected ends the schedule with its error.
+func (s Schedule) Run(ctx context.Context, logf func(format string, args ...any)) ([]Event, error) {
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
 	seed := s.Seed
 	if seed == 0 {
-		seed = Seed()
+		seed = NewSeed()
 	}
-	t.Logf("nemesis: seed %d (replay with -nemesis.seed=%d)", seed, seed)
+	logf("nemesis: seed %d", seed)
 	r := rand.New(rand.NewPCG(seed, seed))
 	start := time.Now()
 	var events []Event
@@ -103,7 +85,7 @@ func (s Schedule) Run(ctx context.Context, t testing.TB) []Event {
 		for _, e := range events {
 			fmt.Fprintf(&b, "\n  %8v – %8v  %s", e.Start.Round(time.Millisecond), e.End.Round(time.Millisecond), e.Fault)
 		}
-		t.Logf("nemesis: %d faults:%s", len(events), b.String())
+		logf("nemesis: %d faults:%s", len(events), b.String())
 	}()
 	wait := func(d time.Duration) bool {
 		tm := time.NewTimer(d)
@@ -117,15 +99,14 @@ func (s Schedule) Run(ctx context.Context, t testing.TB) []Event {
 	}
 	for {
 		if !wait(time.Duration(r.Int64N(int64(s.MaxGap) + 1))) {
-			return events
+			return events, nil
 		}
 		f := s.Faults[r.IntN(len(s.Faults))]
 		hold := time.Duration(r.Int64N(int64(s.MaxHold) + 1))
 		e := Event{Fault: f.Name, Start: time.Since(start)}
 		heal, err := f.Inject()
 		if err != nil {
-			t.Errorf("nemesis: %s: %v", f.Name, err)
-			return events
+			return events, fmt.Errorf("nemesis: %s: %w", f.Name, err)
 		}
 		wait(hold)
 		if heal != nil {
@@ -134,7 +115,7 @@ func (s Schedule) Run(ctx context.Context, t testing.TB) []Event {
 		e.End = time.Since(start)
 		events = append(events, e)
 		if ctx.Err() != nil {
-			return events
+			return events, nil
 		}
 	}
 }
