@@ -175,8 +175,7 @@ func RunMatrix(t *testing.T, m Matrix) {
 			// Faults in parallel (up to go test's -parallel): each cell
 			// has servers of its own, and most of a cell is waiting.
 			t.Parallel()
-			mc := &matrixCell{ttl: m.TTL, o: m.Overruns, full: full, lockers: new(lockers)}
-			t.Cleanup(mc.lockers.wait)
+			mc := &matrixCell{ttl: m.TTL, o: m.Overruns, full: full}
 			// The rows of a fault side by side too, whatever -parallel
 			// says (t.Run from goroutines of their own): a cell spends
 			// most of its time waiting for its bound, and its bound is
@@ -207,29 +206,10 @@ func RunMatrix(t *testing.T, m Matrix) {
 
 // matrixCell is what every cell of one fault shares.
 type matrixCell struct {
-	ttl     time.Duration
-	o       *Overruns
-	full    bool
-	lockers *lockers
+	ttl  time.Duration
+	o    *Overruns
+	full bool
 }
-
-// lockers closes the Lockers of one fault's cells: each at the end of its
-// cell, before the cell's servers stop (so that no Locker outlives its
-// servers, whose ports another cell may get), but without waiting for it:
-// Close lets a Locker's background cleanup (the undo of an acquire
-// abandoned under the fault) run for up to background.CloseWait, half a
-// second, and the cells' Closes overlap instead of adding up. wait, at the
-// end of the fault, waits for them all. The Close rows close their Locker
-// themselves, within their bound.
-type lockers struct{ wg sync.WaitGroup }
-
-// closeAtEnd closes lk when t's cell ends, before the cleanups registered
-// before it (the cell's servers).
-func (ls *lockers) closeAtEnd(t *testing.T, lk lockswap.Locker) {
-	t.Cleanup(func() { ls.wg.Go(func() { lk.Close() }) })
-}
-
-func (ls *lockers) wait() { ls.wg.Wait() }
 
 // matrixCall is a row of the matrix: one public call.
 type matrixCall struct {
@@ -295,11 +275,11 @@ func (mc *matrixCell) within(t *testing.T, what string, bound time.Duration, cal
 	}
 }
 
-// newLocker makes the fault's Locker, closed when the cell ends
-// (mc.lockers). start is nil when the fault is on from the start.
+// newLocker makes the fault's Locker, closed when the cell ends, before
+// its servers stop. start is nil when the fault is on from the start.
 func (mc *matrixCell) newLocker(t *testing.T, f Fault) (lockswap.Locker, func()) {
 	lk, start := f.NewLocker(t)
-	mc.lockers.closeAtEnd(t, lk)
+	t.Cleanup(func() { lk.Close() })
 	return lk, start
 }
 
@@ -369,7 +349,7 @@ func (mc *matrixCell) open(t *testing.T, f Fault, k ctxKind) {
 	)
 	mc.within(t, "Open", mc.bound(k, b, lockswap.RequestTimeout), func() { lk, err = f.Open(t, ctx) })
 	if lk != nil {
-		mc.lockers.closeAtEnd(t, lk)
+		t.Cleanup(func() { lk.Close() })
 	}
 	if err != nil {
 		if matched, names := classOf(err); len(matched) != 1 {
