@@ -11,7 +11,6 @@ import (
 
 	"github.com/lockswap/lockswap"
 	"github.com/lockswap/lockswap/history"
-	"github.com/lockswap/lockswap/internal/servers"
 )
 
 // PauseHolder returns a history.Workload Between hook that, in one
@@ -67,10 +66,31 @@ func Save(dir string, ops []history.Op, res history.Result) ([]string, error) {
 	return paths, nil
 }
 
+// Pausable is a server process the nemesis pauses (SIGSTOP) and resumes
+// (internal/servers' Redis and EtcdProcess).
+type Pausable interface {
+	Pause() error
+	Resume()
+}
+
+// Restartable is a Pausable that can also restart without its data
+// (internal/servers' Redis).
+type Restartable interface {
+	Pausable
+	Restart() error
+}
+
+// Proxy is what the nemesis does to a proxy in front of a server
+// (internal/servers' Proxy): delay its replies, or hold every byte.
+type Proxy interface {
+	SetDelay(time.Duration)
+	Blackhole(bool)
+}
+
 // RedisFaults are the faults of one redis-server, named name ("master 1"),
 // that its clients reach through proxy p: paused (SIGSTOP), restarted
 // without its data, slowed by 20 ms a reply, cut off.
-func RedisFaults(name string, s *servers.Redis, p *servers.Proxy) []Fault {
+func RedisFaults(name string, s Restartable, p Proxy) []Fault {
 	return append([]Fault{
 		{Name: "pause " + name, Inject: func() (func(), error) { return s.Resume, s.Pause() }},
 		{Name: "restart " + name + " without its data", Inject: func() (func(), error) { return nil, s.Restart() }},
@@ -81,7 +101,7 @@ func RedisFaults(name string, s *servers.Redis, p *servers.Proxy) []Fault {
 // clients reach through proxy p: paused (SIGSTOP: its lease timers stop
 // with it, and may expire holders' leases when it continues), slowed by
 // 20 ms a reply, cut off.
-func EtcdFaults(name string, e *servers.EtcdProcess, p *servers.Proxy) []Fault {
+func EtcdFaults(name string, e Pausable, p Proxy) []Fault {
 	return append([]Fault{
 		{Name: "pause " + name, Inject: func() (func(), error) { return e.Resume, e.Pause() }},
 	}, ProxyFaults(name, p)...)
@@ -89,7 +109,7 @@ func EtcdFaults(name string, e *servers.EtcdProcess, p *servers.Proxy) []Fault {
 
 // ProxyFaults are the faults of a server named name that stay on the
 // clients' side of proxy p: its replies slowed by 20 ms, or cut off.
-func ProxyFaults(name string, p *servers.Proxy) []Fault {
+func ProxyFaults(name string, p Proxy) []Fault {
 	return []Fault{
 		{Name: "delay " + name + " by 20 ms", Inject: func() (func(), error) {
 			p.SetDelay(20 * time.Millisecond)
