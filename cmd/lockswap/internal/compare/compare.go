@@ -12,6 +12,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/cmd/lockswap/internal/userservers"
 	"github.com/lockswap/lockswap/internal/lockstate"
 	"github.com/lockswap/lockswap/internal/servers"
 	"github.com/lockswap/lockswap/redlock"
@@ -93,8 +94,8 @@ func DefaultBudget(iterations int) time.Duration {
 // env is what a run has: real redis-server processes, or only miniredis.
 type env struct {
 	real          bool
-	redisAddrs    []string  // the user's servers, when given
-	redisAuth     redisAuth // how to log in to them
+	redisAddrs    []string         // the user's servers, when given
+	redisAuth     userservers.Auth // how to log in to them
 	etcdEndpoints []string
 	prefix        string       // key prefix on the user's servers
 	log           slog.Handler // the library's records a person must see
@@ -191,7 +192,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &env{redisAddrs: o.RedisAddrs, redisAuth: redisAuth{o.RedisUsername, o.RedisPassword, o.RedisPasswordFrom}, etcdEndpoints: o.EtcdEndpoints, prefix: "lockswap-compare-" + lockstate.NewToken()[:8] + ":"}
+	e := &env{redisAddrs: o.RedisAddrs, redisAuth: userservers.Auth{User: o.RedisUsername, Password: o.RedisPassword, From: o.RedisPasswordFrom}, etcdEndpoints: o.EtcdEndpoints, prefix: "lockswap-compare-" + lockstate.NewToken()[:8] + ":"}
 	_, hasRedis := servers.RedisServerPath()
 	e.real = hasRedis && !o.Miniredis
 	if o.Log != nil {

@@ -75,7 +75,7 @@ func startNode(e *env, f *fixture) (*node, error) {
 // newGoRedis returns a client of addr that f closes, logged in as
 // f.auth (the user's servers; none for the servers compare starts).
 func newGoRedis(f *fixture, addr string) redisclient.Client {
-	c := redis.NewClient(&redis.Options{Addr: addr, Username: f.auth.user, Password: f.auth.password,
+	c := redis.NewClient(&redis.Options{Addr: addr, Username: f.auth.User, Password: f.auth.Password,
 		ContextTimeoutEnabled: true, MaxRetries: -1,
 		DialTimeout: 250 * time.Millisecond, ReadTimeout: time.Second, WriteTimeout: time.Second})
 	f.onClose(func() { c.Close() })

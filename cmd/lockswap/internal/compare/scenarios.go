@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/cmd/lockswap/internal/userservers"
 	"github.com/lockswap/lockswap/fenced"
 	"github.com/lockswap/lockswap/internal/acquire"
 	"github.com/lockswap/lockswap/redlock"
@@ -48,7 +49,7 @@ type fixture struct {
 	// logger, when set, is given to the Lockers the fixture makes.
 	logger *slog.Logger
 	// auth logs the fixture's Redis clients in to the user's servers.
-	auth redisAuth
+	auth userservers.Auth
 	// origin maps an address by which only some clients reach a master
 	// to the master's (see sameMaster).
 	origin map[string]string

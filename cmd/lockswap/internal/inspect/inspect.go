@@ -20,6 +20,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/lockswap/lockswap/cmd/lockswap/internal/userservers"
 	"github.com/lockswap/lockswap/legacysetnx"
 	"github.com/lockswap/lockswap/redisclient"
 )
@@ -134,7 +135,7 @@ func Scan(ctx context.Context, c redisclient.Client, q Query) (l Listing, err er
 	}
 	seen := map[string]bool{}
 	cursor := "0"
-	pattern := escapeGlob(q.Prefix) + "*"
+	pattern := userservers.GlobEscape(q.Prefix) + "*"
 	for calls := 1; ; calls++ {
 		v, err := c.Do(ctx, "SCAN", cursor, "MATCH", pattern, "COUNT", 500)
 		if err != nil {
@@ -175,11 +176,6 @@ func Scan(ctx context.Context, c redisclient.Client, q Query) (l Listing, err er
 			return l, nil
 		}
 	}
-}
-
-func escapeGlob(s string) string {
-	r := strings.NewReplacer(`\`, `\\`, `*`, `\*`, `?`, `\?`, `[`, `\[`, `]`, `\]`)
-	return r.Replace(s)
 }
 
 // readKey returns KEYS[1]'s type, its value when it is a string ("" for

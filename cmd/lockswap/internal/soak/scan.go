@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/lockswap/lockswap/cmd/lockswap/internal/userservers"
 	"github.com/lockswap/lockswap/redlock"
 	"github.com/lockswap/lockswap/singleredis"
 )
@@ -53,24 +54,12 @@ func (l *Leftovers) add(o Leftovers) {
 	}
 }
 
-// globEscape escapes the characters special in a Redis MATCH pattern.
-func globEscape(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		if strings.ContainsRune(`*?[]\`, r) {
-			b.WriteByte('\\')
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
-
 // scanRedis finds the keys of prefix on the server of c: the lock keys
 // (prefix...), the keys kept in a lock key's hash slot ({prefix...}suffix),
 // and Redlock's epoch.
 func scanRedis(ctx context.Context, c *redis.Client, prefix string) (Leftovers, error) {
 	var l Leftovers
-	err := scanMatch(ctx, c, globEscape(prefix)+"*", func(key string) error {
+	err := scanMatch(ctx, c, userservers.GlobEscape(prefix)+"*", func(key string) error {
 		l.LockKeys++
 		ttl, err := c.PTTL(ctx, key).Result()
 		if err != nil {
@@ -89,7 +78,7 @@ func scanRedis(ctx context.Context, c *redis.Client, prefix string) (Leftovers, 
 	if err != nil {
 		return l, err
 	}
-	err = scanMatch(ctx, c, "{"+globEscape(prefix)+"*", func(key string) error {
+	err = scanMatch(ctx, c, "{"+userservers.GlobEscape(prefix)+"*", func(key string) error {
 		switch {
 		case strings.HasSuffix(key, "}"+singleredis.FenceSuffix), strings.HasSuffix(key, "}"+redlock.FenceSuffix):
 			l.FenceCounters++
