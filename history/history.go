@@ -52,8 +52,8 @@ type Op struct {
 	// recording began: the increment happened at some moment between.
 	Call   int64 `json:"call_ns"`
 	Return int64 `json:"return_ns"`
-	// Late reports that the lock's Done channel was closed when the write
-	// returned: the holder outlived its lock (a pause past the TTL, a lock
+	// Late reports that the lock had ended (its Done channel was, or would
+	// have been, closed) when the write returned: the holder outlived its lock (a pause past the TTL, a lock
 	// found lost), so a violation involving this section is the client's
 	// lateness, not the lock giving the key to two holders.
 	Late bool `json:"late,omitempty"`
@@ -64,8 +64,15 @@ type Op struct {
 type Recorder struct {
 	start time.Time
 	mu    sync.Mutex
-	ops   []Op
+	// chunks hold the Ops in order, recordChunk each but the last, so
+	// that Add never copies the Ops recorded before (a growing slice
+	// would: most of what recording cost a section).
+	chunks [][]Op
+	n      int
 }
+
+// recordChunk is how many Ops a chunk of a Recorder holds.
+const recordChunk = 1024
 
 // NewRecorder returns a Recorder whose clock starts now.
 func NewRecorder() *Recorder { return &Recorder{start: time.Now()} }
@@ -74,18 +81,33 @@ func NewRecorder() *Recorder { return &Recorder{start: time.Now()} }
 // monotonic clock (a jump of the wall clock does not move it).
 func (r *Recorder) Now() int64 { return time.Since(r.start).Nanoseconds() }
 
+// At is the time of a reading of Now, with a monotonic reading: it
+// compares with time.Now's without reading the clock.
+func (r *Recorder) At(ns int64) time.Time { return r.start.Add(time.Duration(ns)) }
+
 // Add records op.
 func (r *Recorder) Add(op Op) {
 	r.mu.Lock()
-	r.ops = append(r.ops, op)
+	last := len(r.chunks) - 1
+	if last < 0 || len(r.chunks[last]) == recordChunk {
+		r.chunks = append(r.chunks, make([]Op, 0, recordChunk))
+		last++
+	}
+	r.chunks[last] = append(r.chunks[last], op)
+	r.n++
 	r.mu.Unlock()
 }
 
-// Ops returns a copy of the Ops recorded so far.
+// Ops returns a copy of the Ops recorded so far, in the order they were
+// added.
 func (r *Recorder) Ops() []Op {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]Op(nil), r.ops...)
+	out := make([]Op, 0, r.n)
+	for _, c := range r.chunks {
+		out = append(out, c...)
+	}
+	return out
 }
 
 // WriteJSONL writes ops to w, one JSON object per line.

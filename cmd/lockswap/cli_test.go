@@ -131,6 +131,9 @@ func TestCLIUsageErrors(t *testing.T) {
 		{[]string{"inspect", "--redis", "rediss://127.0.0.1"}, "rediss"},
 		{[]string{"inspect", "--redis", "redis://:pw@127.0.0.1", "--password", "pw"}, "give one"},
 		{[]string{"compare", "--password", "pw"}, "--password"},
+		{[]string{"history", "--password", "pw"}, "--password"},
+		{[]string{"history", "--etcd", "u:pw@h:2379"}, "user information"},
+		{[]string{"history", "--redis", "h:1,h:2", "--configs", "redlock*"}, "matches no configuration"},
 		{[]string{"compare", "--redis", "redis://:a@127.0.0.1:1,redis://:b@127.0.0.1:2,redis://:a@127.0.0.1:3"}, "other credentials"},
 		{[]string{"compare", "--redis", "redis://127.0.0.1:1/2"}, "database"},
 		{[]string{"version", "--bogus"}, "-bogus"},
@@ -234,9 +237,9 @@ func TestCLIError(t *testing.T) {
 	}
 }
 
-// TestCLIUnreachable: a --redis server that does not answer makes the
-// comparison inconclusive (exit 4) within 5 s, with one line naming the
-// server, and nothing measured.
+// TestCLIUnreachable: a --redis server or --etcd endpoint that does not
+// answer makes compare and history inconclusive (exit 4) within 5 s, with
+// one line naming the server, and nothing measured.
 func TestCLIUnreachable(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -244,15 +247,21 @@ func TestCLIUnreachable(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close() // a free port: connections are refused
-	start := time.Now()
-	code, out, errOut := runBinary(t, time.Minute, "compare", "--redis", addr, "--backends", "singleredis")
-	took := time.Since(start)
-	if code != exitInconclusive || out != "" || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, addr) {
-		t.Errorf("exit %d, stdout %q, stderr %q; want 4, nothing on stdout and one line naming %s", code, out, errOut, addr)
-	}
-	// The promise to the user (a deadline, not a timing measurement).
-	if took > 5*time.Second {
-		t.Errorf("took %v to report an unreachable server, want under 5s", took)
+	for _, args := range [][]string{
+		{"compare", "--redis", addr, "--backends", "singleredis"},
+		{"history", "--redis", addr, "--for", "1s"},
+		{"history", "--etcd", addr, "--for", "1s"},
+	} {
+		start := time.Now()
+		code, out, errOut := runBinary(t, time.Minute, args...)
+		took := time.Since(start)
+		if code != exitInconclusive || out != "" || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, addr) {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want 4, nothing on stdout and one line naming %s", args, code, out, errOut, addr)
+		}
+		// The promise to the user (a deadline, not a timing measurement).
+		if took > 5*time.Second {
+			t.Errorf("%v: took %v to report an unreachable server, want under 5s", args, took)
+		}
 	}
 }
 

@@ -38,6 +38,8 @@ var cliSeeds = map[string][][]string{
 		{"--configs", "singleredis*,redlock3+fence", "--for", "1s", "--seed", "42", "--list"},
 		{"--configs", "[", "--clients", "1"},
 		{"--for", "0", "--out", "/tmp/x", "--progress"},
+		{"--redis", "redis://:hunter2222@127.0.0.1:6379,127.0.0.1:6380,h", "--etcd", "127.0.0.1:2379", "--list"},
+		{"--password", "hunter2222", "--etcd", "u:hunter2222@h"},
 	},
 	"inspect": {
 		{"--redis", "127.0.0.1:6379", "--prefix", "lock.", "--limit", "10", "--password", "hunter2222"},

@@ -6,9 +6,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
+	"github.com/lockswap/lockswap"
 	"github.com/lockswap/lockswap/cmd/lockswap/internal/historyrun"
+	"github.com/lockswap/lockswap/cmd/lockswap/internal/userservers"
 )
 
 func parseHistory(args []string, stdout, stderr io.Writer) (job, error) {
@@ -20,6 +23,9 @@ func parseHistory(args []string, stdout, stderr io.Writer) (job, error) {
 	out := fs.String("out", "", "folder for the histories and Porcupine's views of a violation (default: the system's temporary folder)")
 	list := fs.Bool("list", false, "list the configurations and exit")
 	showProgress := fs.Bool("progress", false, "print progress and the faults on stderr even when it is not a terminal")
+	redisAddrs := fs.String("redis", "", "your own Redis servers host:port[,host:port...] (or redis://[user:password@]host:port\nURLs) instead of started ones: only the faults on the clients' side are drawn")
+	password := fs.String("password", "", "the password of your --redis servers (a flag shows in ps: prefer REDISCLI_AUTH or\nREDIS_PASSWORD; the flag or the URLs' wins over them, then REDISCLI_AUTH over REDIS_PASSWORD)")
+	etcdEndpoints := fs.String("etcd", "", "your own etcd endpoints host:port[,...] instead of a started one: only the faults on the\nclients' side are drawn")
 	fs.Usage = commandUsage(fs, "[flags]",
 		`Runs each backend configuration on servers it starts (redis-server processes; the
 etcd program on PATH, else an embedded etcd), every server behind a proxy. Several
@@ -32,7 +38,11 @@ refuses a fence below the highest it saw) the history must be linearizable with
 fences rising; without, a lost update is the declared weakness of a lease when
 the schedule drew what causes it. A violation writes the history (JSON lines,
 docs/history.md) and Porcupine's view of each failing key (HTML), with the seed
-that replays the schedule.`)
+that replays the schedule.
+
+With --redis or --etcd it runs on your servers instead, each behind a proxy it starts,
+with only the faults that stay on the clients' side: the proxy's delay and cut, holder
+pauses, legacysetnx's clock jumps. Keys go under a random prefix, deleted at the end.`)
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return nil, err
 	}
@@ -42,7 +52,35 @@ that replays the schedule.`)
 	case *clients < 2:
 		return nil, usageError("history: --clients %d: want at least 2", *clients)
 	}
-	cs, err := historyrun.Select(historyrun.Configs(), splitList(*configs))
+	var (
+		user userservers.Servers
+		on   strings.Builder // the flags that name them, for a replay
+	)
+	if rs := splitList(*redisAddrs); len(rs) > 0 {
+		t, err := parseRedisFlag("history", rs, *password, false)
+		if err != nil {
+			return nil, err
+		}
+		user.Redis, user.Auth = t.addrs, userservers.Auth{User: t.user, Password: t.password, From: t.from}
+		fmt.Fprintf(&on, " --redis %s", strings.Join(t.addrs, ","))
+	} else if *password != "" {
+		return nil, usageError("history: --password is for your --redis servers, and none is given")
+	}
+	user.Etcd = splitList(*etcdEndpoints)
+	if err := plainAddrs("history", "etcd", user.Etcd, true); err != nil {
+		return nil, err
+	}
+	all := historyrun.Configs()
+	if len(user.Etcd) > 0 {
+		fmt.Fprintf(&on, " --etcd %s", strings.Join(user.Etcd, ","))
+	}
+	if on.Len() > 0 {
+		all = historyrun.ConfigsOn(user)
+		if len(all) == 0 {
+			return nil, usageError("history: no configuration runs on the servers given")
+		}
+	}
+	cs, err := historyrun.Select(all, splitList(*configs))
 	if err != nil {
 		return nil, usageError("history: --configs: %v", err)
 	}
@@ -54,11 +92,17 @@ that replays the schedule.`)
 			return nil
 		}, nil
 	}
-	o := historyrun.Options{Configs: cs, Duration: *duration, Clients: *clients, Seed: *seed, Out: *out}
+	o := historyrun.Options{Configs: cs, Duration: *duration, Clients: *clients, Seed: *seed, Out: *out, On: on.String()}
 	if *showProgress || isTerminal(stderr) {
 		o.Progress = stderr
 	}
 	return func(ctx context.Context) error {
+		if err := user.Check(ctx, "history"); err != nil {
+			if errors.Is(err, lockswap.ErrUnavailable) {
+				return exitCode{exitInconclusive, err.Error()}
+			}
+			return err
+		}
 		start := time.Now()
 		rs, err := historyrun.Run(ctx, o)
 		if werr := historyrun.Write(stdout, rs); werr != nil && err == nil {

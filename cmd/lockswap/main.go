@@ -4,7 +4,7 @@
 //	lockswap compare [--columns spec,...] [--scenarios x,y] [--format table|markdown|json] [--iterations N] [--budget D] [--miniredis] [--redis h:p,...] [--etcd h:p,...]
 //	lockswap bench   [--backends a,b] [--duration 1s]
 //	lockswap soak    [--configs pattern,...] [--duration 60s] [--load idle|hogs|both]
-//	lockswap history [--configs pattern,...] [--for 30s] [--seed N] [--out DIR]
+//	lockswap history [--configs pattern,...] [--for 30s] [--seed N] [--out DIR] [--redis h:p,...] [--etcd h:p]
 //	lockswap inspect --redis host[:6379] [--prefix lock.]
 //	lockswap cleanup --redis host[:6379] --prefix lock. --older-than 24h [--apply]
 //	lockswap dev etcd [--listen 127.0.0.1:2379] [--data-dir DIR]
@@ -306,7 +306,8 @@ func commandExitCodes(command string) string {
 	case "history":
 		codes = "  0    every history is as its configuration declares\n" + failed + usage +
 			"  3    a history contradicts its configuration's declared guarantees\n" +
-			"  4    a history could not be decided within the checker's budget, and none contradicts\n" +
+			"  4    a history could not be decided within the checker's budget, and none contradicts;\n" +
+			"       or your --redis/--etcd servers do not answer (nothing was run)\n" +
 			interrupted + "; prints the configurations checked so far"
 	case "soak":
 		codes = "  0    every configuration met the target\n" +

@@ -136,6 +136,16 @@ func (s *State) Ended() bool {
 	return s.endedLocked()
 }
 
+// EndedAt reports whether the lock had ended at now (a time with a
+// monotonic reading, as time.Now's): End was called, or the deadline had
+// passed. It saves a caller that already read the clock a second read
+// (history.Section).
+func (s *State) EndedAt(now time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ended || !now.Before(s.deadline)
+}
+
 func (s *State) endedLocked() bool {
 	return s.ended || !time.Now().Before(s.deadline)
 }

@@ -121,3 +121,20 @@ func ProxyFaults(name string, p Proxy) []Fault {
 		}},
 	}
 }
+
+// CutMajority is the fault that cuts off a majority of the servers behind
+// ps at once (Redlock's masters, named from 0 as RedisFaults's): the first
+// len(ps)/2+1, through their proxies.
+func CutMajority(ps []Proxy) Fault {
+	m := len(ps)/2 + 1
+	return Fault{Name: fmt.Sprintf("cut masters 0-%d off (a majority of %d)", m-1, len(ps)), Inject: func() (func(), error) {
+		for _, p := range ps[:m] {
+			p.Blackhole(true)
+		}
+		return func() {
+			for _, p := range ps[:m] {
+				p.Blackhole(false)
+			}
+		}, nil
+	}}
+}

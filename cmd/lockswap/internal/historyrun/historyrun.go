@@ -28,7 +28,6 @@ import (
 	"time"
 
 	"github.com/lockswap/lockswap"
-	"github.com/lockswap/lockswap/backend"
 	"github.com/lockswap/lockswap/history"
 	"github.com/lockswap/lockswap/internal/nemesis"
 )
@@ -60,6 +59,10 @@ type Options struct {
 	// Out is the folder failing histories go to; "" is the system's
 	// temporary folder.
 	Out string
+	// On is the flags that name the user's servers (" --redis host:port"),
+	// without a password, for the command that replays a schedule; "" on
+	// servers the run starts.
+	On string
 	// Progress, when set, receives a line per configuration and the
 	// nemesis's log.
 	Progress io.Writer
@@ -93,8 +96,12 @@ type Result struct {
 	Verdict  Verdict
 	// Why explains the verdict in one sentence.
 	Why string
+	// CheckTime is how long Porcupine took.
+	CheckTime time.Duration
 	// Files are what was written for a violation or an undecided key.
 	Files []string
+	on    string // Options.On
+
 }
 
 // Run runs each configuration of o in turn and returns their results;
@@ -125,7 +132,7 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 }
 
 // runOne runs configuration c with the schedule of seed.
-func runOne(ctx context.Context, o Options, c Config, seed uint64) (Result, error) {
+func runOne(ctx context.Context, o Options, c Config, seed uint64) (r Result, err error) {
 	logf := func(format string, args ...any) {
 		if o.Progress != nil {
 			fmt.Fprintf(o.Progress, c.Name+": "+format+"\n", args...)
@@ -137,10 +144,18 @@ func runOne(ctx context.Context, o Options, c Config, seed uint64) (Result, erro
 		return Result{}, err
 	}
 	defer env.stop()
+	if env.keysLeft != nil {
+		// Deferred before the Lockers' Close, so it runs after them.
+		defer func() {
+			if kerr := env.keysLeft(); kerr != nil && err == nil {
+				err = fmt.Errorf("the run's keys are left on your servers: %w", kerr)
+			}
+		}()
+	}
 	lks := make([]lockswap.Locker, o.Clients)
 	for i := range lks {
 		octx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		lks[i], err = backend.OpenURL(octx, env.url)
+		lks[i], err = env.openClient(octx, i)
 		cancel()
 		if err != nil {
 			return Result{}, fmt.Errorf("open client %d: %w", i, err)
@@ -180,11 +195,12 @@ func runOne(ctx context.Context, o Options, c Config, seed uint64) (Result, erro
 	}
 	ops := w.Recorder.Ops()
 	logf("checking %d sections", len(ops))
+	checkStart := time.Now()
 	res, err := history.Check(ops, CheckBudget)
 	if err != nil {
 		return Result{}, err
 	}
-	r := Result{Config: c.Name, Seed: seed, Sections: len(ops), Faults: sr.events, Check: res}
+	r = Result{Config: c.Name, Seed: seed, Sections: len(ops), Faults: sr.events, Check: res, CheckTime: time.Since(checkStart), on: o.On}
 	for _, op := range ops {
 		if op.Late {
 			r.Late++
@@ -193,7 +209,7 @@ func runOne(ctx context.Context, o Options, c Config, seed uint64) (Result, erro
 			r.Rejected++
 		}
 	}
-	r.Verdict, r.Why = judge(g, fenced, res, r.Late > 0, drewRestart(sr.events))
+	r.Verdict, r.Why = judge(g, fenced, res, r.Late > 0, sr.events)
 	if r.Verdict != Holds || len(res.Fences) > 0 {
 		dir := o.Out
 		if dir == "" {
@@ -207,10 +223,11 @@ func runOne(ctx context.Context, o Options, c Config, seed uint64) (Result, erro
 	return r, nil
 }
 
-// drewRestart reports whether events has a restart without data.
-func drewRestart(events []nemesis.Event) bool {
+// drew reports whether events has a fault whose name starts with prefix
+// ("restart ", "jump ").
+func drew(events []nemesis.Event, prefix string) bool {
 	for _, e := range events {
-		if strings.HasPrefix(e.Fault, "restart ") {
+		if strings.HasPrefix(e.Fault, prefix) {
 			return true
 		}
 	}
@@ -220,9 +237,10 @@ func drewRestart(events []nemesis.Event) bool {
 // judge sets a checked history against the Guarantees g: with a fenced
 // register every violation contradicts Fencing; without, a lost update is
 // declared when a holder outlived its lock (late) and the backend does not
-// survive a holder pause, or a restart without data ran and it does not
-// survive one.
-func judge(g lockswap.Guarantees, fenced bool, res history.Result, late, restarted bool) (Verdict, string) {
+// survive a holder pause, when a restart without data or a failover ran
+// and it does not survive one, or when a client's clock jumped and it
+// needs synchronized clocks.
+func judge(g lockswap.Guarantees, fenced bool, res history.Result, late bool, events []nemesis.Event) (Verdict, string) {
 	switch {
 	case fenced && (len(res.Violations) > 0 || len(res.Fences) > 0):
 		return Contradicted, fmt.Sprintf("Fencing is declared, but the fenced register's history has violations on %q and fence errors %q", res.Violations, res.Fences)
@@ -231,8 +249,14 @@ func judge(g lockswap.Guarantees, fenced bool, res history.Result, late, restart
 		if late && !g.SurvivesHolderPause {
 			why = append(why, "a holder outlived its lock (SurvivesHolderPause is false)")
 		}
-		if restarted && !g.SurvivesRestart {
+		if drew(events, "restart ") && !g.SurvivesRestart {
 			why = append(why, "a server restarted without its data (SurvivesRestart is false)")
+		}
+		if drew(events, "fail ") && !g.SurvivesFailover {
+			why = append(why, "a server failed over to a replica without its recent writes (SurvivesFailover is false)")
+		}
+		if drew(events, "jump ") && g.Clock == lockswap.ClockSynchronized {
+			why = append(why, "a client's clock jumped (Clock is ClockSynchronized)")
 		}
 		if len(why) == 0 {
 			return Contradicted, fmt.Sprintf("lost updates on %q, and the schedule drew nothing the Guarantees say breaks exclusion", res.Violations)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/lockswap/lockswap"
 	"github.com/lockswap/lockswap/history"
+	"github.com/lockswap/lockswap/internal/nemesis"
 	"github.com/lockswap/lockswap/internal/testserver"
 )
 
@@ -19,29 +20,36 @@ import (
 // when the schedule drew what the Guarantees say breaks exclusion, and a
 // contradiction otherwise; an undecided key is inconclusive, never a pass.
 func TestJudge(t *testing.T) {
-	lease := lockswap.Guarantees{Fencing: true}
-	survivor := lockswap.Guarantees{Fencing: true, SurvivesHolderPause: true, SurvivesRestart: true}
+	lease := lockswap.Guarantees{Fencing: true, Clock: lockswap.ClockBoundedDrift}
+	legacy := lockswap.Guarantees{Clock: lockswap.ClockSynchronized}
+	survivor := lockswap.Guarantees{Fencing: true, SurvivesHolderPause: true, SurvivesRestart: true, SurvivesFailover: true}
 	lost := history.Result{Violations: []string{"a"}}
 	ok := history.Result{Linearizable: true}
+	restart := []nemesis.Event{{Fault: "delay the server by 20 ms"}, {Fault: "restart the server without its data"}}
+	jump := []nemesis.Event{{Fault: "jump client 1's clock ahead by 2s"}}
 	for _, c := range []struct {
-		name            string
-		g               lockswap.Guarantees
-		fenced          bool
-		res             history.Result
-		late, restarted bool
-		want            Verdict
+		name   string
+		g      lockswap.Guarantees
+		fenced bool
+		res    history.Result
+		late   bool
+		drew   []nemesis.Event
+		want   Verdict
 	}{
-		{"fenced, linearizable", lease, true, ok, true, true, Holds},
-		{"fenced, lost update", lease, true, lost, true, true, Contradicted},
-		{"fenced, fences out of order", lease, true, history.Result{Linearizable: true, Fences: []string{"x"}}, false, false, Contradicted},
-		{"plain, lost update after a late holder", lease, false, lost, true, false, WeaknessShown},
-		{"plain, lost update after a restart", lease, false, lost, false, true, WeaknessShown},
-		{"plain, lost update and nothing that explains it", lease, false, lost, false, false, Contradicted},
-		{"plain, lost update a backend says it survives", survivor, false, lost, true, true, Contradicted},
-		{"plain, linearizable", lease, false, ok, true, true, Holds},
-		{"undecided", lease, true, history.Result{Unknown: []string{"a"}}, false, false, Inconclusive},
+		{"fenced, linearizable", lease, true, ok, true, restart, Holds},
+		{"fenced, lost update", lease, true, lost, true, restart, Contradicted},
+		{"fenced, fences out of order", lease, true, history.Result{Linearizable: true, Fences: []string{"x"}}, false, nil, Contradicted},
+		{"plain, lost update after a late holder", lease, false, lost, true, nil, WeaknessShown},
+		{"plain, lost update after a restart", lease, false, lost, false, restart, WeaknessShown},
+		{"plain, lost update after a failover", lease, false, lost, false, []nemesis.Event{{Fault: "fail master 1 over to a replica without its recent writes"}}, WeaknessShown},
+		{"plain, lost update after a clock jump, clocks must agree", legacy, false, lost, false, jump, WeaknessShown},
+		{"plain, lost update after a clock jump, drift bounded", lease, false, lost, false, jump, Contradicted},
+		{"plain, lost update and nothing that explains it", lease, false, lost, false, restart[:1], Contradicted},
+		{"plain, lost update a backend says it survives", survivor, false, lost, true, restart, Contradicted},
+		{"plain, linearizable", lease, false, ok, true, restart, Holds},
+		{"undecided", lease, true, history.Result{Unknown: []string{"a"}}, false, nil, Inconclusive},
 	} {
-		if got, why := judge(c.g, c.fenced, c.res, c.late, c.restarted); got != c.want || why == "" {
+		if got, why := judge(c.g, c.fenced, c.res, c.late, c.drew); got != c.want || why == "" {
 			t.Errorf("%s: %s (%q), want %s", c.name, got, why, c.want)
 		}
 	}
@@ -130,7 +138,7 @@ func TestSelect(t *testing.T) {
 	for _, c := range cs {
 		names = append(names, c.Name)
 	}
-	if got := strings.Join(names, ","); got != "singleredis+fence,redlock3+fence,etcdlease+fence,singleredis" {
+	if got := strings.Join(names, ","); got != "singleredis+fence,redlock3+fence,redlock5+fence,etcdlease+fence,singleredis" {
 		t.Errorf("selected %s", got)
 	}
 	for _, bad := range []string{"nope", "["} {

@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
 )
 
 // Write writes the results as a table, then, per configuration whose
@@ -12,9 +13,9 @@ import (
 // files.
 func Write(w io.Writer, rs []Result) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "configuration\tseed\tsections\toutlived lock\trejected by fence\tfaults\tverdict")
+	fmt.Fprintln(tw, "configuration\tseed\tsections\toutlived lock\trejected by fence\tfaults\tchecked in\tverdict")
 	for _, r := range rs {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\n", r.Config, r.Seed, r.Sections, r.Late, r.Rejected, len(r.Faults), r.Verdict)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%v\t%s\n", r.Config, r.Seed, r.Sections, r.Late, r.Rejected, len(r.Faults), checkedIn(r.CheckTime), r.Verdict)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -43,7 +44,7 @@ func Write(w io.Writer, rs []Result) error {
 			fmt.Fprintf(w, "  wrote %s\n", f)
 		}
 		if len(r.Files) > 0 {
-			fmt.Fprintf(w, "  replay the schedule: lockswap history --configs %s --seed %d\n", r.Config, r.Seed)
+			fmt.Fprintf(w, "  replay the schedule: lockswap history%s --configs %s --seed %d\n", r.on, r.Config, r.Seed)
 		}
 	}
 	return nil
@@ -62,4 +63,15 @@ func ExitCode(rs []Result) int {
 		}
 	}
 	return code
+}
+
+// checkedIn rounds d for the table to about three digits.
+func checkedIn(d time.Duration) time.Duration {
+	switch {
+	case d < time.Millisecond:
+		return d.Round(time.Microsecond)
+	case d < time.Second:
+		return d.Round(time.Millisecond)
+	}
+	return d.Round(100 * time.Millisecond)
 }
