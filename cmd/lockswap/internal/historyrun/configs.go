@@ -212,7 +212,8 @@ func redlockStarted(n int) func() (*env, error) {
 		e := &env{}
 		var (
 			via     []string
-			proxies []nemesis.Proxy
+			srvs    []*servers.Redis
+			proxies []*servers.Proxy
 			names   []string
 		)
 		for i := range n {
@@ -221,13 +222,13 @@ func redlockStarted(n int) func() (*env, error) {
 				e.stop()
 				return nil, err
 			}
-			via, proxies = append(via, p.Addr()), append(proxies, p)
+			via, srvs, proxies = append(via, p.Addr()), append(srvs, srv), append(proxies, p)
 			names = append(names, string(rune('a'+i)))
 			name := fmt.Sprintf("master %d", i)
 			e.faults = append(e.faults, nemesis.RedisFaults(name, srv, p)...)
 			e.faults = append(e.faults, laggingFailover(name, srv, p))
 		}
-		e.faults = append(e.faults, nemesis.CutMajority(proxies))
+		e.faults = append(e.faults, nemesis.CutMajority(asProxies(proxies)), bareMajorityFailover(srvs, proxies))
 		// Restart safety: a master restarted without its data has no vote
 		// for max_ttl (a fresh one neither, so the first acquisitions wait
 		// that long); the names tie each master to its address.
@@ -245,32 +246,70 @@ func redlockStarted(n int) func() (*env, error) {
 // replica that has its restart-safety epoch but none of its recent
 // writes (asynchronous replication): the failover that restart safety
 // cannot see, since the epoch is there. It is emulated on the same
-// server: its proxy cuts every connection and refuses new ones (the
-// clients' connections to the old master break, and requests in flight
-// are lost), the data is replaced by the epoch alone, and the proxy lets
-// clients reconnect to what is now the new master.
+// server (failOver).
 func laggingFailover(name string, srv *servers.Redis, p *servers.Proxy) nemesis.Fault {
 	return nemesis.Fault{Name: "fail " + name + " over to a replica without its recent writes", Inject: func() (func(), error) {
-		p.Partition(true)
-		defer p.Partition(false)
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		c := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
-		defer c.Close()
-		epoch, err := c.Get(ctx, redlock.EpochKey).Result()
-		if err != nil && !errors.Is(err, redis.Nil) {
-			return nil, err
-		}
-		if err := c.FlushAll(ctx).Err(); err != nil {
-			return nil, err
-		}
-		if epoch != "" {
-			if err := c.Set(ctx, redlock.EpochKey, epoch, 0).Err(); err != nil {
-				return nil, err
-			}
-		}
-		return nil, nil
+		return nil, failOver(srv, p)
 	}}
+}
+
+// bareMajorityFailover is the failover with the fewest grants a holder
+// can have: the masters beyond a bare majority refuse connections while
+// the fault holds, so every lock taken meanwhile has exactly a majority;
+// when it heals, master 0, one of that majority, fails over to a replica
+// without its recent writes, and the others come back. A holder is then
+// left with one grant too few, and a second client can take the lock
+// (compare's forced failover, as a fault of the nemesis).
+func bareMajorityFailover(srvs []*servers.Redis, ps []*servers.Proxy) nemesis.Fault {
+	m := len(ps)/2 + 1
+	name := fmt.Sprintf("fail master 0 over after locks granted by masters 0-%d only (a bare majority of %d)", m-1, len(ps))
+	return nemesis.Fault{Name: name, Inject: func() (func(), error) {
+		for _, p := range ps[m:] {
+			p.Partition(true)
+		}
+		return func() {
+			// An error here leaves master 0 as it was: a fault not made,
+			// which the history shows no less.
+			_ = failOver(srvs[0], ps[0])
+			for _, p := range ps[m:] {
+				p.Partition(false)
+			}
+		}, nil
+	}}
+}
+
+// failOver emulates a failover of the server srv, reached through p, to
+// a replica that has its restart-safety epoch but none of its recent
+// writes: p breaks every client connection and refuses new ones (the
+// clients' connections to the old master break, and requests in flight
+// are lost), the data is replaced by the epoch alone, and p lets the
+// clients reconnect to what is now the new master.
+func failOver(srv *servers.Redis, p *servers.Proxy) error {
+	p.Partition(true)
+	defer p.Partition(false)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
+	defer c.Close()
+	epoch, err := c.Get(ctx, redlock.EpochKey).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return err
+	}
+	if err := c.FlushAll(ctx).Err(); err != nil {
+		return err
+	}
+	if epoch != "" {
+		return c.Set(ctx, redlock.EpochKey, epoch, 0).Err()
+	}
+	return nil
+}
+
+func asProxies(ps []*servers.Proxy) []nemesis.Proxy {
+	out := make([]nemesis.Proxy, len(ps))
+	for i, p := range ps {
+		out[i] = p
+	}
+	return out
 }
 
 // ClockJump is how far the nemesis moves a legacysetnx client's clock:
