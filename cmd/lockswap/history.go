@@ -25,7 +25,7 @@ func parseHistory(args []string, stdout, stderr io.Writer) (job, error) {
 	showProgress := fs.Bool("progress", false, "print progress and the faults on stderr even when it is not a terminal")
 	redisAddrs := fs.String("redis", "", "your own Redis servers host:port[,host:port...] (or redis://[user:password@]host:port\nURLs) instead of started ones: only the faults on the clients' side are drawn")
 	password := fs.String("password", "", "the password of your --redis servers (a flag shows in ps: prefer REDISCLI_AUTH or\nREDIS_PASSWORD; the flag or the URLs' wins over them, then REDISCLI_AUTH over REDIS_PASSWORD)")
-	etcdEndpoints := fs.String("etcd", "", "your own etcd endpoints host:port[,...] instead of a started one: only the faults on the\nclients' side are drawn")
+	etcdEndpoints := fs.String("etcd", "", "your own etcd endpoint host:port (plain text; the first of a list is used) instead of\na started one: only the faults on the clients' side are drawn")
 	fs.Usage = commandUsage(fs, "[flags]",
 		`Runs each backend configuration on servers it starts (redis-server processes; the
 etcd program on PATH, else an embedded etcd), every server behind a proxy. Several
@@ -53,8 +53,9 @@ pauses, legacysetnx's clock jumps. Keys go under a random prefix, deleted at the
 		return nil, usageError("history: --clients %d: want at least 2", *clients)
 	}
 	var (
-		user userservers.Servers
-		on   strings.Builder // the flags that name them, for a replay
+		user  userservers.Servers
+		on    strings.Builder // the flags that name them, for a replay
+		login string          // how to log in again, for a replay
 	)
 	if rs := splitList(*redisAddrs); len(rs) > 0 {
 		t, err := parseRedisFlag("history", rs, *password, false)
@@ -63,11 +64,17 @@ pauses, legacysetnx's clock jumps. Keys go under a random prefix, deleted at the
 		}
 		user.Redis, user.Auth = t.addrs, userservers.Auth{User: t.user, Password: t.password, From: t.from}
 		fmt.Fprintf(&on, " --redis %s", strings.Join(t.addrs, ","))
+		if t.password != "" {
+			login = "give the same login again: " + redisAuthHelp
+			if t.user != "" {
+				login += fmt.Sprintf(", user %q in a redis://user:password@host URL", t.user)
+			}
+		}
 	} else if *password != "" {
 		return nil, usageError("history: --password is for your --redis servers, and none is given")
 	}
 	user.Etcd = splitList(*etcdEndpoints)
-	if err := plainAddrs("history", "etcd", user.Etcd, true); err != nil {
+	if err := plainAddrs("history", "etcd", user.Etcd, false); err != nil {
 		return nil, err
 	}
 	all := historyrun.Configs()
@@ -92,7 +99,7 @@ pauses, legacysetnx's clock jumps. Keys go under a random prefix, deleted at the
 			return nil
 		}, nil
 	}
-	o := historyrun.Options{Configs: cs, Duration: *duration, Clients: *clients, Seed: *seed, Out: *out, On: on.String()}
+	o := historyrun.Options{Configs: cs, Duration: *duration, Clients: *clients, Seed: *seed, Out: *out, On: on.String(), Login: login}
 	if *showProgress || isTerminal(stderr) {
 		o.Progress = stderr
 	}
@@ -115,7 +122,17 @@ pauses, legacysetnx's clock jumps. Keys go under a random prefix, deleted at the
 		case err != nil:
 			return fmt.Errorf("history: %w", err)
 		}
+		var left []string
+		for _, r := range rs {
+			if r.KeysLeft != "" {
+				left = append(left, r.Config)
+			}
+		}
 		switch historyrun.ExitCode(rs) {
+		case 0:
+			if len(left) > 0 {
+				return fmt.Errorf("history: keys are left on your servers by %s (printed above)", strings.Join(left, ", "))
+			}
 		case 3:
 			return exitCode{exitContradiction, "history: a history contradicts its configuration's declared guarantees"}
 		case 4:

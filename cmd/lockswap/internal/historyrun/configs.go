@@ -21,6 +21,7 @@ import (
 	"github.com/lockswap/lockswap/legacysetnx"
 	"github.com/lockswap/lockswap/redisclient/goredis"
 	"github.com/lockswap/lockswap/redlock"
+	"github.com/lockswap/lockswap/singleredis"
 )
 
 // Config is one backend configuration a run checks.
@@ -45,6 +46,10 @@ type env struct {
 	// keysLeft, on the user's servers, deletes the run's keys and says
 	// what it could not delete.
 	keysLeft func() error
+	// jumpsMatter: the clients take time from the clock the nemesis jumps,
+	// so a jump can excuse a lost update (legacysetnx without
+	// server_time); elsewhere a jump is no excuse.
+	jumpsMatter bool
 }
 
 func (e *env) openClient(ctx context.Context, client int) (lockswap.Locker, error) {
@@ -166,12 +171,7 @@ func onUsers(s userservers.Servers, n int, sf setup) func() (*env, error) {
 	return func() (*env, error) {
 		e := &env{}
 		prefix := "lockswap-history-" + lockstate.NewToken()[:8] + ":"
-		e.keysLeft = func() error {
-			if err := s.RemoveKeys(prefix); err != nil {
-				return fmt.Errorf("%w; delete the keys matching %s", err, userservers.KeysPattern(prefix))
-			}
-			return nil
-		}
+		e.keysLeft = func() error { return deleteKeys(s, n, prefix) }
 		var via []string
 		for i, a := range s.Redis[:n] {
 			p, err := e.proxy(a)
@@ -188,6 +188,25 @@ func onUsers(s userservers.Servers, n int, sf setup) func() (*env, error) {
 		}
 		return e, nil
 	}
+}
+
+// Keys are the lock names every run takes.
+var Keys = []string{"a", "b"}
+
+// deleteKeys deletes, on the first n of the user's servers s, every key a
+// run under prefix can write: each lock's key and the fence counter beside
+// it (singleredis.FenceKey, redlock.FenceKey: the same name). The run
+// knows its keys, so nothing scans the user's keyspace. The error names
+// the keys left.
+func deleteKeys(s userservers.Servers, n int, prefix string) error {
+	var names []string
+	for _, k := range Keys {
+		names = append(names, prefix+k, singleredis.FenceKey(prefix+k))
+	}
+	if err := (userservers.Servers{Redis: s.Redis[:n], Auth: s.Auth}).DeleteKeys(names); err != nil {
+		return fmt.Errorf("%w; delete these keys: %s", err, strings.Join(names, " "))
+	}
+	return nil
 }
 
 // singleRedis: singleredis, fenced or not.
@@ -318,20 +337,18 @@ func asProxies(ps []*servers.Proxy) []nemesis.Proxy {
 const ClockJump = 2 * TTL
 
 // legacy: legacysetnx (unit ms), each client with
-// its own wall clock that the nemesis moves (client 1's ahead, client 2's
-// back, by ClockJump); with serverTime the timestamps come from the
+// its own wall clock that the nemesis moves (client 0's back, client 1's
+// ahead, by ClockJump); with serverTime the timestamps come from the
 // server's clock instead, so the jumps change nothing.
 func legacy(serverTime bool) setup {
 	return func(e *env, addrs []string, auth userservers.Auth, prefix string) error {
-		var offsets [3]atomic.Int64 // clients 1 and 2 jump; the others read offsets[0], 0
+		var offsets [3]atomic.Int64 // clients 0 and 1 jump (every run has them); the others read offsets[2], 0
 		e.faults = append(e.faults,
-			clockJump("client 1's clock ahead", &offsets[1], ClockJump),
-			clockJump("client 2's clock back", &offsets[2], -ClockJump))
+			clockJump("client 0's clock back", &offsets[0], -ClockJump),
+			clockJump("client 1's clock ahead", &offsets[1], ClockJump))
+		e.jumpsMatter = !serverTime
 		e.open = func(ctx context.Context, client int) (lockswap.Locker, error) {
-			off := &offsets[0]
-			if client < len(offsets) {
-				off = &offsets[client]
-			}
+			off := &offsets[min(client, 2)]
 			c := redis.NewClient(&redis.Options{Addr: addrs[0], Username: auth.User, Password: auth.Password, ContextTimeoutEnabled: true})
 			e.stops = append(e.stops, func() { c.Close() })
 			return legacysetnx.New(goredis.New(c), legacysetnx.Options{

@@ -63,6 +63,9 @@ type Options struct {
 	// without a password, for the command that replays a schedule; "" on
 	// servers the run starts.
 	On string
+	// Login, when the user's servers want one, says how to give it again
+	// for a replay (never the password itself).
+	Login string
 	// Progress, when set, receives a line per configuration and the
 	// nemesis's log.
 	Progress io.Writer
@@ -100,8 +103,11 @@ type Result struct {
 	CheckTime time.Duration
 	// Files are what was written for a violation or an undecided key.
 	Files []string
-	on    string // Options.On
+	// KeysLeft, on the user's servers, says which of the run's keys could
+	// not be deleted, and why ("" when all were).
+	KeysLeft string
 
+	on, login string // Options.On, Options.Login
 }
 
 // Run runs each configuration of o in turn and returns their results;
@@ -143,15 +149,22 @@ func runOne(ctx context.Context, o Options, c Config, seed uint64) (r Result, er
 	if err != nil {
 		return Result{}, err
 	}
-	defer env.stop()
-	if env.keysLeft != nil {
-		// Deferred before the Lockers' Close, so it runs after them.
-		defer func() {
-			if kerr := env.keysLeft(); kerr != nil && err == nil {
-				err = fmt.Errorf("the run's keys are left on your servers: %w", kerr)
+	// Deferred before the Lockers' Close, so it runs after them: the
+	// proxies stop (no byte they held reaches a server after), then the
+	// run's keys on the user's servers are deleted. A key left is in the
+	// result (and joins an error), never dropped.
+	defer func() {
+		env.stop()
+		if env.keysLeft == nil {
+			return
+		}
+		if kerr := env.keysLeft(); kerr != nil {
+			r.KeysLeft = kerr.Error()
+			if err != nil {
+				err = errors.Join(err, fmt.Errorf("the run's keys are left on your servers: %w", kerr))
 			}
-		}()
-	}
+		}
+	}()
 	lks := make([]lockswap.Locker, o.Clients)
 	for i := range lks {
 		octx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -200,7 +213,7 @@ func runOne(ctx context.Context, o Options, c Config, seed uint64) (r Result, er
 	if err != nil {
 		return Result{}, err
 	}
-	r = Result{Config: c.Name, Seed: seed, Sections: len(ops), Faults: sr.events, Check: res, CheckTime: time.Since(checkStart), on: o.On}
+	r = Result{Config: c.Name, Seed: seed, Sections: len(ops), Faults: sr.events, Check: res, CheckTime: time.Since(checkStart), on: o.On, login: o.Login}
 	for _, op := range ops {
 		if op.Late {
 			r.Late++
@@ -209,7 +222,11 @@ func runOne(ctx context.Context, o Options, c Config, seed uint64) (r Result, er
 			r.Rejected++
 		}
 	}
-	r.Verdict, r.Why = judge(g, fenced, res, r.Late > 0, sr.events)
+	events := sr.events
+	if !env.jumpsMatter {
+		events = without(events, "jump ")
+	}
+	r.Verdict, r.Why = judge(g, fenced, res, r.Late > 0, events)
 	if r.Verdict != Holds || len(res.Fences) > 0 {
 		dir := o.Out
 		if dir == "" {
@@ -221,6 +238,17 @@ func runOne(ctx context.Context, o Options, c Config, seed uint64) (r Result, er
 		}
 	}
 	return r, nil
+}
+
+// without returns events without those whose fault starts with prefix.
+func without(events []nemesis.Event, prefix string) []nemesis.Event {
+	var out []nemesis.Event
+	for _, e := range events {
+		if !strings.HasPrefix(e.Fault, prefix) {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // drew reports whether events has a fault whose name starts with prefix

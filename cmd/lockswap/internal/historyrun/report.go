@@ -45,6 +45,12 @@ func Write(w io.Writer, rs []Result) error {
 		}
 		if len(r.Files) > 0 {
 			fmt.Fprintf(w, "  replay the schedule: lockswap history%s --configs %s --seed %d\n", r.on, r.Config, r.Seed)
+			if r.login != "" {
+				fmt.Fprintf(w, "  (%s)\n", r.login)
+			}
+		}
+		if r.KeysLeft != "" {
+			fmt.Fprintf(w, "  KEYS LEFT on your servers: %s\n", r.KeysLeft)
 		}
 	}
 	return nil

@@ -59,16 +59,20 @@ func TestRunOnUserServers(t *testing.T) {
 	if got := strings.Join(names, ","); got != "singleredis,singleredis+fence,legacysetnx,legacysetnx+server_time,redlock3,etcdlease+fence" {
 		t.Fatalf("ConfigsOn gave %s", got)
 	}
-	rs, err := Run(ctx, Options{Configs: cs, Duration: time.Second, Clients: 3, Seed: 11, Out: t.TempDir(), On: " --redis " + strings.Join(s.Redis, ",")})
+	var progress bytes.Buffer
+	rs, err := Run(ctx, Options{Configs: cs, Duration: 2 * time.Second, Clients: 3, Seed: 11, Out: t.TempDir(),
+		On: " --redis " + strings.Join(s.Redis, ","), Progress: &progress})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range rs {
-		if r.Sections == 0 || r.Verdict == Contradicted || r.Verdict == Inconclusive {
-			t.Errorf("%s: %d sections, %s: %s", r.Config, r.Sections, r.Verdict, r.Why)
+		if r.Sections == 0 || r.Verdict == Contradicted || r.Verdict == Inconclusive || r.KeysLeft != "" {
+			t.Errorf("%s: %d sections, %s: %s; keys left %q", r.Config, r.Sections, r.Verdict, r.Why, r.KeysLeft)
 		}
 		for _, e := range r.Faults {
-			if strings.HasPrefix(e.Fault, "pause ") || strings.HasPrefix(e.Fault, "restart ") {
+			// The faults on the clients' side only, nothing that touches
+			// the user's servers.
+			if !strings.HasPrefix(e.Fault, "delay ") && !strings.HasPrefix(e.Fault, "cut ") && !strings.HasPrefix(e.Fault, "jump ") {
 				t.Errorf("%s drew %q on the user's servers", r.Config, e.Fault)
 			}
 		}
@@ -77,8 +81,8 @@ func TestRunOnUserServers(t *testing.T) {
 	if err := Write(&b, rs); err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(b.String(), password) {
-		t.Errorf("the report shows the password:\n%s", b.String())
+	if strings.Contains(b.String(), password) || strings.Contains(progress.String(), password) {
+		t.Errorf("the report or the progress shows the password:\n%s\n%s", b.String(), progress.String())
 	}
 	for i, c := range admins {
 		keys, err := c.Keys(ctx, "*").Result()
@@ -98,5 +102,26 @@ func TestRunOnUserServers(t *testing.T) {
 	left, err := ec.Get(ctx, "", clientv3.WithFromKey(), clientv3.WithCountOnly())
 	if err != nil || left.Count != 0 {
 		t.Errorf("etcd keeps %v keys after the run (%v), want none", left, err)
+	}
+}
+
+// TestKeysLeftReported: when the run's keys cannot be deleted (the server
+// is gone), the error names every key to delete, and the report says so.
+func TestKeysLeftReported(t *testing.T) {
+	err := deleteKeys(userservers.Servers{Redis: []string{"127.0.0.1:1"}}, 1, "lockswap-history-test:")
+	if err == nil {
+		t.Fatal("deleteKeys on a server that does not answer: no error")
+	}
+	for _, k := range []string{"lockswap-history-test:a", "{lockswap-history-test:b}:fence"} {
+		if !strings.Contains(err.Error(), k) {
+			t.Errorf("error %q does not name key %s", err, k)
+		}
+	}
+	var b bytes.Buffer
+	if err := Write(&b, []Result{{Config: "singleredis", Verdict: Holds, KeysLeft: err.Error()}}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "KEYS LEFT on your servers: "+err.Error()) {
+		t.Errorf("the report does not say which keys are left:\n%s", b.String())
 	}
 }

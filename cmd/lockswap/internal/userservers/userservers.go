@@ -178,6 +178,25 @@ func (s Servers) RemoveKeys(prefix string) error {
 	return errors.Join(errs...)
 }
 
+// DeleteKeys deletes the keys named names on every Redis server of s,
+// each server within its own CleanupTimeout, independent of the run's
+// context: for a run that knows the keys it wrote, without scanning the
+// user's keyspace as RemoveKeys does.
+func (s Servers) DeleteKeys(names []string) error {
+	var errs []error
+	for _, a := range s.Redis {
+		ctx, cancel := context.WithTimeout(context.Background(), CleanupTimeout)
+		c := NewRedis(a, s.Auth, CleanupTimeout)
+		err := c.Del(ctx, names...).Err()
+		c.Close()
+		cancel()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("delete the run's keys on %s: %w", a, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 func removeKeys(ctx context.Context, addr string, auth Auth, prefix string) error {
 	c := NewRedis(addr, auth, CleanupTimeout)
 	defer c.Close()
