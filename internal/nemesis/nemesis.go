@@ -11,11 +11,14 @@ package nemesis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/lockswap/lockswap/history"
 )
 
 // Fault is one kind of fault.
@@ -118,4 +121,29 @@ func (s Schedule) Run(ctx context.Context, logf func(format string, args ...any)
 			return events, nil
 		}
 	}
+}
+
+// RunWorkload runs w beside the schedule s until ctx ends, and returns the
+// history w recorded and the faults that ran. The error is the schedule's
+// (a fault that could not be injected), or w's when w stopped before ctx
+// ended (a workload error, not a verdict on the lock).
+func RunWorkload(ctx context.Context, s Schedule, w history.Workload, logf func(format string, args ...any)) ([]history.Op, []Event, error) {
+	type ran struct {
+		events []Event
+		err    error
+	}
+	done := make(chan ran, 1)
+	go func() {
+		ev, err := s.Run(ctx, logf)
+		done <- ran{ev, err}
+	}()
+	werr := w.Run(ctx)
+	r := <-done
+	switch {
+	case r.err != nil:
+		return nil, r.events, r.err
+	case !errors.Is(werr, context.DeadlineExceeded) && !errors.Is(werr, context.Canceled):
+		return nil, r.events, fmt.Errorf("the workload ended with %v before its time", werr)
+	}
+	return w.Recorder.Ops(), r.events, nil
 }

@@ -6,7 +6,6 @@ package nemesistest
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"os"
 	"testing"
@@ -66,17 +65,23 @@ func Duration(def time.Duration) time.Duration {
 	return def
 }
 
-// Run runs the schedule (nemesis.Schedule.Run) until ctx ends, with Seed
-// when its own is 0, and logs the seed (with how to replay it) and the
-// events on t; a fault that could not be injected fails t.
-func (s Schedule) Run(ctx context.Context, t testing.TB) []Event {
-	t.Helper()
+// seeded is s with Seed when its own is 0, logged on t with how to
+// replay it.
+func (s Schedule) seeded(t testing.TB) nemesis.Schedule {
 	ns := nemesis.Schedule(s)
 	if ns.Seed == 0 {
 		ns.Seed = Seed()
 	}
 	t.Logf("nemesis: replay with -nemesis.seed=%d", ns.Seed)
-	events, err := ns.Run(ctx, t.Logf)
+	return ns
+}
+
+// Run runs the schedule (nemesis.Schedule.Run) until ctx ends, with Seed
+// when its own is 0, and logs the seed (with how to replay it) and the
+// events on t; a fault that could not be injected fails t.
+func (s Schedule) Run(ctx context.Context, t testing.TB) []Event {
+	t.Helper()
+	events, err := s.seeded(t).Run(ctx, t.Logf)
 	if err != nil {
 		t.Error(err)
 	}
@@ -88,14 +93,11 @@ func (s Schedule) Run(ctx context.Context, t testing.TB) []Event {
 // ctx ended (a workload error, not a verdict on the lock).
 func RunWorkload(ctx context.Context, t testing.TB, s Schedule, w history.Workload) []history.Op {
 	t.Helper()
-	done := make(chan []Event)
-	go func() { done <- s.Run(ctx, t) }()
-	err := w.Run(ctx)
-	<-done
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("the workload ended with %v, want its deadline", err)
+	ops, _, err := nemesis.RunWorkload(ctx, s.seeded(t), w, t.Logf)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return w.Recorder.Ops()
+	return ops
 }
 
 // CheckHistory checks ops with package history (Porcupine, and the

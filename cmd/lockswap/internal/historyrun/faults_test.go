@@ -25,32 +25,12 @@ import (
 func TestClockJumpFault(t *testing.T) {
 	testserver.NeedRedisServer(t)
 	for _, serverTime := range []bool{false, true} {
-		e, err := started(legacy(serverTime))()
+		ctx, e, lks := startTwo(t, started(legacy(serverTime)))
+		heal, err := faultNamed(t, e, "jump client 1's clock ahead").Inject()
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(e.stop)
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		var lks [2]lockswap.Locker
-		for i := range lks {
-			if lks[i], err = e.openClient(ctx, i); err != nil {
-				t.Fatal(err)
-			}
-			defer lks[i].Close()
-		}
-		var heal func()
-		for _, f := range e.faults {
-			if strings.HasPrefix(f.Name, "jump client 1's clock ahead") {
-				if heal, err = f.Inject(); err != nil {
-					t.Fatal(err)
-				}
-				defer heal()
-			}
-		}
-		if heal == nil {
-			t.Fatalf("no fault jumps client 1's clock ahead among %d", len(e.faults))
-		}
+		defer heal()
 		// The attempt must end while client 0's lock is valid to say
 		// anything; on a machine too busy for that within a TTL, try again.
 		for try := 1; ; try++ {
@@ -128,20 +108,7 @@ func TestLaggingFailover(t *testing.T) {
 // holder's late write.
 func TestBareMajorityFailover(t *testing.T) {
 	testserver.NeedRedisServer(t)
-	e, err := redlockStarted(3)()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.stop)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	var lks [2]lockswap.Locker
-	for i := range lks {
-		if lks[i], err = e.openClient(ctx, i); err != nil {
-			t.Fatal(err)
-		}
-		defer lks[i].Close()
-	}
+	ctx, e, lks := startTwo(t, redlockStarted(3))
 	// Every master gets its epoch first (restart safety counts a master
 	// without one as restarted): Acquire waits out that first max_ttl.
 	warm, err := lks[0].Acquire(ctx, "warm")
@@ -149,16 +116,7 @@ func TestBareMajorityFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	warm.Release(ctx)
-	var fault *nemesis.Fault
-	for i, f := range e.faults {
-		if strings.Contains(f.Name, "bare majority") {
-			fault = &e.faults[i]
-		}
-	}
-	if fault == nil {
-		t.Fatal("redlock3+fence has no bare-majority failover")
-	}
-	heal, err := fault.Inject()
+	heal, err := faultNamed(t, e, "bare majority").Inject()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,4 +142,38 @@ func TestBareMajorityFailover(t *testing.T) {
 	if !reg.Write("k", 1, f2) || reg.Write("k", 2, f1) {
 		t.Error("the fenced register must accept the second holder's write and refuse the first one's")
 	}
+}
+
+// startTwo starts a configuration for the test, which stops it, and opens
+// two of its clients, closed when the test ends; ctx ends then too, or
+// after a minute.
+func startTwo(t *testing.T, start func() (*env, error)) (context.Context, *env, [2]lockswap.Locker) {
+	t.Helper()
+	e, err := start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.stop)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	var lks [2]lockswap.Locker
+	for i := range lks {
+		if lks[i], err = e.openClient(ctx, i); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { lks[i].Close() })
+	}
+	return ctx, e, lks
+}
+
+// faultNamed returns the fault of e whose name contains part.
+func faultNamed(t *testing.T, e *env, part string) nemesis.Fault {
+	t.Helper()
+	for _, f := range e.faults {
+		if strings.Contains(f.Name, part) {
+			return f
+		}
+	}
+	t.Fatalf("no fault %q among %d", part, len(e.faults))
+	return nemesis.Fault{}
 }

@@ -186,34 +186,20 @@ func runOne(ctx context.Context, o Options, c Config, seed uint64) (r Result, er
 	rctx, cancel := context.WithTimeout(ctx, o.Duration)
 	defer cancel()
 	logf("running %v with %d clients on keys a and b (seed %d)", o.Duration, o.Clients, seed)
-	type sched struct {
-		events []nemesis.Event
-		err    error
-	}
-	done := make(chan sched, 1)
-	go func() {
-		ev, err := s.Run(rctx, logf)
-		done <- sched{ev, err}
-	}()
-	werr := w.Run(rctx)
-	sr := <-done
+	ops, events, err := nemesis.RunWorkload(rctx, s, w, logf)
 	if ctx.Err() != nil {
 		return Result{}, ctx.Err()
 	}
-	if sr.err != nil {
-		return Result{}, sr.err
+	if err != nil {
+		return Result{}, err
 	}
-	if !errors.Is(werr, context.DeadlineExceeded) {
-		return Result{}, fmt.Errorf("the workload ended with %w before its time", werr)
-	}
-	ops := w.Recorder.Ops()
 	logf("checking %d sections", len(ops))
 	checkStart := time.Now()
 	res, err := history.Check(ops, CheckBudget)
 	if err != nil {
 		return Result{}, err
 	}
-	r = Result{Config: c.Name, Seed: seed, Sections: len(ops), Faults: sr.events, Check: res, CheckTime: time.Since(checkStart), on: o.On, login: o.Login}
+	r = Result{Config: c.Name, Seed: seed, Sections: len(ops), Faults: events, Check: res, CheckTime: time.Since(checkStart), on: o.On, login: o.Login}
 	for _, op := range ops {
 		if op.Late {
 			r.Late++
@@ -222,11 +208,11 @@ func runOne(ctx context.Context, o Options, c Config, seed uint64) (r Result, er
 			r.Rejected++
 		}
 	}
-	events := sr.events
+	excuses := events
 	if !env.jumpsMatter {
-		events = without(events, "jump ")
+		excuses = without(events, "jump ")
 	}
-	r.Verdict, r.Why = judge(g, fenced, res, r.Late > 0, events)
+	r.Verdict, r.Why = judge(g, fenced, res, r.Late > 0, excuses)
 	if r.Verdict != Holds || len(res.Fences) > 0 {
 		dir := o.Out
 		if dir == "" {
