@@ -155,3 +155,22 @@ const RequestTimeout = 5 * time.Second
 func cleanupContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), CleanupTimeout)
 }
+
+// Slot returns the slot of the permit l holds, from 0 to its limit - 1,
+// and true, when l is a permit of a counting semaphore ([WithPermits]);
+// 0 and false for a mutex's lock. Fences rise per slot: a resource that
+// guards slot k keeps the highest fence it saw for slot k. A wrapper of a
+// Lock (lockswap/otel's) is looked through by its Unwrap() Lock method.
+func Slot(l Lock) (int, bool) {
+	for l != nil {
+		if p, ok := l.(interface{ Slot() (int, bool) }); ok {
+			return p.Slot()
+		}
+		u, ok := l.(interface{ Unwrap() Lock })
+		if !ok {
+			break
+		}
+		l = u.Unwrap()
+	}
+	return 0, false
+}

@@ -36,6 +36,11 @@ type Options struct {
 	// the context ends or the retry policy gives up. Resolve turns zero
 	// into [DefaultMaxOutage].
 	MaxOutage time.Duration
+	// Permits is the limit of the counting semaphore a call takes a permit
+	// of ([WithPermits]); zero means the key's mutex.
+	Permits int
+
+	permitsSet bool // WithPermits was given (WithPermits(0) is an error)
 }
 
 // Option sets one field of [Options]. Options are values (not closures),
@@ -43,6 +48,7 @@ type Options struct {
 type Option struct {
 	kind  optionKind
 	d     time.Duration
+	n     int
 	retry RetryStrategy
 }
 
@@ -55,6 +61,7 @@ const (
 	optMaxHold
 	optRenewEvery
 	optMaxOutage
+	optPermits
 )
 
 func (opt Option) apply(o *Options) {
@@ -69,6 +76,8 @@ func (opt Option) apply(o *Options) {
 		o.RenewEvery = opt.d
 	case optMaxOutage:
 		o.MaxOutage = opt.d
+	case optPermits:
+		o.Permits, o.permitsSet = opt.n, true
 	}
 }
 
@@ -85,6 +94,21 @@ func WithMaxHold(d time.Duration) Option { return Option{kind: optMaxHold, d: d}
 
 // WithRenewEvery sets how often [Do] extends the lock (default TTL/3).
 func WithRenewEvery(d time.Duration) Option { return Option{kind: optRenewEvery, d: d} }
+
+// MaxPermits is the largest limit [WithPermits] takes.
+const MaxPermits = 1024
+
+// WithPermits makes Acquire and TryAcquire take one of the limit permits
+// of key's counting semaphore instead of key's mutex: up to limit holders
+// at once, each with a [Lock] of its own (Token, Deadline, Done, Extend,
+// Release; [Do] works with it). Every holder of the key must give the same
+// limit, from 1 to [MaxPermits]: a call with another limit than the
+// permits held, and a mutex and a semaphore on one key, are refused with
+// [ErrInvalid]. A permit's fence rises per slot: [Slot] says which slot
+// it holds, and a resource guarding slot k rejects an older holder of
+// slot k (docs/semaphores.md). A backend without semaphores refuses the
+// option with [ErrInvalid].
+func WithPermits(limit int) Option { return Option{kind: optPermits, n: limit} }
 
 // DefaultMaxOutage is how long Acquire keeps waiting, by default, while
 // every attempt finds the backend unavailable (refused connections,
@@ -123,6 +147,9 @@ func (o Options) Resolve(opts ...Option) (Options, error) {
 	}
 	if o.RenewEvery < 0 {
 		return o, fmt.Errorf("renew interval %v is negative: %w", o.RenewEvery, ErrInvalid)
+	}
+	if o.permitsSet && (o.Permits < 1 || o.Permits > MaxPermits) {
+		return o, fmt.Errorf("permits %d: want a limit from 1 to %d: %w", o.Permits, MaxPermits, ErrInvalid)
 	}
 	if o.Retry == nil {
 		o.Retry = NoRetry()

@@ -90,6 +90,7 @@ func Run(t *testing.T, h Harness) {
 		{"Close", s.closeLocker},
 		{"CloseEndsWaiters", s.closeEndsWaiters},
 		{"Do", s.do},
+		{"PermitsGivenOrRefused", s.permitsGivenOrRefused},
 	}
 	for _, c := range cases {
 		t.Run(c.name, c.fn)
@@ -169,11 +170,11 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() bo
 	}
 }
 
-// expire makes l expire on the server and waits until other can take key,
-// returning other's lock, taken for 10 s: what the cases check of it must
-// not depend on a loaded machine doing the next steps within one short
-// TTL.
-func (s *suite) expireAndTake(t *testing.T, holder lockswap.Locker, l lockswap.Lock, other lockswap.Locker) lockswap.Lock {
+// expireAndTake makes l expire on the server and waits until other can
+// take its key (with opts: WithPermits for a permit), returning other's
+// lock, taken for 10 s: what the cases check of it must not depend on a
+// loaded machine doing the next steps within one short TTL.
+func (s *suite) expireAndTake(t *testing.T, holder lockswap.Locker, l lockswap.Lock, other lockswap.Locker, opts ...lockswap.Option) lockswap.Lock {
 	t.Helper()
 	ctx := ctxT(t)
 	if s.h.Expire != nil {
@@ -183,7 +184,7 @@ func (s *suite) expireAndTake(t *testing.T, holder lockswap.Locker, l lockswap.L
 	}
 	var got lockswap.Lock
 	eventually(t, s.h.TTL*3+10*time.Second, "a lock whose holder stopped renewing was never freed: keys must expire after their TTL", func() bool {
-		nl, err := other.TryAcquire(ctx, l.Key(), lockswap.WithTTL(10*time.Second))
+		nl, err := other.TryAcquire(ctx, l.Key(), append(opts, lockswap.WithTTL(10*time.Second))...)
 		if err == nil {
 			got = nl
 			return true

@@ -62,3 +62,36 @@ func TestSuiteCatchesBrokenLocker(t *testing.T) {
 		}
 	}
 }
+
+// TestBrokenSemaphoreRun is the subject of TestSemaphoreSuiteCatchesBroken:
+// it runs only in the child process.
+func TestBrokenSemaphoreRun(t *testing.T) {
+	if os.Getenv("LOCKSWAP_CONFORMANCE_SELFTEST") != "1" {
+		t.Skip("runs as the child of TestSemaphoreSuiteCatchesBroken")
+	}
+	conformance.RunSemaphore(t, conformance.Harness{
+		NewLocker: func(t *testing.T) lockswap.Locker { return forgetful{memlock.New(memlock.NewStore())} },
+		TTL:       100 * time.Millisecond,
+	})
+}
+
+// TestSemaphoreSuiteCatchesBroken: the semaphore suite fails a Locker
+// whose permits have no limit, and says which rules it broke.
+func TestSemaphoreSuiteCatchesBroken(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-test.run=^TestBrokenSemaphoreRun$/^(PermitsUpToLimit|NeverMoreThanLimit|MixedLimitsRefused|MutexAndSemaphoreRefused)$", "-test.v")
+	cmd.Env = append(os.Environ(), "LOCKSWAP_CONFORMANCE_SELFTEST=1")
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("the semaphore suite passed a Locker whose permits have no limit:\n%s", out)
+	}
+	for _, rule := range []string{
+		"a permit beyond the limit",
+		"holders inside at once, the limit is 2",
+		"while permits of limit 2 are held",
+		"a permit of a key whose mutex is held",
+	} {
+		if !strings.Contains(string(out), rule) {
+			t.Errorf("the suite's output does not name the broken rule %q:\n%s", rule, out)
+		}
+	}
+}

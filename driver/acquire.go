@@ -33,6 +33,9 @@ func (lk *Locker[D]) prepare(key string, opts []lockswap.Option) (lockswap.Optio
 	if err == nil {
 		err = lk.checkTTL(o.TTL)
 	}
+	if err == nil && o.Permits > 0 && !lk.cfg.Permits {
+		err = fmt.Errorf("WithPermits: this backend has no counting semaphores: %w", lockswap.ErrInvalid)
+	}
 	if err != nil {
 		return o, lk.fail("acquire", key, err)
 	}
@@ -59,18 +62,18 @@ func (lk *Locker[D]) Acquire(ctx context.Context, key string, opts ...lockswap.O
 		return nil, err
 	}
 	n := attemptsOf(ctx) // nil: not counted
-	if lk.w != nil {
+	if lk.w != nil && o.Permits == 0 {
 		return lk.wait(ctx, key, o, n)
 	}
 	first := true
 	outage := acquire.NewOutage(o.MaxOutage, &lk.answers)
 	try := outage.Wrap(attempt.Timeout, func(ctx context.Context, timeout time.Duration) (lockswap.Lock, error) {
-		l, err := lk.try(ctx, key, o.TTL, first, n, timeout)
+		l, err := lk.try(ctx, key, o.TTL, o.Permits, first, n, timeout)
 		first = false
 		return l, err
 	})
 	retry := outage.Strategy(o.Retry)
-	if lk.q == nil {
+	if lk.q == nil || o.Permits > 0 {
 		l, err := acquire.Retry(ctx, retry, try)
 		return l, lk.name(key, err)
 	}
@@ -104,7 +107,7 @@ func (lk *Locker[D]) TryAcquire(ctx context.Context, key string, opts ...lockswa
 	if err != nil {
 		return nil, err
 	}
-	l, err := lk.try(ctx, key, o.TTL, true, attemptsOf(ctx), attempt.Timeout)
+	l, err := lk.try(ctx, key, o.TTL, o.Permits, true, attemptsOf(ctx), attempt.Timeout)
 	if err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
 			// The attempt failed after its caller gave up (its grace ran
@@ -118,8 +121,8 @@ func (lk *Locker[D]) TryAcquire(ctx context.Context, key string, opts ...lockswa
 // try makes one attempt, counted in n (nil: not counted), whose request
 // takes at most timeout; a caller that gives up while the request is on
 // its way gets no lock and leaves none (see internal/attempt).
-func (lk *Locker[D]) try(ctx context.Context, key string, ttl time.Duration, first bool, n *Attempts, timeout time.Duration) (lockswap.Lock, error) {
-	l := lk.newLock(key, ttl, first)
+func (lk *Locker[D]) try(ctx context.Context, key string, ttl time.Duration, permits int, first bool, n *Attempts, timeout time.Duration) (lockswap.Lock, error) {
+	l := lk.newLock(key, ttl, permits, first)
 	n.add()
 	// Close ends the request at once: a waiter whose attempt hangs on a
 	// server that does not answer gets ErrClosed then, not at the
@@ -175,7 +178,7 @@ func (lk *Locker[D]) wait(ctx context.Context, key string, o lockswap.Options, c
 	}()
 	var prev error
 	for n := 1; ; n++ {
-		l := lk.newLock(key, o.TTL, n == 1)
+		l := lk.newLock(key, o.TTL, 0, n == 1)
 		start := time.Now()
 		count.add()
 		answered := ob.last()

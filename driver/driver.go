@@ -70,6 +70,12 @@ type Claim[D any] struct {
 	// TTL is the lock's time to live: asked for by Acquire, and after an
 	// Extend the TTL it asked for.
 	TTL time.Duration
+	// Permits is the limit of the counting semaphore this claim is a
+	// permit of (lockswap.WithPermits), 0 for the key's mutex. The driver
+	// refuses, with lockswap.ErrInvalid and changing nothing, a claim whose
+	// limit differs from the permits held, and a mutex and a semaphore on
+	// one key.
+	Permits int
 	// First is true on the first attempt of an Acquire or TryAcquire call:
 	// a driver may spend a request to explain a failure then (whether the
 	// key holds something that is not a lock), and not on every retry.
@@ -126,8 +132,11 @@ func (c *Claim[D]) Done() <-chan struct{} {
 
 // Grant is a driver's answer to a successful Acquire or Extend.
 type Grant struct {
-	// Fence is the lock's fencing number when [Config.Fence] is set.
+	// Fence is the lock's fencing number when [Config.Fence] is set; for
+	// a permit, the fence of its slot, which rises per slot.
 	Fence uint64
+	// Slot is the slot a permit holds, from 0 to Claim.Permits - 1.
+	Slot int
 	// Deadline is the time until which exclusion holds. Zero means the
 	// default: the time the kit called the driver plus the TTL minus the
 	// clock drift allowance (2 ms plus 1% of the TTL).
@@ -293,6 +302,12 @@ type Config struct {
 	CheckKey func(key string) error
 	// Fence reports that the backend's locks carry fences (Grant.Fence).
 	Fence bool
+	// Permits reports that the driver takes permits of counting
+	// semaphores (lockswap.WithPermits): its Acquire then reads
+	// Claim.Permits and answers Grant.Slot. Without it the kit refuses the
+	// option with lockswap.ErrInvalid. Permits do not go through the
+	// local queue or a hand-over: each waiter polls per the retry policy.
+	Permits bool
 	// Queue lines up the Locker's Acquire calls for one key in arrival
 	// order, only the first of them asking the backend (see the package
 	// internal/localq): for a backend that polls. A [Waiter] has no use

@@ -26,7 +26,12 @@ type lock[D any] struct {
 	// The request contexts of the acquire and of the release, kept here
 	// to spare an allocation each (attempt.Once).
 	acqReq, relReq attempt.Request
+	slot           int // a permit's slot (Grant.Slot), set once at the grant
 }
+
+// Slot returns the slot of a permit (lockswap.Slot), and false for a
+// mutex's lock.
+func (l *lock[D]) Slot() (int, bool) { return l.slot, l.c.Permits > 0 }
 
 // Deadline is the kit's deadline, or the driver's Bound when earlier.
 func (l *lock[D]) Deadline() time.Time {
@@ -42,9 +47,9 @@ func (l *lock[D]) Deadline() time.Time {
 // newLock returns the lock of one attempt, before the driver's request:
 // its State is already usable (with a provisional deadline, the TTL from
 // now), so that the driver may call Claim.Lose and Claim.Done from then on.
-func (lk *Locker[D]) newLock(key string, ttl time.Duration, first bool) *lock[D] {
+func (lk *Locker[D]) newLock(key string, ttl time.Duration, permits int, first bool) *lock[D] {
 	l := &lock[D]{lk: lk}
-	l.c = Claim[D]{Key: key, Token: lockstate.NewToken(), TTL: ttl, First: first, l: l}
+	l.c = Claim[D]{Key: key, Token: lockstate.NewToken(), TTL: ttl, Permits: permits, First: first, l: l}
 	// Until it is granted the lock has no time limit of its own: a Wait
 	// may last longer than the TTL, which counts from the grant.
 	l.Init(key, l.c.Token, 0, false, time.Now().Add(notYetGranted))
@@ -60,6 +65,7 @@ const notYetGranted = 100 * 365 * 24 * time.Hour
 func (l *lock[D]) granted(start time.Time, g Grant) {
 	l.SetTTL(l.c.TTL)
 	l.SetFence(g.Fence, l.lk.cfg.Fence)
+	l.slot = g.Slot
 	l.SetDeadline(deadline(start, l.c.TTL, g))
 	if l.flags.Or(flagHeld)&flagLost != 0 {
 		l.reportLost(ReasonDriverLost)
@@ -211,7 +217,7 @@ func (l *lock[D]) release(ctx context.Context, afterClose bool) error {
 	if !afterClose {
 		l.reportExpired()
 	}
-	if lk.ho != nil && lk.q != nil {
+	if lk.ho != nil && lk.q != nil && l.c.Permits == 0 {
 		if t := lk.q.ClaimBy(key, l, limit); t != nil {
 			return l.handOver(ctx, t, limit)
 		}
@@ -279,7 +285,7 @@ func (l *lock[D]) settle(released bool) {
 // first local waiter (claimed by t), within limit.
 func (l *lock[D]) handOver(ctx context.Context, t *localq.Ticket, limit time.Time) error {
 	lk, key := l.lk, l.c.Key
-	next := lk.newLock(key, t.TTL(), false)
+	next := lk.newLock(key, t.TTL(), 0, false)
 	// The claimed waiter waits for this request whatever its own context
 	// does, so the request is bounded even when ctx is not.
 	hctx := attempt.Once(&l.relReq, ctx, time.Until(limit))

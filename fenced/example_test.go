@@ -18,3 +18,18 @@ func Example() {
 	// <nil>
 	// true
 }
+
+// A resource guarded by a semaphore's permits checks fences per slot.
+func ExampleSlots() {
+	var pool fenced.Slots
+	// Slot 0 went from a holder with fence 3 to one with fence 4; slot 1
+	// has a holder with fence 1 (fences rise per slot, not across them).
+	fmt.Println(pool.Write("new holder of slot 0", 0, 4))
+	fmt.Println(pool.Write("holder of slot 1", 1, 1))
+	err := pool.Write("paused holder of slot 0", 0, 3)
+	fmt.Println(errors.Is(err, fenced.ErrStale))
+	// Output:
+	// <nil>
+	// <nil>
+	// true
+}

@@ -22,6 +22,7 @@ type Store struct {
 	mu    sync.Mutex
 	locks map[string]entry
 	fence map[string]uint64
+	sems  map[string]*semaphore // counting semaphores (permits.go)
 }
 
 type entry struct {
@@ -31,7 +32,7 @@ type entry struct {
 
 // NewStore returns an empty Store that uses the real clock.
 func NewStore() *Store {
-	return &Store{locks: map[string]entry{}, fence: map[string]uint64{}}
+	return &Store{locks: map[string]entry{}, fence: map[string]uint64{}, sems: map[string]*semaphore{}}
 }
 
 // Locker is a lockswap.Locker over a Store.
@@ -87,6 +88,7 @@ func NewWithOptions(s *Store, opts Options) (*Locker, error) {
 		Retry:      opts.Retry,
 		Fence:      true,
 		Queue:      true,
+		Permits:    true,
 		Logger:     opts.Logger,
 		LogKeys:    opts.LogKeys,
 	})
@@ -104,6 +106,12 @@ func (s store) Acquire(_ context.Context, c *driver.Claim[struct{}]) (driver.Gra
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now()
+	if c.Permits > 0 {
+		return s.acquirePermit(c, now)
+	}
+	if sem := s.sems[c.Key]; sem != nil && sem.live(now) > 0 {
+		return driver.Grant{}, fmt.Errorf("the key is a counting semaphore's (limit %d), not a mutex's: %w", sem.limit(), lockswap.ErrInvalid)
+	}
 	if e, ok := s.locks[c.Key]; ok && now.Before(e.expires) {
 		return driver.Grant{}, lockswap.ErrHeld
 	}
@@ -116,6 +124,9 @@ func (s store) Acquire(_ context.Context, c *driver.Claim[struct{}]) (driver.Gra
 func (s store) Extend(_ context.Context, c *driver.Claim[struct{}], ttl time.Duration) (driver.Grant, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if c.Permits > 0 {
+		return driver.Grant{}, s.extendPermit(c, ttl)
+	}
 	if e, ok := s.locks[c.Key]; !ok || e.token != c.Token || !time.Now().Before(e.expires) {
 		return driver.Grant{}, lostErr(e, ok, c)
 	}
@@ -127,6 +138,9 @@ func (s store) Extend(_ context.Context, c *driver.Claim[struct{}], ttl time.Dur
 func (s store) Release(_ context.Context, c *driver.Claim[struct{}]) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if c.Permits > 0 {
+		return s.releasePermit(c)
+	}
 	e, ok := s.locks[c.Key]
 	if !ok || e.token != c.Token {
 		return lostErr(e, ok, c)

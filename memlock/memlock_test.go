@@ -28,6 +28,16 @@ func TestConformance(t *testing.T) {
 	})
 }
 
+// TestSemaphoreConformance: memlock's counting semaphores pass the
+// semaphore suite.
+func TestSemaphoreConformance(t *testing.T) {
+	store := memlock.NewStore()
+	conformance.RunSemaphore(t, conformance.Harness{
+		NewLocker: func(t *testing.T) lockswap.Locker { return memlock.New(store) },
+		TTL:       200 * time.Millisecond,
+	})
+}
+
 // TestURL: memlock:// URLs with the same store= share one Store (their
 // Lockers exclude each other), ttl= is the default TTL, and hosts are
 // refused.

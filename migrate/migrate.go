@@ -267,6 +267,18 @@ func (lk *Locker) checkTTL(op, key string, ttl time.Duration) error {
 	return nil
 }
 
+// checkOptions checks the resolved options o of an acquire of key: its TTL
+// (checkTTL), and no permits: a migration moves mutexes off the legacy
+// SETNX/GETSET pattern, which has no counting semaphores, so there is no
+// semaphore to keep exclusive across two backends (lockswap.WithPermits is
+// refused with ErrInvalid).
+func (lk *Locker) checkOptions(key string, o lockswap.Options) error {
+	if o.Permits > 0 {
+		return fmt.Errorf("migrate: acquire %s: WithPermits: a migration moves mutexes off the legacy pattern, which has no counting semaphores: %w", lockstate.QuoteKey(key), lockswap.ErrInvalid)
+	}
+	return lk.checkTTL("acquire", key, o.TTL)
+}
+
 // Close closes both Lockers.
 func (lk *Locker) Close() error {
 	lk.closeOnce.Do(func() { close(lk.closing) })
@@ -296,7 +308,7 @@ func (lk *Locker) Acquire(ctx context.Context, key string, opts ...lockswap.Opti
 	if err := acquire.ValidateKey(key); err != nil {
 		return nil, fmt.Errorf("migrate: %w", err)
 	}
-	if err := lk.checkTTL("acquire", key, o.TTL); err != nil {
+	if err := lk.checkOptions(key, o); err != nil {
 		return nil, err
 	}
 	switch {
@@ -336,7 +348,7 @@ func (lk *Locker) TryAcquire(ctx context.Context, key string, opts ...lockswap.O
 	if err != nil {
 		return nil, fmt.Errorf("migrate: acquire %s: %w", lockstate.QuoteKey(key), err)
 	}
-	if err := lk.checkTTL("acquire", key, o.TTL); err != nil {
+	if err := lk.checkOptions(key, o); err != nil {
 		return nil, err
 	}
 	switch lk.o.Phase {
