@@ -19,14 +19,8 @@ import (
 // per slot, and Do with a permit.
 func RunSemaphore(t *testing.T, h Harness) {
 	t.Helper()
-	if h.NewLocker == nil || h.TTL <= 0 {
-		t.Fatal("conformance: Harness needs NewLocker and a positive TTL")
-	}
-	s := &suite{h: h}
-	cases := []struct {
-		name string
-		fn   func(*testing.T)
-	}{
+	s := newSuite(t, h)
+	s.run(t, []testCase{
 		{"PermitsUpToLimit", s.permitsUpToLimit},
 		{"NeverMoreThanLimit", s.neverMoreThanLimit},
 		{"ExpiredPermitFreed", s.expiredPermitFreed},
@@ -35,10 +29,7 @@ func RunSemaphore(t *testing.T, h Harness) {
 		{"MutexAndSemaphoreRefused", s.mutexAndSemaphore},
 		{"SlotFences", s.slotFences},
 		{"DoWithPermit", s.doWithPermit},
-	}
-	for _, c := range cases {
-		t.Run(c.name, c.fn)
-	}
+	})
 }
 
 // permitsGivenOrRefused (in Run, for every backend): WithPermits gives a

@@ -60,14 +60,8 @@ type Harness struct {
 // Run runs every conformance case as a subtest of t.
 func Run(t *testing.T, h Harness) {
 	t.Helper()
-	if h.NewLocker == nil || h.TTL <= 0 {
-		t.Fatal("conformance: Harness needs NewLocker and a positive TTL")
-	}
-	s := &suite{h: h}
-	cases := []struct {
-		name string
-		fn   func(*testing.T)
-	}{
+	s := newSuite(t, h)
+	s.run(t, []testCase{
 		{"MutualExclusion", s.mutualExclusion},
 		{"History", s.history},
 		{"TryAcquireHeld", s.tryAcquireHeld},
@@ -91,7 +85,26 @@ func Run(t *testing.T, h Harness) {
 		{"CloseEndsWaiters", s.closeEndsWaiters},
 		{"Do", s.do},
 		{"PermitsGivenOrRefused", s.permitsGivenOrRefused},
+	})
+}
+
+// testCase is one case of a suite.
+type testCase struct {
+	name string
+	fn   func(*testing.T)
+}
+
+// newSuite checks h and returns the suite of its cases.
+func newSuite(t *testing.T, h Harness) *suite {
+	t.Helper()
+	if h.NewLocker == nil || h.TTL <= 0 {
+		t.Fatal("conformance: Harness needs NewLocker and a positive TTL")
 	}
+	return &suite{h: h}
+}
+
+// run runs cases as subtests of t.
+func (s *suite) run(t *testing.T, cases []testCase) {
 	for _, c := range cases {
 		t.Run(c.name, c.fn)
 	}

@@ -43,20 +43,28 @@ func TestSuiteCatchesBrokenLocker(t *testing.T) {
 	// Only the cases whose rules it checks: against a Locker that never
 	// excludes, the cases that wait for a holder wait for their own 30 s
 	// limits (two minutes in all).
-	cmd := exec.Command(os.Args[0], "-test.run=^TestBrokenLockerRun$/^(MutualExclusion|TryAcquireHeld|History)$", "-test.v")
-	cmd.Env = append(os.Environ(), "LOCKSWAP_CONFORMANCE_SELFTEST=1")
-	out, err := cmd.CombinedOutput()
-	if err == nil {
-		t.Fatalf("the suite passed a Locker that never excludes anyone:\n%s", out)
-	}
-	for _, rule := range []string{
+	catches(t, "TestBrokenLockerRun", "MutualExclusion|TryAcquireHeld|History", "a Locker that never excludes anyone", []string{
 		"mutual exclusion broken",
 		"TryAcquire on a key another Locker holds",
 		"--- FAIL: TestBrokenLockerRun/MutualExclusion",
 		"--- FAIL: TestBrokenLockerRun/TryAcquireHeld",
 		"--- FAIL: TestBrokenLockerRun/History", // each lock has fence 1: repeated, not rising
 		"fence violations",
-	} {
+	})
+}
+
+// catches runs the cases of the child test run (a suite run over a broken
+// Locker) in a child process and requires that they fail, naming each
+// broken rule; what says what the broken Locker does.
+func catches(t *testing.T, run, cases, what string, rules []string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+run+"$/^("+cases+")$", "-test.v")
+	cmd.Env = append(os.Environ(), "LOCKSWAP_CONFORMANCE_SELFTEST=1")
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("the suite passed %s:\n%s", what, out)
+	}
+	for _, rule := range rules {
 		if !strings.Contains(string(out), rule) {
 			t.Errorf("the suite's output does not name the broken rule %q:\n%s", rule, out)
 		}
@@ -78,20 +86,11 @@ func TestBrokenSemaphoreRun(t *testing.T) {
 // TestSemaphoreSuiteCatchesBroken: the semaphore suite fails a Locker
 // whose permits have no limit, and says which rules it broke.
 func TestSemaphoreSuiteCatchesBroken(t *testing.T) {
-	cmd := exec.Command(os.Args[0], "-test.run=^TestBrokenSemaphoreRun$/^(PermitsUpToLimit|NeverMoreThanLimit|MixedLimitsRefused|MutexAndSemaphoreRefused)$", "-test.v")
-	cmd.Env = append(os.Environ(), "LOCKSWAP_CONFORMANCE_SELFTEST=1")
-	out, err := cmd.CombinedOutput()
-	if err == nil {
-		t.Fatalf("the semaphore suite passed a Locker whose permits have no limit:\n%s", out)
-	}
-	for _, rule := range []string{
-		"a permit beyond the limit",
-		"holders inside at once, the limit is 2",
-		"while permits of limit 2 are held",
-		"a permit of a key whose mutex is held",
-	} {
-		if !strings.Contains(string(out), rule) {
-			t.Errorf("the suite's output does not name the broken rule %q:\n%s", rule, out)
-		}
-	}
+	catches(t, "TestBrokenSemaphoreRun", "PermitsUpToLimit|NeverMoreThanLimit|MixedLimitsRefused|MutexAndSemaphoreRefused",
+		"a Locker whose permits have no limit", []string{
+			"a permit beyond the limit",
+			"holders inside at once, the limit is 2",
+			"while permits of limit 2 are held",
+			"a permit of a key whose mutex is held",
+		})
 }
