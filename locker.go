@@ -61,7 +61,10 @@ type Lock interface {
 	// Fence returns a number that strictly increases with every new holder
 	// of the key, and true, when the backend provides one. A protected
 	// resource that remembers the highest fence it has seen can reject a
-	// stale holder's writes.
+	// stale holder's writes. For a permit of a counting semaphore
+	// ([WithPermits]) the fence rises per slot ([Slot]): the resource
+	// keeps the highest fence per slot (fenced.Slots), since holders of
+	// other slots hold at the same time.
 	//
 	// How far "strictly increases" reaches under faults is the backend's
 	// and is stated in its [Guarantees] Notes. etcdlease's fence is the

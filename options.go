@@ -104,7 +104,9 @@ const MaxPermits = 1024
 // Release; [Do] works with it). Every holder of the key must give the same
 // limit, from 1 to [MaxPermits]: a call with another limit than the
 // permits held, and a mutex and a semaphore on one key, are refused with
-// [ErrInvalid]. A permit's fence rises per slot: [Slot] says which slot
+// [ErrInvalid] at once, as the configuration errors they are (Acquire
+// does not wait for them to pass); once every permit has ended, the next
+// holder's limit is the key's. A permit's fence rises per slot: [Slot] says which slot
 // it holds, and a resource guarding slot k rejects an older holder of
 // slot k (docs/semaphores.md). A backend without semaphores refuses the
 // option with [ErrInvalid].
@@ -148,7 +150,7 @@ func (o Options) Resolve(opts ...Option) (Options, error) {
 	if o.RenewEvery < 0 {
 		return o, fmt.Errorf("renew interval %v is negative: %w", o.RenewEvery, ErrInvalid)
 	}
-	if o.permitsSet && (o.Permits < 1 || o.Permits > MaxPermits) {
+	if (o.permitsSet || o.Permits != 0) && (o.Permits < 1 || o.Permits > MaxPermits) {
 		return o, fmt.Errorf("permits %d: want a limit from 1 to %d: %w", o.Permits, MaxPermits, ErrInvalid)
 	}
 	if o.Retry == nil {

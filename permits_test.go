@@ -24,6 +24,11 @@ func TestWithPermitsResolve(t *testing.T) {
 			t.Errorf("WithPermits(%d): %v, want ErrInvalid", n, err)
 		}
 	}
+	for _, n := range []int{-5, lockswap.MaxPermits + 1} {
+		if _, err := (lockswap.Options{Permits: n}).Resolve(); !errors.Is(err, lockswap.ErrInvalid) {
+			t.Errorf("Options{Permits: %d}: %v, want ErrInvalid", n, err)
+		}
+	}
 	if o, err := (lockswap.Options{}).Resolve(); err != nil || o.Permits != 0 {
 		t.Errorf("no option: Permits %d, %v; want 0 (the mutex)", o.Permits, err)
 	}

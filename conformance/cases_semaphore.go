@@ -15,8 +15,8 @@ import (
 // RunSemaphore runs the counting-semaphore cases (lockswap.WithPermits) as
 // subtests of t, for a backend whose Lockers take permits: never more
 // holders than the limit, a permit freed by Release and by expiry, limits
-// checked, a mutex and a semaphore on one key refused, fences that rise
-// per slot, and Do with a permit.
+// checked, a mutex and a semaphore on one key refused while either is
+// held, fences that rise per slot, and Do with a permit.
 func RunSemaphore(t *testing.T, h Harness) {
 	t.Helper()
 	s := newSuite(t, h)
@@ -28,6 +28,7 @@ func RunSemaphore(t *testing.T, h Harness) {
 		{"MixedLimitsRefused", s.mixedLimits},
 		{"MutexAndSemaphoreRefused", s.mutexAndSemaphore},
 		{"SlotFences", s.slotFences},
+		{"KeyFreedForOtherKind", s.keyFreedForOtherKind},
 		{"DoWithPermit", s.doWithPermit},
 	})
 }
@@ -220,29 +221,59 @@ func (s *suite) mutexAndSemaphore(t *testing.T) {
 		}
 		t.Errorf("the mutex of a key with a permit held: err = %v, want ErrInvalid", err)
 	}
-	release(t, ctx, lm)
-	release(t, ctx, lp)
+	// The refusals changed nothing: both holders still hold.
+	for _, l := range []lockswap.Lock{lm, lp} {
+		if err := l.Extend(ctx, 10*time.Second); err != nil {
+			t.Errorf("Extend of %s after the other kind was refused on it: %v; a refusal must change nothing", l.Key(), err)
+		}
+		release(t, ctx, l)
+	}
 }
 
 // slotFences: with a fencing backend, the fence of a slot rises with every
-// new holder of that slot.
+// new holder of that slot, also across a change of the key's limit (3,
+// then 2 once those permits ended, then 3 again).
 func (s *suite) slotFences(t *testing.T) {
 	lk := s.locker(t)
 	if !lk.Guarantees().Fencing {
 		t.Skip("the backend gives no fences")
 	}
 	ctx, key := ctxT(t), s.key(t)
-	one := lockswap.WithPermits(1)
-	var last uint64
-	for i := range 3 {
-		l := take(t, ctx, lk, key, "a permit: %v", one, s.ttl())
-		f, ok := l.Fence()
-		if slot, _ := lockswap.Slot(l); !ok || slot != 0 || f <= last {
-			t.Errorf("holder %d of slot 0: fence %d (%v), slot %d; want slot 0 and a fence above %d", i+1, f, ok, slot, last)
+	newest := map[int]uint64{}
+	for round, limit := range []int{1, 1, 3, 2, 3} {
+		var held []lockswap.Lock
+		for range limit {
+			l := take(t, ctx, lk, key, fmt.Sprintf("a permit of limit %d: %%v", limit), lockswap.WithPermits(limit), s.ttl())
+			held = append(held, l)
+			f, ok := l.Fence()
+			slot, _ := lockswap.Slot(l)
+			if !ok || f <= newest[slot] {
+				t.Errorf("round %d (limit %d): slot %d got fence %d (%v); its holder before had %d: a slot's fence must rise", round+1, limit, slot, f, ok, newest[slot])
+			}
+			newest[slot] = f
 		}
-		last = f
+		for _, l := range held {
+			release(t, ctx, l)
+		}
+	}
+}
+
+// keyFreedForOtherKind: once every permit of a key is released its mutex
+// can be taken, and once the mutex is released permits can.
+func (s *suite) keyFreedForOtherKind(t *testing.T) {
+	lk := s.locker(t)
+	ctx, key := ctxT(t), s.key(t)
+	var held []lockswap.Lock
+	for range 2 {
+		held = append(held, take(t, ctx, lk, key, "a permit: %v", lockswap.WithPermits(2), s.ttl()))
+	}
+	for _, l := range held {
 		release(t, ctx, l)
 	}
+	m := take(t, ctx, lk, key, "the mutex of a key whose permits were all released: %v", s.ttl())
+	release(t, ctx, m)
+	p := take(t, ctx, lk, key, "a permit of a key whose mutex was released: %v", lockswap.WithPermits(3), s.ttl())
+	release(t, ctx, p)
 }
 
 // doWithPermit: Do takes a permit, runs fn with it and releases it.

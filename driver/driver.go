@@ -306,7 +306,9 @@ type Config struct {
 	// semaphores (lockswap.WithPermits): its Acquire then reads
 	// Claim.Permits and answers Grant.Slot. Without it the kit refuses the
 	// option with lockswap.ErrInvalid. Permits do not go through the
-	// local queue or a hand-over: each waiter polls per the retry policy.
+	// local queue, a hand-over or a Waiter's Wait: each waiter polls per
+	// the retry policy (Config.Retry, NoRetry by default for a Waiter, so
+	// give one there).
 	Permits bool
 	// Queue lines up the Locker's Acquire calls for one key in arrival
 	// order, only the first of them asking the backend (see the package

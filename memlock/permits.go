@@ -9,10 +9,11 @@ import (
 )
 
 // semaphore is a key's counting semaphore: one entry per slot (a free
-// slot has no token, or an expired one) and a fence per slot.
+// slot has no token, or an expired one). Its fences come from the key's
+// one counter (Store.fence), which the mutex shares: they rise per slot,
+// across slots, and across a change of the limit, and never repeat.
 type semaphore struct {
 	slots []entry
-	fence []uint64
 }
 
 func (sem *semaphore) limit() int { return len(sem.slots) }
@@ -39,12 +40,8 @@ func (s store) acquirePermit(c *driver.Claim[struct{}], now time.Time) (driver.G
 	switch {
 	case sem == nil || sem.live(now) == 0 && sem.limit() != c.Permits:
 		// A new semaphore, or one whose permits have all ended: its limit
-		// is the caller's. Slot fences carry over where slots remain.
-		next := &semaphore{slots: make([]entry, c.Permits), fence: make([]uint64, c.Permits)}
-		if sem != nil {
-			copy(next.fence, sem.fence)
-		}
-		sem = next
+		// is the caller's.
+		sem = &semaphore{slots: make([]entry, c.Permits)}
 		s.sems[c.Key] = sem
 	case sem.limit() != c.Permits:
 		return driver.Grant{}, fmt.Errorf("limit %d, but the key's permits are held with limit %d: %w", c.Permits, sem.limit(), lockswap.ErrInvalid)
@@ -52,8 +49,8 @@ func (s store) acquirePermit(c *driver.Claim[struct{}], now time.Time) (driver.G
 	for i, e := range sem.slots {
 		if e.token == "" || !now.Before(e.expires) {
 			sem.slots[i] = entry{token: c.Token, expires: now.Add(c.TTL)}
-			sem.fence[i]++
-			return driver.Grant{Fence: sem.fence[i], Slot: i}, nil
+			s.fence[c.Key]++
+			return driver.Grant{Fence: s.fence[c.Key], Slot: i}, nil
 		}
 	}
 	return driver.Grant{}, fmt.Errorf("all %d permits held: %w", sem.limit(), lockswap.ErrHeld)
@@ -87,7 +84,8 @@ func (s store) extendPermit(c *driver.Claim[struct{}], ttl time.Duration) error 
 	return nil
 }
 
-// releasePermit frees c's slot if c still holds it.
+// releasePermit frees c's slot if c still holds it; the semaphore goes
+// when no permit of it is left.
 func (s store) releasePermit(c *driver.Claim[struct{}]) error {
 	sem, i := s.slotOf(c)
 	if i < 0 {
@@ -95,6 +93,9 @@ func (s store) releasePermit(c *driver.Claim[struct{}]) error {
 	}
 	e := sem.slots[i]
 	sem.slots[i] = entry{}
+	if sem.live(time.Now()) == 0 {
+		delete(s.sems, c.Key)
+	}
 	if !time.Now().Before(e.expires) {
 		return lostErr(e, true, c)
 	}
