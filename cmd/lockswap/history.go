@@ -23,9 +23,8 @@ func parseHistory(args []string, stdout, stderr io.Writer) (job, error) {
 	out := fs.String("out", "", "folder for the histories and Porcupine's views of a violation (default: the system's temporary folder)")
 	list := fs.Bool("list", false, "list the configurations and exit")
 	showProgress := fs.Bool("progress", false, "print progress and the faults on stderr even when it is not a terminal")
-	redisAddrs := fs.String("redis", "", "your own Redis servers host:port[,host:port...] (or redis://[user:password@]host:port\nURLs) instead of started ones: only the faults on the clients' side are drawn")
-	password := fs.String("password", "", "the password of your --redis servers (a flag shows in ps: prefer REDISCLI_AUTH or\nREDIS_PASSWORD; the flag or the URLs' wins over them, then REDISCLI_AUTH over REDIS_PASSWORD)")
-	etcdEndpoints := fs.String("etcd", "", "your own etcd endpoint host:port (plain text; the first of a list is used) instead of\na started one: only the faults on the clients' side are drawn")
+	userFlags := addUserServerFlags(fs, ": only the faults on the clients' side are drawn",
+		"your own etcd endpoint host:port (plain text; the first of a list is used) instead of\na started one: only the faults on the clients' side are drawn")
 	fs.Usage = commandUsage(fs, "[flags]",
 		`Runs each backend configuration on servers it starts (redis-server processes; the
 etcd program on PATH, else an embedded etcd), every server behind a proxy. Several
@@ -57,11 +56,11 @@ pauses, legacysetnx's clock jumps. Keys go under a random prefix, deleted at the
 		on    strings.Builder // the flags that name them, for a replay
 		login string          // how to log in again, for a replay
 	)
-	if rs := splitList(*redisAddrs); len(rs) > 0 {
-		t, err := parseRedisFlag("history", rs, *password, false)
-		if err != nil {
-			return nil, err
-		}
+	t, etcd, err := userFlags.parse("history", false)
+	if err != nil {
+		return nil, err
+	}
+	if len(t.addrs) > 0 {
 		user.Redis, user.Auth = t.addrs, userservers.Auth{User: t.user, Password: t.password, From: t.from}
 		fmt.Fprintf(&on, " --redis %s", strings.Join(t.addrs, ","))
 		if t.password != "" {
@@ -70,13 +69,8 @@ pauses, legacysetnx's clock jumps. Keys go under a random prefix, deleted at the
 				login += fmt.Sprintf(", user %q in a redis://user:password@host URL", t.user)
 			}
 		}
-	} else if *password != "" {
-		return nil, usageError("history: --password is for your --redis servers, and none is given")
 	}
-	user.Etcd = splitList(*etcdEndpoints)
-	if err := plainAddrs("history", "etcd", user.Etcd, false); err != nil {
-		return nil, err
-	}
+	user.Etcd = etcd
 	all := historyrun.Configs()
 	if len(user.Etcd) > 0 {
 		fmt.Fprintf(&on, " --etcd %s", strings.Join(user.Etcd, ","))

@@ -368,9 +368,7 @@ func parseCompare(args []string, stdout, stderr io.Writer) (job, error) {
 		compare.DefaultBudget(1)-perIteration, perIteration))
 	useMini := fs.Bool("miniredis", false, "use miniredis even when redis-server is on PATH (scenarios that need real processes are not run)")
 	showProgress := fs.Bool("progress", false, "print progress on stderr even when it is not a terminal")
-	redisAddrs := fs.String("redis", "", "your own Redis servers host:port[,host:port...] (or redis://[user:password@]host:port\nURLs) instead of started ones (scenarios that harm servers are not run)")
-	password := fs.String("password", "", "the password of your --redis servers (a flag shows in ps: prefer REDISCLI_AUTH or\nREDIS_PASSWORD; the flag or the URLs' wins over them, then REDISCLI_AUTH over REDIS_PASSWORD)")
-	etcdEndpoints := fs.String("etcd", "", "your own etcd endpoints host:port[,...] instead of an embedded one")
+	userFlags := addUserServerFlags(fs, " (scenarios that harm servers are not run)", "your own etcd endpoints host:port[,...] instead of an embedded one")
 	fs.Usage = commandUsage(fs, "[flags]",
 		`Runs fault scenarios (rows) against lock configurations (columns) on servers it starts
 (real redis-server processes when on PATH, else miniredis; embedded etcd) and shows what
@@ -390,23 +388,16 @@ each measured beside what the configuration's Guarantees() declare.`)
 		return nil, usageError("compare: --budget %v: want a positive duration such as 2m", *budget)
 	}
 	o := compare.Options{Columns: splitList(*columns), Backends: splitList(*backends), Scenarios: splitList(*scenarios),
-		Iterations: *iterations, Budget: *budget, Miniredis: *useMini,
-		EtcdEndpoints: splitList(*etcdEndpoints)}
+		Iterations: *iterations, Budget: *budget, Miniredis: *useMini}
 	if len(o.Columns) > 0 && len(o.Backends) > 0 {
 		return nil, usageError("compare: give --columns or --backends, not both")
 	}
-	if rs := splitList(*redisAddrs); len(rs) > 0 {
-		t, err := parseRedisFlag("compare", rs, *password, false)
-		if err != nil {
-			return nil, err
-		}
-		o.RedisAddrs, o.RedisUsername, o.RedisPassword, o.RedisPasswordFrom = t.addrs, t.user, t.password, t.from
-	} else if *password != "" {
-		return nil, usageError("compare: --password is for your --redis servers, and none is given")
-	}
-	if err := plainAddrs("compare", "etcd", o.EtcdEndpoints, true); err != nil {
+	t, etcd, err := userFlags.parse("compare", true)
+	if err != nil {
 		return nil, err
 	}
+	o.RedisAddrs, o.RedisUsername, o.RedisPassword, o.RedisPasswordFrom = t.addrs, t.user, t.password, t.from
+	o.EtcdEndpoints = etcd
 	if err := compare.Check(o); err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"net/url"
 	"os"
@@ -120,4 +121,39 @@ func authHint(err error, t redisTargets) error {
 		return fmt.Errorf("%w (the server refused the user or password; the password came from %s)", err, from)
 	}
 	return err
+}
+
+// userServerFlags are the --redis, --password and --etcd flags of a command
+// that can run on the user's own servers instead of servers it starts
+// (compare, history).
+type userServerFlags struct{ redis, password, etcd *string }
+
+// addUserServerFlags defines them on fs; redisUse and etcdUse end the
+// help of --redis and --etcd (what the command does with them).
+func addUserServerFlags(fs *flag.FlagSet, redisUse, etcdUse string) userServerFlags {
+	return userServerFlags{
+		redis:    fs.String("redis", "", "your own Redis servers host:port[,host:port...] (or redis://[user:password@]host:port\nURLs) instead of started ones"+redisUse),
+		password: fs.String("password", "", "the password of your --redis servers (a flag shows in ps: prefer REDISCLI_AUTH or\nREDIS_PASSWORD; the flag or the URLs' wins over them, then REDISCLI_AUTH over REDIS_PASSWORD)"),
+		etcd:     fs.String("etcd", "", etcdUse),
+	}
+}
+
+// parse returns what the flags name for cmd: the Redis servers and their
+// login (no addrs when --redis is not given), and the etcd endpoints, URLs
+// only with etcdURLs. Errors are usage errors that never repeat a password.
+func (f userServerFlags) parse(cmd string, etcdURLs bool) (redisTargets, []string, error) {
+	var t redisTargets
+	if rs := splitList(*f.redis); len(rs) > 0 {
+		var err error
+		if t, err = parseRedisFlag(cmd, rs, *f.password, false); err != nil {
+			return t, nil, err
+		}
+	} else if *f.password != "" {
+		return t, nil, usageError("%s: --password is for your --redis servers, and none is given", cmd)
+	}
+	etcd := splitList(*f.etcd)
+	if err := plainAddrs(cmd, "etcd", etcd, etcdURLs); err != nil {
+		return t, nil, err
+	}
+	return t, etcd, nil
 }
