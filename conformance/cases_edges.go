@@ -44,14 +44,14 @@ func (s *suite) badArguments(t *testing.T) {
 	_, err = a.Acquire(ctx, "", lockswap.WithTTL(time.Second))
 	check("Acquire with an empty key", err)
 	ttls := []time.Duration{0, -time.Second, time.Microsecond, lockswap.MinTTL - 1, lockswap.MaxTTL + 1}
-	if r, ok := a.(TTLRanger); ok {
+	if r, ok := base(a).(TTLRanger); ok {
 		min, max := r.TTLRange()
 		if min < lockswap.MinTTL || max > lockswap.MaxTTL || min > max {
 			t.Errorf("TTLRange() = [%v, %v], want within [lockswap.MinTTL, lockswap.MaxTTL]", min, max)
 		}
 		ttls = append(ttls, min-time.Millisecond, max+time.Millisecond)
 	} else {
-		t.Errorf("%T has no TTLRange() method: users cannot learn which TTLs it takes", a)
+		t.Errorf("%T has no TTLRange() method: users cannot learn which TTLs it takes", base(a))
 	}
 	for _, ttl := range ttls {
 		_, err = a.TryAcquire(ctx, key, lockswap.WithTTL(ttl))

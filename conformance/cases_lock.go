@@ -242,7 +242,7 @@ func (s *suite) ttlReported(t *testing.T) {
 	l = take(t, ctx, lk, key, "TryAcquire without WithTTL: %v")
 	defer l.Release(ctx)
 	want := lockswap.DefaultTTL
-	if d, ok := lk.(interface{ DefaultTTL() time.Duration }); ok {
+	if d, ok := base(lk).(interface{ DefaultTTL() time.Duration }); ok {
 		want = d.DefaultTTL()
 	}
 	if got := l.TTL(); got != want {
@@ -263,7 +263,7 @@ func (s *suite) defaultTTL(t *testing.T) {
 		t.Fatalf("a Locker with the default TTL %v: %v", def, err)
 	}
 	defer lk.Close()
-	if d, ok := lk.(interface{ DefaultTTL() time.Duration }); ok && d.DefaultTTL() != def {
+	if d, ok := base(lk).(interface{ DefaultTTL() time.Duration }); ok && d.DefaultTTL() != def {
 		t.Errorf("DefaultTTL() = %v, want %v", d.DefaultTTL(), def)
 	}
 	ctx, key := ctxT(t), s.key(t)

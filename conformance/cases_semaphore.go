@@ -16,7 +16,8 @@ import (
 // subtests of t, for a backend whose Lockers take permits: never more
 // holders than the limit, a permit freed by Release and by expiry, limits
 // checked, a mutex and a semaphore on one key refused while either is
-// held, fences that rise per slot, and Do with a permit.
+// held, fences that rise per slot, Do with a permit, and every case of
+// Run on permits of limit 1.
 func RunSemaphore(t *testing.T, h Harness) {
 	t.Helper()
 	s := newSuite(t, h)
@@ -30,6 +31,10 @@ func RunSemaphore(t *testing.T, h Harness) {
 		{"SlotFences", s.slotFences},
 		{"KeyFreedForOtherKind", s.keyFreedForOtherKind},
 		{"DoWithPermit", s.doWithPermit},
+		// A permit of limit 1 keeps what a mutex keeps: the whole mutex
+		// suite (expiry, a vanished holder, cancellation, Close, bad
+		// input, fencing, the history check) runs on one.
+		{"MutexCasesAsOnePermit", func(t *testing.T) { Run(t, onePermit(h)) }},
 	})
 }
 

@@ -390,6 +390,9 @@ func (f *fair) leave(ctx context.Context, keys []string, c *driver.Claim[ref], o
 // Release is compare-and-delete that hands the key to the first live
 // waiter of the queue in the same request and wakes it.
 func (f *fair) Release(ctx context.Context, c *driver.Claim[ref]) error {
+	if c.Permits > 0 {
+		return f.proto.Release(ctx, c)
+	}
 	k := c.Data.keys[0]
 	v, err := f.c.Run(ctx, fairRelease, f.keys(k), c.Token, fenceCounterTTL.Milliseconds())
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/conformance"
 	"github.com/lockswap/lockswap/internal/redistest"
 	"github.com/lockswap/lockswap/internal/testserver"
 	"github.com/lockswap/lockswap/redisclient"
@@ -34,6 +35,9 @@ func TestFaults(t *testing.T) {
 		{"plain", singleredis.Options{}, "", nil},
 		{"fenced", singleredis.Options{Fence: true}, "?fence=true", nil},
 		{"fair_wait", singleredis.Options{FairWait: true}, "?fair_wait=true", map[string]time.Duration{"rueidis": 2 * time.Second}},
+		// Permits of a counting semaphore (limit 1: conformance.OnePermit),
+		// fenced: one script per operation.
+		{"permits", singleredis.Options{Fence: true}, "?fence=true", nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -42,6 +46,9 @@ func TestFaults(t *testing.T) {
 					lk, err := singleredis.New(clients[0], c.opts)
 					if err != nil {
 						t.Fatal(err)
+					}
+					if c.name == "permits" {
+						return conformance.OnePermit(lk)
 					}
 					return lk
 				},

@@ -221,6 +221,7 @@ func New(c redisclient.Client, opts Options) (*Locker, error) {
 		CheckKey:   redisclient.CheckKey(opts.Prefix),
 		Fence:      opts.Fence,
 		Queue:      true,
+		Permits:    true,
 		Uncertain:  redisclient.Uncertain,
 		Undo:       redisclient.MaybeApplied,
 		Closer:     closer,
@@ -373,6 +374,9 @@ func (r *ref) set(k, token string) { r.keys[0], r.tokenArg[0] = k, token }
 // once, redisclient.MsgSetGetFallback) and, on the first attempt of a call
 // that finds the key taken, one TYPE request.
 func (p *proto) Acquire(ctx context.Context, c *driver.Claim[ref]) (driver.Grant, error) {
+	if c.Permits > 0 {
+		return p.acquirePermit(ctx, c)
+	}
 	k := p.prefix + c.Key
 	c.Data.set(k, c.Token)
 	var (
@@ -468,6 +472,9 @@ func notLockType(k, typ string) error {
 
 // Extend is one compare-and-pexpire.
 func (p *proto) Extend(ctx context.Context, c *driver.Claim[ref], ttl time.Duration) (driver.Grant, error) {
+	if c.Permits > 0 {
+		return p.extendPermit(ctx, c, ttl)
+	}
 	v, err := p.c.Run(ctx, extendScript, c.Data.keys[:], c.Token, ttl.Milliseconds())
 	if err != nil {
 		return driver.Grant{}, redisclient.ClassifyHeld(p.c, err)
@@ -482,6 +489,9 @@ var errNotOurs = fmt.Errorf("no longer ours: %w", lockswap.ErrLost)
 
 // Release is one compare-and-delete.
 func (p *proto) Release(ctx context.Context, c *driver.Claim[ref]) error {
+	if c.Permits > 0 {
+		return p.releasePermit(ctx, c)
+	}
 	v, err := p.c.Run(ctx, releaseScript, c.Data.keys[:], c.Data.tokenArg[:]...)
 	if err != nil {
 		return redisclient.ClassifyHeld(p.c, err)

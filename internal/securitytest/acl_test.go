@@ -40,29 +40,47 @@ type aclCase struct {
 	params  string
 	ttl     time.Duration
 	rules   string
+	// permits, when above 0, makes the case one of counting semaphores:
+	// its locks are permits of that limit (lockswap.WithPermits), and
+	// its suite the semaphore suite.
+	permits int
 }
 
 var aclCases = []aclCase{
 	{"singleredis", "singleredis", 1, "", time.Second,
-		"locker on >PASSWORD resetkeys resetchannels ~app:* -@all +set +get +del +pexpire +type +eval +evalsha"},
+		"locker on >PASSWORD resetkeys resetchannels ~app:* -@all +set +get +del +pexpire +type +eval +evalsha", 0},
 	{"singleredis-fence", "singleredis", 1, "fence=true", time.Second,
-		"locker on >PASSWORD resetkeys resetchannels ~app:* ~{app:*}:fence -@all +set +get +del +pexpire +type +exists +time +eval +evalsha"},
+		"locker on >PASSWORD resetkeys resetchannels ~app:* ~{app:*}:fence -@all +set +get +del +pexpire +type +exists +time +eval +evalsha", 0},
 	{"singleredis-fair-wait", "singleredis", 1, "fair_wait=true", time.Second,
-		"locker on >PASSWORD resetkeys resetchannels ~app:* ~{app:*}:fairq ~{app:*}:fairw &app:lockswap:fairwait:* -@all +set +get +del +pexpire +type +exists +time +pttl +lindex +lpop +rpush +hget +hset +hdel +hexists +hlen +publish +subscribe +eval +evalsha"},
+		"locker on >PASSWORD resetkeys resetchannels ~app:* ~{app:*}:fairq ~{app:*}:fairw &app:lockswap:fairwait:* -@all +set +get +del +pexpire +type +exists +time +pttl +lindex +lpop +rpush +hget +hset +hdel +hexists +hlen +publish +subscribe +eval +evalsha", 0},
 	{"singleredis-fair-wait-fence", "singleredis", 1, "fair_wait=true&fence=true", time.Second,
-		"locker on >PASSWORD resetkeys resetchannels ~app:* ~{app:*}:fairq ~{app:*}:fairw ~{app:*}:fence &app:lockswap:fairwait:* -@all +set +get +del +pexpire +type +exists +time +pttl +lindex +lpop +rpush +hget +hset +hdel +hexists +hlen +publish +subscribe +eval +evalsha"},
+		"locker on >PASSWORD resetkeys resetchannels ~app:* ~{app:*}:fairq ~{app:*}:fairw ~{app:*}:fence &app:lockswap:fairwait:* -@all +set +get +del +pexpire +type +exists +time +pttl +lindex +lpop +rpush +hget +hset +hdel +hexists +hlen +publish +subscribe +eval +evalsha", 0},
 	{"redlock", "redlock", 3, "", time.Second,
-		"locker on >PASSWORD resetkeys resetchannels ~app:* -@all +set +get +del +pexpire +type +eval +evalsha"},
+		"locker on >PASSWORD resetkeys resetchannels ~app:* -@all +set +get +del +pexpire +type +eval +evalsha", 0},
 	{"redlock-restart-safety", "redlock", 3, "restart_safety=true&max_ttl=30s", time.Second,
-		"locker on >PASSWORD resetkeys resetchannels ~app:* ~lockswap:redlock:epoch -@all +set +get +del +pexpire +type +time +eval +evalsha"},
+		"locker on >PASSWORD resetkeys resetchannels ~app:* ~lockswap:redlock:epoch -@all +set +get +del +pexpire +type +time +eval +evalsha", 0},
 	{"redlock-fence", "redlock", 3, "fence=true", time.Second,
-		"locker on >PASSWORD resetkeys resetchannels ~app:* ~{app:*}:fence ~lockswap:redlock:members -@all +set +get +del +pexpire +type +time +hgetall +hset +hdel +pexpireat +eval +evalsha"},
+		"locker on >PASSWORD resetkeys resetchannels ~app:* ~{app:*}:fence ~lockswap:redlock:members -@all +set +get +del +pexpire +type +time +hgetall +hset +hdel +pexpireat +eval +evalsha", 0},
 	{"redlock-fence-restart-safety", "redlock", 3, "fence=true&restart_safety=true&max_ttl=30s", time.Second,
-		"locker on >PASSWORD resetkeys resetchannels ~app:* ~{app:*}:fence ~lockswap:redlock:epoch ~lockswap:redlock:members -@all +set +get +del +pexpire +type +time +hgetall +hset +hdel +pexpireat +eval +evalsha"},
+		"locker on >PASSWORD resetkeys resetchannels ~app:* ~{app:*}:fence ~lockswap:redlock:epoch ~lockswap:redlock:members -@all +set +get +del +pexpire +type +time +hgetall +hset +hdel +pexpireat +eval +evalsha", 0},
+	{"singleredis-semaphore", "singleredis", 1, "", time.Second,
+		"locker on >PASSWORD resetkeys resetchannels ~app:* -@all +set +get +del +pexpire +type +time +hgetall +hset +hdel +eval +evalsha", 3},
+	{"singleredis-semaphore-fence", "singleredis", 1, "fence=true", time.Second,
+		"locker on >PASSWORD resetkeys resetchannels ~app:* ~{app:*}:fence -@all +set +get +del +pexpire +type +exists +time +hgetall +hset +hdel +eval +evalsha", 3},
 	{"legacysetnx", "legacysetnx", 1, "unit=ms", time.Second,
-		"locker on >PASSWORD resetkeys resetchannels ~app:* -@all +get +set +del +eval +evalsha"},
+		"locker on >PASSWORD resetkeys resetchannels ~app:* -@all +get +set +del +eval +evalsha", 0},
 	{"legacysetnx-server-time", "legacysetnx", 1, "unit=ms&server_time=true&redis_expiry=true", time.Second,
-		"locker on >PASSWORD resetkeys resetchannels ~app:* -@all +get +set +del +time +eval +evalsha"},
+		"locker on >PASSWORD resetkeys resetchannels ~app:* -@all +get +set +del +time +eval +evalsha", 0},
+}
+
+// lockOptions are the options of a lock of the case: a TTL, and the
+// permits of a semaphore case.
+func (c aclCase) lockOptions(ttl time.Duration) []lockswap.Option {
+	o := []lockswap.Option{lockswap.WithTTL(ttl)}
+	if c.permits > 0 {
+		o = append(o, lockswap.WithPermits(c.permits))
+	}
+	return o
 }
 
 func (c aclCase) rule() string { return strings.Replace(c.rules, "PASSWORD", aclPassword, 1) }
@@ -120,7 +138,11 @@ func TestACLConformance(t *testing.T) {
 				c.scheme += "s"
 				extra = "&tls_ca=" + url.QueryEscape(ca.CertFile)
 			}
-			conformance.Run(t, conformance.Harness{
+			run := conformance.Run
+			if c.permits > 0 {
+				run = conformance.RunSemaphore
+			}
+			run(t, conformance.Harness{
 				NewLocker: func(t *testing.T) lockswap.Locker {
 					if c.scheme == "redlock" {
 						return aclRedlock(t, as, c.params)
@@ -154,7 +176,7 @@ func TestACLEveryClient(t *testing.T) {
 				defer lk.Close()
 				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 				defer cancel()
-				l, err := lk.Acquire(ctx, "job", lockswap.WithTTL(5*time.Second))
+				l, err := lk.Acquire(ctx, "job", c.lockOptions(5*time.Second)...)
 				if err != nil {
 					t.Fatalf("Acquire: %v", err)
 				}

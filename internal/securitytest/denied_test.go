@@ -33,6 +33,10 @@ func TestACLMissingRight(t *testing.T) {
 		{"singleredis-fair-wait", "+exists"},
 		{"singleredis-fair-wait", "&app:lockswap:fairwait:*"},
 		{"singleredis-fair-wait", "+subscribe"},
+		{"singleredis-semaphore", "+hgetall"},
+		{"singleredis-semaphore", "+hset"},
+		{"singleredis-semaphore", "+time"},
+		{"singleredis-semaphore-fence", "~{app:*}:fence"},
 		{"redlock", "+set"},
 		{"redlock-fence", "~{app:*}:fence"},
 		{"redlock-fence", "+time"},
@@ -63,7 +67,7 @@ func TestACLMissingRight(t *testing.T) {
 				// Acquire, extend and release: some rights are needed by
 				// only one of them (singleredis takes a lock without a
 				// script).
-				l, err := lk.Acquire(ctx, "job", lockswap.WithTTL(5*time.Second))
+				l, err := lk.Acquire(ctx, "job", c.lockOptions(5*time.Second)...)
 				if err == nil {
 					if err = l.Extend(ctx, 5*time.Second); err == nil {
 						err = l.Release(ctx)

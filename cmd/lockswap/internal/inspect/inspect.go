@@ -1,5 +1,5 @@
 // Package inspect lists the lock keys under a prefix in one Redis: owner
-// tokens of token locks, legacy SETNX timestamps, the unit they are written
+// tokens of token locks, counting semaphores, legacy SETNX timestamps, the unit they are written
 // in and whether they have expired, who wrote them (an old client, whose
 // keys have no Redis expiry, or lockswap with redis_expiry=true), and the
 // keys' remaining TTL. `lockswap inspect` prints it; it is meant for
@@ -33,7 +33,10 @@ const (
 	KindToken  Kind = "token"  // a random owner token (singleredis, redlock, other SET NX PX clients)
 	KindLegacy Kind = "legacy" // a number: a Unix timestamp (legacy SETNX/GETSET clients, legacysetnx), see Unit
 	KindFence  Kind = "fence"  // a singleredis fence counter
-	KindOther  Kind = "other"  // not a lock value
+	// KindSemaphore: a singleredis counting semaphore (a hash with a limit
+	// field, docs/keys.md); its Value is "limit N, H held".
+	KindSemaphore Kind = "semaphore"
+	KindOther     Kind = "other" // not a lock value
 )
 
 // Unit is the unit a legacy value is written in.
@@ -178,13 +181,34 @@ func Scan(ctx context.Context, c redisclient.Client, q Query) (l Listing, err er
 	}
 }
 
-// readKey returns KEYS[1]'s type, its value when it is a string ("" for
-// another type), and its PTTL, read at once: with separate reads an old
-// client's GETSET between them could pair its value with the expiry
-// lockswap had set, and pass an old client's lock for lockswap's.
+// readKey returns KEYS[1]'s type, its value when it is a string, and its
+// PTTL, read at once: with separate reads an old client's GETSET between
+// them could pair its value with the expiry lockswap had set, and pass an
+// old client's lock for lockswap's. For a hash with a limit field (a
+// counting semaphore) the value is "<limit> <permits live>", counted by
+// the server's clock; for another type, or a hash the user may not read
+// (HGETALL denied), it is "".
 var readKey = redisclient.NewScript(`local t = redis.call('TYPE', KEYS[1])['ok']
 local v = ''
 if t == 'string' then v = redis.call('GET', KEYS[1]) end
+if t == 'hash' then
+  local all = redis.pcall('HGETALL', KEYS[1])
+  if not all.err then
+    local f = {}
+    for i = 1, #all, 2 do f[all[i]] = all[i + 1] end
+    local limit = tonumber(f['limit'])
+    if limit then
+      local tm = redis.call('TIME')
+      local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
+      local held = 0
+      for s = 0, limit - 1 do
+        local e = tonumber(f['e' .. s])
+        if f['t' .. s] and e and e > now then held = held + 1 end
+      end
+      v = limit .. ' ' .. held
+    end
+  end
+end
 return {t, v, redis.call('PTTL', KEYS[1])}`)
 
 // describe reads key; gone reports that it no longer exists.
@@ -204,6 +228,11 @@ func describe(ctx context.Context, c redisclient.Client, key string, now time.Ti
 	switch {
 	case typ == "none" || ms == -2:
 		return e, true, nil // no such key (any more)
+	case typ == "hash" && val != "":
+		limit, held, _ := strings.Cut(val, " ")
+		e.Kind, e.TTL = KindSemaphore, time.Duration(ms)*time.Millisecond
+		e.Value = "limit " + limit + ", " + held + " held"
+		return e, false, nil
 	case typ != "string":
 		e.Kind, e.TTL = KindOther, time.Duration(ms)*time.Millisecond
 		return e, false, nil

@@ -33,6 +33,9 @@ func TestScan(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if _, err := lk.TryAcquire(ctx, "pool", lockswap.WithPermits(3), lockswap.WithTTL(time.Minute)); err != nil {
+				t.Fatal(err)
+			}
 			mr.Set("lock:old-live", strconv.FormatInt(now.Unix()+60, 10))
 			mr.Set("lock:old-dead", strconv.FormatInt(now.Unix()-60, 10))
 			mr.Set("lock:junk", "hello")
@@ -46,8 +49,11 @@ func TestScan(t *testing.T) {
 			for _, e := range entries {
 				got[e.Key] = e
 			}
-			if len(got) != 4 {
-				t.Fatalf("got %d keys %v, want the 4 under lock:", len(got), got)
+			if len(got) != 5 {
+				t.Fatalf("got %d keys %v, want the 5 under lock:", len(got), got)
+			}
+			if e := got["lock:pool"]; e.Kind != inspect.KindSemaphore || e.Value != "limit 3, 1 held" || e.TTL <= 0 || e.TTL > time.Minute {
+				t.Errorf("semaphore = %+v, want limit 3, 1 held, expiring within its permit's TTL", e)
 			}
 			if e := got["lock:a"]; e.Kind != inspect.KindToken || e.Value != l.Token() || e.TTL <= 0 || e.TTL > time.Minute {
 				t.Errorf("token lock = %+v", e)
@@ -55,7 +61,7 @@ func TestScan(t *testing.T) {
 			// Fence counters carry the key in a hash tag: "{lock:a}:fence".
 			fl, err := inspect.Scan(ctx, rc, inspect.Query{Prefix: "{lock:", Now: now})
 			fences := fl.Entries
-			if err != nil || len(fences) != 1 || fences[0].Key != singleredis.FenceKey("lock:a") || fences[0].Kind != inspect.KindFence || !positive(fences[0].Value) {
+			if err != nil || len(fences) != 2 || fences[0].Key != singleredis.FenceKey("lock:a") || fences[0].Kind != inspect.KindFence || !positive(fences[0].Value) {
 				t.Errorf("fence counters = %+v, %v", fences, err)
 			}
 			if e := got["lock:old-live"]; e.Kind != inspect.KindLegacy || e.Unit != inspect.UnitSeconds || e.Expired || e.TTL >= 0 {

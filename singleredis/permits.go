@@ -1,0 +1,138 @@
+package singleredis
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"time"
+
+	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/driver"
+	"github.com/lockswap/lockswap/internal/lockstate"
+	"github.com/lockswap/lockswap/internal/redisscript"
+	"github.com/lockswap/lockswap/redisclient"
+)
+
+// A counting semaphore (lockswap.WithPermits) is one Redis hash at the
+// key a mutex of the same name would have (docs/keys.md):
+//
+//	limit  the limit every holder gave
+//	t<k>   the token of the permit in slot k (0 ≤ k < limit)
+//	e<k>   its expiry, in the server's clock (TIME), in milliseconds
+//
+// The hash expires with its longest-lived permit (PEXPIREAT) and is
+// deleted with its last one. A fenced Locker takes every fence of the
+// key, the mutex's and the permits', from the mutex's counter (FenceKey):
+// a slot's fence rises with each holder, across slots and across a change
+// of the limit, and never repeats. Each operation is one script; every
+// script checks before it writes, so a refused call changes nothing.
+var (
+	permitAcquire = redisclient.NewScript(permitScript(permitAcquireLua))
+	permitExtend  = redisclient.NewScript(permitScript(permitExtendLua))
+	permitRelease = redisclient.NewScript(permitScript(permitReleaseLua))
+
+	// permitCommonLua defines permit_now() (the server's clock in
+	// milliseconds), permit_fields(k) (the hash as a Lua table) and
+	// permit_slot(f, token) (the slot token holds in f, or nil).
+	//go:embed permit_common.lua
+	permitCommonLua string
+	// permitAcquireLua takes KEYS = {hash, fence counter (fenced only)},
+	// ARGV = {token, TTL ms, limit, fence counter TTL ms or "0" when
+	// unfenced}, and answers {code, a, b}: {1, slot, fence} held;
+	// {0, limit} every permit held; a fence* code (-1 to -3) for a counter
+	// that cannot give a fence; {-4} a key that is not a semaphore;
+	// {-5} a key that holds a mutex; {-6, limit} permits held with another
+	// limit.
+	//go:embed permit_acquire.lua
+	permitAcquireLua string
+	// permitExtendLua takes KEYS = {hash}, ARGV = {token, TTL ms}: 1 when
+	// the token's permit was live and now expires TTL from now, 0 when it
+	// is not held (expired, released, or taken over).
+	//go:embed permit_extend.lua
+	permitExtendLua string
+	// permitReleaseLua takes KEYS = {hash}, ARGV = {token}: it frees the
+	// token's slot (the hash goes with its last live permit) and answers 1
+	// when the permit was live, 0 when it was not held.
+	//go:embed permit_release.lua
+	permitReleaseLua string
+)
+
+// permitScript is a permit script's source: the fence functions (which
+// also switch an old Redis to effects replication, so that writes may
+// follow TIME), then permitCommonLua, then body.
+func permitScript(body string) string {
+	return redisscript.FenceCounterLua + nextFenceLua + permitCommonLua + body
+}
+
+// The codes of the permit acquire script below 1 that are not fence*
+// codes.
+const (
+	permitsHeld      = 0  // every permit is held
+	permitNotSem     = -4 // the key holds something other than a semaphore
+	permitMutexHeld  = -5 // the key holds a mutex
+	permitOtherLimit = -6 // the key's permits are held with another limit
+)
+
+// acquirePermit takes one of c.Permits permits of c's key in one
+// request.
+func (p *proto) acquirePermit(ctx context.Context, c *driver.Claim[ref]) (driver.Grant, error) {
+	k := p.prefix + c.Key
+	c.Data.set(k, c.Token)
+	keys, fenceTTL := c.Data.keys[:], int64(0)
+	if p.fence {
+		keys, fenceTTL = []string{k, FenceKey(k)}, fenceCounterTTL.Milliseconds()
+	}
+	v, err := p.c.Run(ctx, permitAcquire, keys, c.Token, c.TTL.Milliseconds(), c.Permits, fenceTTL)
+	if err != nil {
+		if redisclient.IsWrongType(err) {
+			return driver.Grant{}, fmt.Errorf("the fence counter %s holds another Redis type: %w", lockstate.QuoteKey(FenceKey(k)), lockswap.ErrInvalid)
+		}
+		return driver.Grant{}, redisclient.Classify(p.c, err)
+	}
+	r, ok := fairReply(v)
+	switch {
+	case !ok:
+		return driver.Grant{}, fmt.Errorf("unexpected reply %v from the permit acquire script: %w", v, lockswap.ErrUnavailable)
+	case r[0] == 1:
+		g := driver.Grant{Slot: int(r[1])}
+		if p.fence {
+			g.Fence = uint64(r[2])
+		}
+		return g, nil
+	case r[0] == permitsHeld:
+		return driver.Grant{}, fmt.Errorf("all %d permits held: %w", r[1], lockswap.ErrHeld)
+	case r[0] == permitMutexHeld:
+		return driver.Grant{}, fmt.Errorf("key %s holds a mutex, not a counting semaphore's permits; it was left untouched: %w", lockstate.QuoteKey(k), lockswap.ErrInvalid)
+	case r[0] == permitOtherLimit:
+		return driver.Grant{}, fmt.Errorf("limit %d, but the permits of key %s are held with limit %d; it was left untouched: %w", c.Permits, lockstate.QuoteKey(k), r[1], lockswap.ErrInvalid)
+	case r[0] == permitNotSem:
+		return driver.Grant{}, p.notLock(ctx, k)
+	}
+	return driver.Grant{}, fenceError(FenceKey(k), r[0])
+}
+
+// extendPermit is one script: the permit's expiry moves to ttl from now
+// if it is still held.
+func (p *proto) extendPermit(ctx context.Context, c *driver.Claim[ref], ttl time.Duration) (driver.Grant, error) {
+	v, err := p.c.Run(ctx, permitExtend, c.Data.keys[:], c.Token, ttl.Milliseconds())
+	if err != nil {
+		return driver.Grant{}, redisclient.ClassifyHeld(p.c, err)
+	}
+	if n, _ := v.(int64); n != 1 {
+		return driver.Grant{}, lockswap.ErrLost
+	}
+	return driver.Grant{}, nil
+}
+
+// releasePermit is one script: the permit's slot is freed if it is still
+// ours, and the hash deleted with its last live permit.
+func (p *proto) releasePermit(ctx context.Context, c *driver.Claim[ref]) error {
+	v, err := p.c.Run(ctx, permitRelease, c.Data.keys[:], c.Token)
+	if err != nil {
+		return redisclient.ClassifyHeld(p.c, err)
+	}
+	if n, _ := v.(int64); n != 1 {
+		return errNotOurs
+	}
+	return nil
+}
