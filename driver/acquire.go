@@ -62,7 +62,7 @@ func (lk *Locker[D]) Acquire(ctx context.Context, key string, opts ...lockswap.O
 		return nil, err
 	}
 	n := attemptsOf(ctx) // nil: not counted
-	if lk.w != nil && o.Permits == 0 {
+	if lk.w != nil && (o.Permits == 0 || lk.cfg.WaitPermits) {
 		return lk.wait(ctx, key, o, n)
 	}
 	first := true
@@ -178,7 +178,7 @@ func (lk *Locker[D]) wait(ctx context.Context, key string, o lockswap.Options, c
 	}()
 	var prev error
 	for n := 1; ; n++ {
-		l := lk.newLock(key, o.TTL, 0, n == 1)
+		l := lk.newLock(key, o.TTL, o.Permits, n == 1)
 		start := time.Now()
 		count.add()
 		answered := ob.last()

@@ -306,10 +306,14 @@ type Config struct {
 	// semaphores (lockswap.WithPermits): its Acquire then reads
 	// Claim.Permits and answers Grant.Slot. Without it the kit refuses the
 	// option with lockswap.ErrInvalid. Permits do not go through the
-	// local queue, a hand-over or a Waiter's Wait: each waiter polls per
-	// the retry policy (Config.Retry, NoRetry by default for a Waiter, so
-	// give one there).
+	// local queue or a hand-over; they go through a Waiter's Wait only
+	// with WaitPermits: otherwise each waiter polls per the retry policy
+	// (Config.Retry, NoRetry by default for a Waiter, so give one there).
 	Permits bool
+	// WaitPermits reports that the driver's Waiter waits for permits too
+	// (its Wait reads Claim.Permits): Acquire of a permit then calls Wait,
+	// as for the mutex.
+	WaitPermits bool
 	// Queue lines up the Locker's Acquire calls for one key in arrival
 	// order, only the first of them asking the backend (see the package
 	// internal/localq): for a backend that polls. A [Waiter] has no use

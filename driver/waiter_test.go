@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -255,5 +256,43 @@ func TestWaiterOutage(t *testing.T) {
 	_, err = lk.Acquire(ctx, "k", lockswap.WithMaxOutage(-1))
 	if !errors.Is(err, lockswap.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) || w.calls < 2 {
 		t.Errorf("Acquire with no outage bound: %v after %d attempts, want ErrUnavailable and the context's error", err, w.calls)
+	}
+}
+
+// TestWaiterPermits: with Config.WaitPermits, Acquire of a permit goes
+// through the driver's Wait with the limit in Claim.Permits; without it,
+// a permit's Acquire polls the driver's Acquire and never calls Wait.
+func TestWaiterPermits(t *testing.T) {
+	for _, waitPermits := range []bool{true, false} {
+		w := &waiter{free: make(chan struct{}), waits: make(chan *driver.Outage, 10), claim: make(chan *driver.Claim[int], 1)}
+		var polled atomic.Int64
+		w.acquire = func(_ context.Context, c *driver.Claim[int]) (driver.Grant, error) {
+			polled.Add(1)
+			return driver.Grant{Slot: 1}, nil
+		}
+		close(w.free)
+		lk, err := driver.New[int](w, driver.Config{Name: "waiter", Permits: true, WaitPermits: waitPermits,
+			Retry: lockswap.ConstantRetry(time.Millisecond)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := lk.Acquire(context.Background(), "k", lockswap.WithPermits(4))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if waitPermits {
+			select {
+			case c := <-w.claim:
+				if c.Permits != 4 || polled.Load() != 0 {
+					t.Errorf("WaitPermits: Wait's Claim.Permits = %d, Acquire polled %d times; want 4 and none", c.Permits, polled.Load())
+				}
+			default:
+				t.Errorf("WaitPermits: Acquire of a permit did not go through Wait (it polled %d times)", polled.Load())
+			}
+		} else if len(w.waits) != 0 || polled.Load() != 1 {
+			t.Errorf("without WaitPermits: %d Waits and %d polls, want none and one", len(w.waits), polled.Load())
+		}
+		l.Release(context.Background())
+		lk.Close()
 	}
 }

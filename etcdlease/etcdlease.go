@@ -176,6 +176,17 @@ var DefaultRetry = lockswap.JitterRetry(50*time.Millisecond, 250*time.Millisecon
 // before anything is sent.
 const MaxQueuePrefixBytes = 500 << 10
 
+// MaxPermitPrefixBytes is the longest queue prefix a permit of a counting
+// semaphore (lockswap.WithPermits) accepts: 125 KiB, a quarter of
+// MaxQueuePrefixBytes. The transaction that puts a permit's queue key
+// carries the prefix, or the slot prefix as long, up to ten times (the
+// test of an empty queue, the queue key and the slot key with its value,
+// and the reads of the queue and of the slots). A longer key is refused
+// with lockswap.ErrInvalid before anything is sent; on keys longer than
+// this, a mutex's TryAcquire that finds the key taken does not look for
+// permits, since there can be none.
+const MaxPermitPrefixBytes = MaxQueuePrefixBytes / 4
+
 // closeRevokeTimeout bounds Close's revocation of the leases, so that Close
 // returns within a second even when etcd does not answer.
 const closeRevokeTimeout = 500 * time.Millisecond
@@ -475,18 +486,20 @@ func newLocker(octx context.Context, c *clientv3.Client, opts Options) (*Locker,
 		id: lockstate.NewToken()[:16], leases: map[int64]*lease{}, all: map[*lease]struct{}{}, locks: map[*entry]struct{}{}}
 	min, max := ttlRange()
 	kl, err := driver.New[*entry](drv{lk}, driver.Config{
-		Name:       Backend,
-		Guarantees: Guarantees(nodes),
-		TTL:        opts.TTL,
-		MinTTL:     min,
-		MaxTTL:     max,
-		Retry:      opts.Retry,
-		CheckKey:   lk.checkKey,
-		Fence:      true,
-		Uncertain:  uncertain,
-		Background: &lk.bg,
-		Logger:     opts.Logger,
-		LogKeys:    opts.LogKeys,
+		Name:        Backend,
+		Guarantees:  Guarantees(nodes),
+		TTL:         opts.TTL,
+		MinTTL:      min,
+		MaxTTL:      max,
+		Retry:       opts.Retry,
+		CheckKey:    lk.checkKey,
+		Fence:       true,
+		Permits:     true,
+		WaitPermits: true,
+		Uncertain:   uncertain,
+		Background:  &lk.bg,
+		Logger:      opts.Logger,
+		LogKeys:     opts.LogKeys,
 	})
 	if err != nil {
 		cancel()

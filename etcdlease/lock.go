@@ -32,8 +32,11 @@ type entry struct {
 	ls      *lease
 	key     string
 	etcdKey string
-	slot    int
-	rev     int64
+	// claimKey is a permit's slot key (SlotPrefix), deleted with etcdKey;
+	// "" for the mutex.
+	claimKey string
+	slot     int
+	rev      int64
 	// claim is the kit's claim of the lock: Lose ends it, Done is its Done.
 	claim *driver.Claim[*entry]
 	st    atomic.Int32
@@ -215,7 +218,13 @@ func (d drv) Release(ctx context.Context, c *driver.Claim[*entry]) error {
 // that the key goes with the lease.
 func (l *entry) deleteKey(ctx context.Context) (deleted bool, err error) {
 	lk := l.lk
-	resp, err := lk.c.Txn(ctx).If(l.isOwner()).Then(clientv3.OpDelete(l.etcdKey)).Commit()
+	del := []clientv3.Op{clientv3.OpDelete(l.etcdKey)}
+	if l.claimKey != "" {
+		// The slot key goes with its holder's key (it exists while that
+		// key does: both go in one transaction or with their lease).
+		del = append(del, clientv3.OpDelete(l.claimKey))
+	}
+	resp, err := lk.c.Txn(ctx).If(l.isOwner()).Then(del...).Commit()
 	if err != nil {
 		if uncertain(err) {
 			l.ls.retire() // the delete may or may not have landed

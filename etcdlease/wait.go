@@ -30,6 +30,9 @@ var (
 // holds or waits for it (one transaction puts our key if the queue prefix
 // is empty).
 func (d drv) Acquire(ctx context.Context, c *driver.Claim[*entry]) (driver.Grant, error) {
+	if c.Permits > 0 {
+		return d.lk.attempt(ctx, c, nil, d.lk.tryPermit)
+	}
 	return d.lk.attempt(ctx, c, nil, d.lk.putIfEmpty)
 }
 
@@ -40,6 +43,9 @@ func (d drv) Acquire(ctx context.Context, c *driver.Claim[*entry]) (driver.Grant
 // call's outage bound (ErrUnavailable: the kit decides whether to try
 // again). Errors that retrying cannot fix (ErrInvalid) end it at once.
 func (d drv) Wait(ctx context.Context, c *driver.Claim[*entry], ob *driver.Outage) (driver.Grant, error) {
+	if c.Permits > 0 {
+		return d.lk.attempt(ctx, c, ob, d.lk.waitPermit)
+	}
 	return d.lk.attempt(ctx, c, ob, d.lk.queue)
 }
 
@@ -68,6 +74,12 @@ type contender struct {
 	// start is when the request that may have made the lock ours was
 	// sent: the lock's validity counts from it.
 	start time.Time
+	// A permit's slot key (set while the request that may create it is
+	// sent, and after), the revision that created it (the permit's
+	// fence) and its slot number.
+	claimKey   string
+	claimRev   int64
+	permitSlot int
 }
 
 // join takes a lease and a slot for c's attempt and sends, in one
@@ -75,7 +87,7 @@ type contender struct {
 // condition of TryAcquire, the read of the queue of Acquire). When the
 // request fails, the key (which it may have written) is given back.
 func (lk *Locker) join(ctx context.Context, c *driver.Claim[*entry], ob *driver.Outage,
-	build func(txn clientv3.Txn, pfx string, put clientv3.Op) clientv3.Txn) (*contender, *clientv3.TxnResponse, error) {
+	build func(txn clientv3.Txn, ct *contender, put clientv3.Op) clientv3.Txn) (*contender, *clientv3.TxnResponse, error) {
 	ls, err := lk.lease(ctx, c.TTL, ob)
 	if err != nil {
 		return nil, nil, err
@@ -86,7 +98,7 @@ func (lk *Locker) join(ctx context.Context, c *driver.Claim[*entry], ob *driver.
 	slot := lk.takeSlot()
 	ct := &contender{lk: lk, pfx: pfx, key: lk.contenderKey(pfx, slot), slot: slot, ls: ls, start: time.Now()}
 	rctx, cancel := lk.reqCtx(ctx, ob)
-	resp, err := build(lk.c.Txn(rctx), pfx, clientv3.OpPut(ct.key, c.Token, clientv3.WithLease(ls.id))).Commit()
+	resp, err := build(lk.c.Txn(rctx), ct, clientv3.OpPut(ct.key, contenderValue(c), clientv3.WithLease(ls.id))).Commit()
 	cancel()
 	if err != nil {
 		ct.giveBack(ctx, err)
@@ -98,14 +110,25 @@ func (lk *Locker) join(ctx context.Context, c *driver.Claim[*entry], ob *driver.
 
 // putIfEmpty is TryAcquire's attempt: put our key if the queue is empty.
 func (lk *Locker) putIfEmpty(ctx context.Context, c *driver.Claim[*entry], _ *driver.Outage) (driver.Grant, error) {
-	ct, resp, err := lk.join(ctx, c, nil, func(txn clientv3.Txn, pfx string, put clientv3.Op) clientv3.Txn {
-		return txn.If(clientv3.Compare(clientv3.CreateRevision(pfx), "=", 0).WithPrefix()).Then(put)
+	ct, resp, err := lk.join(ctx, c, nil, func(txn clientv3.Txn, ct *contender, put clientv3.Op) clientv3.Txn {
+		txn = txn.If(clientv3.Compare(clientv3.CreateRevision(ct.pfx), "=", 0).WithPrefix()).Then(put)
+		if len(ct.pfx) <= MaxPermitPrefixBytes {
+			// Read the first key when the queue is not empty, to tell a
+			// semaphore's permits from a held mutex.
+			txn = txn.Else(clientv3.OpGet(ct.pfx, firstOpts(1, 0)...))
+		}
+		return txn
 	})
 	if err != nil {
 		return driver.Grant{}, err
 	}
 	if !resp.Succeeded {
 		ct.abandon() // nothing was written
+		if len(resp.Responses) > 0 {
+			if err := mixed(resp.Responses[0].GetResponseRange().Kvs, ct.key, 0); err != nil {
+				return driver.Grant{}, err
+			}
+		}
 		return driver.Grant{}, lockswap.ErrHeld
 	}
 	return ct.held(ctx, c, resp.Header.Revision)
@@ -134,8 +157,8 @@ func queueOpts(maxRev int64) []clientv3.OpOption {
 // queue makes one attempt of Acquire. Its errors are not wrapped with the
 // context's (the kit does that once).
 func (lk *Locker) queue(ctx context.Context, c *driver.Claim[*entry], ob *driver.Outage) (driver.Grant, error) {
-	ct, resp, err := lk.join(ctx, c, ob, func(txn clientv3.Txn, pfx string, put clientv3.Op) clientv3.Txn {
-		return txn.Then(put, clientv3.OpGet(pfx, queueOpts(0)...))
+	ct, resp, err := lk.join(ctx, c, ob, func(txn clientv3.Txn, ct *contender, put clientv3.Op) clientv3.Txn {
+		return txn.Then(put, clientv3.OpGet(ct.pfx, queueOpts(0)...))
 	})
 	if err != nil {
 		return driver.Grant{}, err
@@ -151,6 +174,10 @@ func (lk *Locker) queue(ctx context.Context, c *driver.Claim[*entry], ob *driver
 		}
 		if len(kvs) == 1 {
 			return ct.held(ctx, c, myRev)
+		}
+		if err := mixed(kvs[1:], ct.key, 0); err != nil {
+			ct.giveBack(ctx, nil)
+			return driver.Grant{}, err
 		}
 		if err := lk.waitDelete(ctx, string(kvs[1].Key), kvs[1].CreateRevision, header, ob); err != nil {
 			ct.giveBack(ctx, err)
@@ -181,6 +208,25 @@ func (lk *Locker) queue(ctx context.Context, c *driver.Claim[*entry], ob *driver
 // waitDelete waits until k, created at revision created, is deleted after
 // revision rev, at which the caller read it. (A later key of the same name
 // is a later contender: its presence means ours is gone.)
+func (lk *Locker) waitDelete(ctx context.Context, k string, created, rev int64, ob *driver.Outage) error {
+	// check reads k: done when it is gone or is another contender's.
+	check := func() (done bool, at int64, err error) {
+		rctx, rcancel := lk.reqCtx(ctx, ob)
+		g, err := lk.c.Get(rctx, k)
+		rcancel()
+		if err != nil {
+			return false, 0, err
+		}
+		ob.Answered()
+		return len(g.Kvs) == 0 || g.Kvs[0].CreateRevision != created, g.Header.Revision, nil
+	}
+	return lk.waitDeletions(ctx, k, rev, check, ob)
+}
+
+// waitDeletions waits for a deletion of k (of a key under k, with
+// clientv3.WithPrefix in opts) after revision rev, at which the caller
+// found what it waits for not done, or until check, which reads the
+// server, says it is done; check also returns the revision it read at.
 //
 // The watch starts at the server's current revision ("from now"): such a
 // watch is synced and gets each event as soon as it is committed. A watch
@@ -188,37 +234,29 @@ func (lk *Locker) queue(ctx context.Context, c *driver.Claim[*entry], ob *driver
 // contention other writes have moved the revision on by the time the watch
 // is registered, and a watch from a past revision waits for the server's
 // unsynced-watcher loop (every 100 ms). A deletion between rev and the
-// watch's creation is caught by reading k once the watch exists.
+// watch's creation is caught by a check once the watch exists.
 //
-// While the watch stays quiet, k is read every probeEvery (or a third of
+// While the watch stays quiet, check runs every probeEvery (or a third of
 // the outage bound when smaller): that tells a held lock from an etcd that
 // no longer answers, which ends the wait with ErrUnavailable once the
 // outage bound has passed (never, without a bound). Each watch's creation
 // is bounded like a request (see startWatch).
-func (lk *Locker) waitDelete(ctx context.Context, k string, created, rev int64, ob *driver.Outage) error {
+func (lk *Locker) waitDeletions(ctx context.Context, k string, rev int64, check func() (done bool, at int64, err error), ob *driver.Outage, opts ...clientv3.OpOption) error {
 	stopWatch := func() {}
 	defer func() { stopWatch() }()
 	closing := lk.ctx.Done()
 	probe := time.NewTicker(probePeriod(ob))
 	defer probe.Stop()
-	// check reads k: done when it is gone or is another contender's.
-	check := func() (done bool, err error) {
-		rctx, rcancel := lk.reqCtx(ctx, ob)
-		g, err := lk.c.Get(rctx, k)
-		rcancel()
-		if err != nil {
-			return false, err
+	recheck := func() (bool, error) {
+		done, at, err := check()
+		if err == nil && !done {
+			rev = at
 		}
-		ob.Answered()
-		if len(g.Kvs) == 0 || g.Kvs[0].CreateRevision != created {
-			return true, nil
-		}
-		rev = g.Header.Revision
-		return false, nil
+		return done, err
 	}
 	for {
 		stopWatch() // the previous watch, if any, has ended
-		wch, cancel, err := lk.startWatch(ctx, k, ob)
+		wch, cancel, err := lk.startWatch(ctx, k, ob, opts...)
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -236,7 +274,7 @@ func (lk *Locker) waitDelete(ctx context.Context, k string, created, rev int64, 
 			case <-ctx.Done():
 				return ctx.Err()
 			case <-probe.C:
-				done, err := check()
+				done, err := recheck()
 				if done {
 					return nil
 				}
@@ -267,7 +305,7 @@ func (lk *Locker) waitDelete(ctx context.Context, k string, created, rev int64, 
 				if wr.Header.Revision <= rev {
 					continue
 				}
-				done, err := check()
+				done, err := recheck()
 				if err != nil {
 					return err
 				}
@@ -285,8 +323,8 @@ func (lk *Locker) waitDelete(ctx context.Context, k string, created, rev int64, 
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		// Re-read k before the next watch, as after any gap.
-		done, err := check()
+		// Check again before the next watch, as after any gap.
+		done, err := recheck()
 		if err != nil {
 			return err
 		}
@@ -296,18 +334,19 @@ func (lk *Locker) waitDelete(ctx context.Context, k string, created, rev int64, 
 	}
 }
 
-// startWatch watches the deletion of k from now. clientv3's Watch blocks
+// startWatch watches the deletion of k (with opts: of the keys they
+// select) from now. clientv3's Watch blocks
 // until etcd confirms the watch (and, on a shared stream, until it has
 // confirmed the watches asked before), bounded only by its context: here
 // that wait is bounded like a request (see reqCtx). When etcd does not
 // confirm in time the watch is cancelled and the error matches
 // lockswap.ErrUnavailable and context.DeadlineExceeded. The watch ends with
 // ctx or when the returned cancel is called.
-func (lk *Locker) startWatch(ctx context.Context, k string, ob *driver.Outage) (clientv3.WatchChan, context.CancelFunc, error) {
+func (lk *Locker) startWatch(ctx context.Context, k string, ob *driver.Outage, opts ...clientv3.OpOption) (clientv3.WatchChan, context.CancelFunc, error) {
 	wctx, cancel := context.WithCancel(ctx)
 	d := lk.reqTimeout(ob)
 	t := time.AfterFunc(d, cancel)
-	wch := lk.c.Watch(wctx, k, clientv3.WithFilterPut(), clientv3.WithCreatedNotify())
+	wch := lk.c.Watch(wctx, k, append([]clientv3.OpOption{clientv3.WithFilterPut(), clientv3.WithCreatedNotify()}, opts...)...)
 	if !t.Stop() {
 		cancel()
 		return nil, nil, fmt.Errorf("watching %s: etcd did not confirm the watch within %v: %w: %w",
@@ -340,7 +379,7 @@ func (ct *contender) giveBack(ctx context.Context, cause error) {
 	if !lk.bg.Go(func(bctx context.Context) {
 		defer close(done)
 		defer ls.done()
-		if _, err := lk.c.Delete(bctx, ct.key); err == nil {
+		if err := ct.deleteKeys(bctx); err == nil {
 			lk.putSlot(ct.slot)
 			return
 		}
@@ -350,6 +389,19 @@ func (ct *contender) giveBack(ctx context.Context, cause error) {
 		return
 	}
 	awaitGiveBack(ctx, done)
+}
+
+// deleteKeys deletes ct's queue key and, for a permit, its slot key if it
+// is ct's.
+func (ct *contender) deleteKeys(ctx context.Context) error {
+	if ct.claimKey == "" {
+		_, err := ct.lk.c.Delete(ctx, ct.key)
+		return err
+	}
+	_, err := ct.lk.c.Txn(ctx).If(clientv3.Compare(clientv3.Value(ct.claimKey), "=", ct.key)).
+		Then(clientv3.OpDelete(ct.claimKey), clientv3.OpDelete(ct.key)).
+		Else(clientv3.OpDelete(ct.key)).Commit()
+	return err
 }
 
 // abandon frees the slot and the lease hold of an attempt that wrote
@@ -426,7 +478,7 @@ func (ct *contender) held(ctx context.Context, c *driver.Claim[*entry], rev int6
 		ct.giveBack(ctx, nil)
 		return driver.Grant{}, fmt.Errorf("the lease's keepalives went unanswered past its deadline: %w", lockswap.ErrUnavailable)
 	}
-	e := &entry{lk: lk, ls: ls, key: c.Key, etcdKey: ct.key, slot: ct.slot, rev: rev, claim: c}
+	e := &entry{lk: lk, ls: ls, key: c.Key, etcdKey: ct.key, claimKey: ct.claimKey, slot: ct.slot, rev: rev, claim: c}
 	lk.mu.Lock()
 	if lk.closed {
 		lk.mu.Unlock()
@@ -446,6 +498,9 @@ func (ct *contender) held(ctx context.Context, c *driver.Claim[*entry], rev int6
 	lk.wg.Add(1)
 	e.watchTimer = time.AfterFunc(WatchDelay, e.watch)
 	lk.mu.Unlock()
+	if ct.claimKey != "" {
+		return driver.Grant{Fence: uint64(ct.claimRev), Slot: ct.permitSlot, Deadline: deadline}, nil
+	}
 	return driver.Grant{Fence: uint64(rev), Deadline: deadline}, nil
 }
 

@@ -274,6 +274,13 @@ func (f *fair) Wait(ctx context.Context, c *driver.Claim[ref], o *driver.Outage)
 		cancel()
 		if err != nil {
 			if redisclient.IsWrongType(err) {
+				if registered {
+					// The key became something else while we waited (a
+					// counting semaphore's): take our registration out.
+					if g, held := f.leave(ctx, keys, c, o); held {
+						return g, nil
+					}
+				}
 				return driver.Grant{}, f.wrongType(ctx, k, keys)
 			}
 			err = redisclient.Classify(f.c, err)

@@ -1,16 +1,12 @@
 if redis.call("TYPE", KEYS[1])["ok"] ~= "hash" then return 0 end
 local now = permit_now()
 local f = permit_fields(KEYS[1])
+if not f then return 0 end
 local s = permit_slot(f, ARGV[1])
 if not s then return 0 end
 local e = tonumber(f["e" .. s])
 if not e or e <= now then return 0 end
 local exp = now + tonumber(ARGV[2])
-local last = exp
-for o = 0, tonumber(f["limit"]) - 1 do
-  local oe = tonumber(f["e" .. o])
-  if o ~= s and f["t" .. o] and oe then last = math.max(last, oe) end
-end
-redis.call("PEXPIRE", KEYS[1], last - now)
+redis.call("PEXPIRE", KEYS[1], math.max(exp, permit_last(f, s, now)) - now)
 redis.call("HSET", KEYS[1], "e" .. s, string.format("%.0f", exp))
 return 1

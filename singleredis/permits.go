@@ -4,6 +4,8 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/lockswap/lockswap"
@@ -20,20 +22,32 @@ import (
 //	t<k>   the token of the permit in slot k (0 ≤ k < limit)
 //	e<k>   its expiry, in the server's clock (TIME), in milliseconds
 //
-// The hash expires with its longest-lived permit (PEXPIREAT) and is
-// deleted with its last one. A fenced Locker takes every fence of the
+// The hash expires with its longest-lived permit (PEXPIRE, set again by
+// every acquire, extend and release) and is deleted with its last live
+// one. A hash with other fields, or a limit that is not an integer from 1
+// to lockswap.MaxPermits, is someone else's: refused, left untouched. A fenced Locker takes every fence of the
 // key, the mutex's and the permits', from the mutex's counter (FenceKey):
 // a slot's fence rises with each holder, across slots and across a change
 // of the limit, and never repeats. Each operation is one script; every
-// script checks before it writes, so a refused call changes nothing.
+// script checks before it writes, so a refused call changes nothing, and
+// orders its writes so that a command the user's ACL denies halfway
+// leaves no permit and no key without an expiry: PEXPIRE (nothing, on a
+// key that does not exist yet) and the fence counter's SET come before
+// the HSET that stores the permit.
 var (
 	permitAcquire = redisclient.NewScript(permitScript(permitAcquireLua))
 	permitExtend  = redisclient.NewScript(permitScript(permitExtendLua))
 	permitRelease = redisclient.NewScript(permitScript(permitReleaseLua))
 
 	// permitCommonLua defines permit_now() (the server's clock in
-	// milliseconds), permit_fields(k) (the hash as a Lua table) and
-	// permit_slot(f, token) (the slot token holds in f, or nil).
+	// milliseconds); permit_fields(k), the hash as a Lua table with its
+	// limit as f.n, or nil when it is no semaphore (a limit that is not
+	// an integer from 1 to MAX_PERMITS, which permitScript replaces by
+	// lockswap.MaxPermits, or a field other than limit, t<k> and e<k> for
+	// k below the limit: a hash of someone else's, which the scripts
+	// leave untouched); permit_slot(f, token), the slot token holds in f,
+	// or nil; and permit_last(f, skip, now), the latest expiry of the
+	// permits live at now other than slot skip's (0: none).
 	//go:embed permit_common.lua
 	permitCommonLua string
 	// permitAcquireLua takes KEYS = {hash, fence counter (fenced only)},
@@ -61,7 +75,8 @@ var (
 // also switch an old Redis to effects replication, so that writes may
 // follow TIME), then permitCommonLua, then body.
 func permitScript(body string) string {
-	return redisscript.FenceCounterLua + nextFenceLua + permitCommonLua + body
+	common := strings.ReplaceAll(permitCommonLua, "MAX_PERMITS", strconv.Itoa(lockswap.MaxPermits))
+	return redisscript.FenceCounterLua + nextFenceLua + common + body
 }
 
 // The codes of the permit acquire script below 1 that are not fence*
@@ -102,7 +117,7 @@ func (p *proto) acquirePermit(ctx context.Context, c *driver.Claim[ref]) (driver
 	case r[0] == permitsHeld:
 		return driver.Grant{}, fmt.Errorf("all %d permits held: %w", r[1], lockswap.ErrHeld)
 	case r[0] == permitMutexHeld:
-		return driver.Grant{}, fmt.Errorf("key %s holds a mutex, not a counting semaphore's permits; it was left untouched: %w", lockstate.QuoteKey(k), lockswap.ErrInvalid)
+		return driver.Grant{}, fmt.Errorf("key %s holds a string (a mutex's lock, or a value that is no lock), not a counting semaphore's permits; it was left untouched: %w", lockstate.QuoteKey(k), lockswap.ErrInvalid)
 	case r[0] == permitOtherLimit:
 		return driver.Grant{}, fmt.Errorf("limit %d, but the permits of key %s are held with limit %d; it was left untouched: %w", c.Permits, lockstate.QuoteKey(k), r[1], lockswap.ErrInvalid)
 	case r[0] == permitNotSem:

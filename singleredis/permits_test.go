@@ -5,13 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/lockswap/lockswap"
 	"github.com/lockswap/lockswap/conformance"
 	"github.com/lockswap/lockswap/internal/redistest"
 	"github.com/lockswap/lockswap/internal/testserver"
+	"github.com/lockswap/lockswap/redisclient/goredis"
 	"github.com/lockswap/lockswap/singleredis"
 )
 
@@ -112,7 +116,18 @@ func TestPermitRefusals(t *testing.T) {
 		rdb.Set(ctx, "str", "someone", time.Minute)
 		rdb.LPush(ctx, "list", "x")
 		rdb.HSet(ctx, "hash", "field", "x")
-		for _, key := range []string{"str", "list", "hash"} {
+		// Hashes of someone else's that have a limit field: other fields
+		// beside it, or a limit that is no integer from 1 to MaxPermits.
+		rdb.HSet(ctx, "quota", "limit", "100", "owner", "alice")
+		rdb.HSet(ctx, "quota2", "limit", "2", "owner", "bob")
+		rdb.HSet(ctx, "huge", "limit", "30000000")
+		rdb.HSet(ctx, "inf", "limit", "inf")
+		foreign := []string{"hash", "quota", "quota2", "huge", "inf"}
+		before := map[string]map[string]string{}
+		for _, key := range foreign {
+			before[key] = rdb.HGetAll(ctx, key).Val()
+		}
+		for _, key := range append([]string{"str", "list"}, foreign...) {
 			_, err := lk.TryAcquire(ctx, key, lockswap.WithPermits(2))
 			if !errors.Is(err, lockswap.ErrInvalid) {
 				t.Errorf("fence=%v: a permit of %q: err = %v, want ErrInvalid", fence, key, err)
@@ -121,8 +136,10 @@ func TestPermitRefusals(t *testing.T) {
 		if v := rdb.Get(ctx, "str").Val(); v != "someone" {
 			t.Errorf("the mutex's key was changed to %q", v)
 		}
-		if h := rdb.HGetAll(ctx, "hash").Val(); len(h) != 1 || h["field"] != "x" {
-			t.Errorf("the foreign hash was changed to %v", h)
+		for _, key := range foreign {
+			if h := rdb.HGetAll(ctx, key).Val(); fmt.Sprint(h) != fmt.Sprint(before[key]) || rdb.PTTL(ctx, key).Val() != -1 {
+				t.Errorf("the foreign hash %s was changed from %v to %v (PTTL %v)", key, before[key], h, rdb.PTTL(ctx, key).Val())
+			}
 		}
 		p, err := lk.TryAcquire(ctx, "sem", lockswap.WithPermits(2))
 		if err != nil {
@@ -134,5 +151,164 @@ func TestPermitRefusals(t *testing.T) {
 		if err := p.Release(ctx); err != nil {
 			t.Errorf("the permit after the refused mutex: %v", err)
 		}
+	}
+}
+
+// TestPermitReleaseShortensKey: releasing the longest-lived permit brings
+// the hash's expiry down to the longest live one's, so that once the
+// others expire the key is free for its mutex, as memlock's is.
+func TestPermitReleaseShortensKey(t *testing.T) {
+	srv := testserver.RedisT(t, testserver.RedisOptions{})
+	rdb := redistest.GoRedisClient(t, srv.Addr())
+	lk, err := singleredis.New(redistest.GoRedis(t, srv.Addr()), singleredis.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lk.Close()
+	ctx := context.Background()
+	long, err := lk.TryAcquire(ctx, "k", lockswap.WithPermits(2), lockswap.WithTTL(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lk.TryAcquire(ctx, "k", lockswap.WithPermits(2), lockswap.WithTTL(300*time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	if err := long.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if pttl := rdb.PTTL(ctx, "k").Val(); pttl <= 0 || pttl > 300*time.Millisecond {
+		t.Fatalf("after releasing the hour-long permit the hash's PTTL is %v, want the live permit's (at most 300ms)", pttl)
+	}
+	// Once the short permit has expired, the key takes its mutex.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		m, err := lk.TryAcquire(ctx, "k", lockswap.WithTTL(time.Second))
+		if err == nil {
+			m.Release(ctx)
+			return
+		}
+		if !errors.Is(err, lockswap.ErrInvalid) || time.Now().After(deadline) {
+			t.Fatalf("the mutex after every permit ended: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestPermitACLDenialLeavesNothing: a user whose ACL lacks one write the
+// fenced permit acquire needs (SET of the fence counter, HSET, PEXPIRE)
+// gets ErrInvalid naming the permission, and the refused acquire leaves
+// no permit and no key without an expiry: a correctly configured user
+// then gets every permit.
+func TestPermitACLDenialLeavesNothing(t *testing.T) {
+	srv := testserver.RedisT(t, testserver.RedisOptions{})
+	admin := redistest.GoRedisClient(t, srv.Addr())
+	ctx := context.Background()
+	const rights = "+set +get +del +pexpire +type +exists +time +hgetall +hset +hdel +eval +evalsha"
+	good, err := singleredis.New(redistest.GoRedis(t, srv.Addr()), singleredis.Options{Prefix: "app:", Fence: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer good.Close()
+	for _, drop := range []string{"+set", "+hset", "+pexpire"} {
+		t.Run(drop, func(t *testing.T) {
+			args := []any{"ACL", "SETUSER", "locker", "reset", "on", ">pw", "~app:*", "~{app:*}:fence", "-@all"}
+			for _, r := range strings.Fields(rights) {
+				if r != drop {
+					args = append(args, r)
+				}
+			}
+			if err := admin.Do(ctx, args...).Err(); err != nil {
+				t.Fatal(err)
+			}
+			uc := redis.NewClient(&redis.Options{Addr: srv.Addr(), Username: "locker", Password: "pw", MaxRetries: -1})
+			defer uc.Close()
+			lk, err := singleredis.New(goredis.New(uc), singleredis.Options{Prefix: "app:", Fence: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer lk.Close()
+			for _, key := range []string{"new", "live"} {
+				var held lockswap.Lock
+				if key == "live" {
+					if held, err = good.TryAcquire(ctx, key, lockswap.WithPermits(2), lockswap.WithTTL(time.Minute)); err != nil {
+						t.Fatal(err)
+					}
+				}
+				_, err := lk.TryAcquire(ctx, key, lockswap.WithPermits(2), lockswap.WithTTL(time.Minute))
+				if !errors.Is(err, lockswap.ErrInvalid) || !strings.Contains(err.Error(), "permission") {
+					t.Errorf("%s: err = %v, want ErrInvalid naming the permission", key, err)
+				}
+				if pttl := admin.PTTL(ctx, "app:"+key).Val(); pttl == -1 {
+					t.Errorf("%s: the hash was left without an expiry", key)
+				}
+				// Every permit the refused call did not take is free.
+				var ls []lockswap.Lock
+				for len(ls)+btoi(held != nil) < 2 {
+					l, err := good.TryAcquire(ctx, key, lockswap.WithPermits(2), lockswap.WithTTL(time.Minute))
+					if err != nil {
+						t.Fatalf("%s: permit %d of a correct user after the refused call: %v", key, len(ls)+1, err)
+					}
+					ls = append(ls, l)
+				}
+				for _, l := range append(ls, held) {
+					if l != nil {
+						l.Release(ctx)
+					}
+				}
+			}
+		})
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// TestFairWaiterLeavesWhenKeyBecomesSemaphore: a fair mutex waiter whose
+// key becomes a counting semaphore's while it waits is refused with
+// ErrInvalid and takes its registration out of the queue, so it holds up
+// no later waiter.
+func TestFairWaiterLeavesWhenKeyBecomesSemaphore(t *testing.T) {
+	srv := testserver.RedisT(t, testserver.RedisOptions{})
+	rdb := redistest.GoRedisClient(t, srv.Addr())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	newLk := func() *singleredis.Locker {
+		lk, err := singleredis.New(redistest.GoRedis(t, srv.Addr()), singleredis.Options{FairWait: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { lk.Close() })
+		return lk
+	}
+	a, w := newLk(), newLk()
+	if _, err := a.TryAcquire(ctx, "k", lockswap.WithTTL(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := w.Acquire(ctx, "k", lockswap.WithTTL(time.Second))
+		done <- err
+	}()
+	for rdb.HLen(ctx, singleredis.FairWaitersKey("k")).Val() == 0 {
+		if ctx.Err() != nil {
+			t.Fatal("the waiter never registered")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	rdb.Del(ctx, "k") // the mutex is gone (as if expired), and a semaphore takes the key
+	p, err := a.TryAcquire(ctx, "k", lockswap.WithPermits(2), lockswap.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Release(ctx)
+	if err := <-done; !errors.Is(err, lockswap.ErrInvalid) {
+		t.Fatalf("the waiter: err = %v, want ErrInvalid (the key is a semaphore's)", err)
+	}
+	if n := rdb.HLen(ctx, singleredis.FairWaitersKey("k")).Val(); n != 0 {
+		t.Errorf("the refused waiter left %d registrations", n)
 	}
 }

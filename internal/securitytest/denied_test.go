@@ -37,6 +37,7 @@ func TestACLMissingRight(t *testing.T) {
 		{"singleredis-semaphore", "+hset"},
 		{"singleredis-semaphore", "+time"},
 		{"singleredis-semaphore-fence", "~{app:*}:fence"},
+		{"singleredis-semaphore-fence", "+set"},
 		{"redlock", "+set"},
 		{"redlock-fence", "~{app:*}:fence"},
 		{"redlock-fence", "+time"},

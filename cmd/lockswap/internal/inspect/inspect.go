@@ -184,10 +184,11 @@ func Scan(ctx context.Context, c redisclient.Client, q Query) (l Listing, err er
 // readKey returns KEYS[1]'s type, its value when it is a string, and its
 // PTTL, read at once: with separate reads an old client's GETSET between
 // them could pair its value with the expiry lockswap had set, and pass an
-// old client's lock for lockswap's. For a hash with a limit field (a
-// counting semaphore) the value is "<limit> <permits live>", counted by
-// the server's clock; for another type, or a hash the user may not read
-// (HGETALL denied), it is "".
+// old client's lock for lockswap's. For a hash with a limit field from 1
+// to lockswap.MaxPermits (a counting semaphore) the value is "<limit>
+// <permits live>", counted by the server's clock; for another type, a
+// hash with another limit (so that a huge one costs no long loop), or a
+// hash the user may not read (HGETALL denied), it is "".
 var readKey = redisclient.NewScript(`local t = redis.call('TYPE', KEYS[1])['ok']
 local v = ''
 if t == 'string' then v = redis.call('GET', KEYS[1]) end
@@ -196,8 +197,9 @@ if t == 'hash' then
   if not all.err then
     local f = {}
     for i = 1, #all, 2 do f[all[i]] = all[i + 1] end
-    local limit = tonumber(f['limit'])
-    if limit then
+    local limit = f['limit']
+    if limit and string.match(limit, '^[1-9]%d*$') and #limit <= 4 and tonumber(limit) <= 1024 then
+      limit = tonumber(limit)
       local tm = redis.call('TIME')
       local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
       local held = 0

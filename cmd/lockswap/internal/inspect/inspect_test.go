@@ -36,6 +36,7 @@ func TestScan(t *testing.T) {
 			if _, err := lk.TryAcquire(ctx, "pool", lockswap.WithPermits(3), lockswap.WithTTL(time.Minute)); err != nil {
 				t.Fatal(err)
 			}
+			mr.HSet("lock:huge", "limit", "30000000")
 			mr.Set("lock:old-live", strconv.FormatInt(now.Unix()+60, 10))
 			mr.Set("lock:old-dead", strconv.FormatInt(now.Unix()-60, 10))
 			mr.Set("lock:junk", "hello")
@@ -49,8 +50,11 @@ func TestScan(t *testing.T) {
 			for _, e := range entries {
 				got[e.Key] = e
 			}
-			if len(got) != 5 {
-				t.Fatalf("got %d keys %v, want the 5 under lock:", len(got), got)
+			if len(got) != 6 {
+				t.Fatalf("got %d keys %v, want the 6 under lock:", len(got), got)
+			}
+			if e := got["lock:huge"]; e.Kind != inspect.KindOther {
+				t.Errorf("a hash with a limit beyond MaxPermits = %+v, want other", e)
 			}
 			if e := got["lock:pool"]; e.Kind != inspect.KindSemaphore || e.Value != "limit 3, 1 held" || e.TTL <= 0 || e.TTL > time.Minute {
 				t.Errorf("semaphore = %+v, want limit 3, 1 held, expiring within its permit's TTL", e)
@@ -61,7 +65,7 @@ func TestScan(t *testing.T) {
 			// Fence counters carry the key in a hash tag: "{lock:a}:fence".
 			fl, err := inspect.Scan(ctx, rc, inspect.Query{Prefix: "{lock:", Now: now})
 			fences := fl.Entries
-			if err != nil || len(fences) != 2 || fences[0].Key != singleredis.FenceKey("lock:a") || fences[0].Kind != inspect.KindFence || !positive(fences[0].Value) {
+			if err != nil || len(fences) != 2 || fences[0].Key != singleredis.FenceKey("lock:a") || fences[1].Key != singleredis.FenceKey("lock:pool") || fences[1].Kind != inspect.KindFence || fences[0].Kind != inspect.KindFence || !positive(fences[0].Value) {
 				t.Errorf("fence counters = %+v, %v", fences, err)
 			}
 			if e := got["lock:old-live"]; e.Kind != inspect.KindLegacy || e.Unit != inspect.UnitSeconds || e.Expired || e.TTL >= 0 {

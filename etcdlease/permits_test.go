@@ -1,0 +1,229 @@
+package etcdlease
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/conformance"
+	"github.com/lockswap/lockswap/internal/testserver"
+)
+
+// TestSemaphoreConformance: etcdlease's counting semaphores pass the
+// semaphore suite (which runs the whole mutex suite on permits of limit
+// 1 too).
+func TestSemaphoreConformance(t *testing.T) {
+	srv := testserver.EtcdT(t)
+	conformance.RunSemaphore(t, conformance.Harness{
+		NewLocker:  func(t *testing.T) lockswap.Locker { return openT(t, srv.Endpoints(), "sem/") },
+		TTL:        time.Second,
+		Expire:     expire,
+		Goroutines: []string{"go.etcd.io/etcd/client/v3"},
+		NewLockerTTL: func(t *testing.T, ttl time.Duration) (lockswap.Locker, error) {
+			lk, err := Open(Config{Endpoints: srv.Endpoints(), Prefix: "sem/", TTL: ttl})
+			if err != nil {
+				return nil, err
+			}
+			return lk, nil
+		},
+	})
+}
+
+// TestPermitKeys: a permit is a queue key whose value carries the limit
+// and a slot key on the same lease whose value names the queue key; the
+// fast path (an empty queue) takes slot 0 in the request that joins, and
+// a release deletes both keys.
+func TestPermitKeys(t *testing.T) {
+	srv := testserver.EtcdT(t)
+	lk := openT(t, srv.Endpoints(), "pk/")
+	cli := lk.Client()
+	ctx := context.Background()
+	a, err := lk.TryAcquire(ctx, "pool", lockswap.WithPermits(3), lockswap.WithTTL(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := lk.TryAcquire(ctx, "pool", lockswap.WithPermits(3), lockswap.WithTTL(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, l := range []lockswap.Lock{a, b} {
+		key, _ := EtcdKey(l)
+		slot, _ := lockswap.Slot(l)
+		g, err := cli.Get(ctx, key)
+		if err != nil || len(g.Kvs) != 1 {
+			t.Fatalf("queue key %s: %v %v", key, g, err)
+		}
+		if v := string(g.Kvs[0].Value); v != PermitValuePrefix+"3 "+l.Token() {
+			t.Errorf("permit %d: queue value %q, want the limit and the token", i, v)
+		}
+		sk := lk.SlotPrefix("pool") + string(rune('0'+slot))
+		s, err := cli.Get(ctx, sk)
+		if err != nil || len(s.Kvs) != 1 || string(s.Kvs[0].Value) != key || s.Kvs[0].Lease != g.Kvs[0].Lease {
+			t.Fatalf("permit %d: slot key %s = %v, %v; want the queue key's name, on its lease", i, sk, s.Kvs, err)
+		}
+		if f, _ := l.Fence(); int64(f) != s.Kvs[0].CreateRevision {
+			t.Errorf("permit %d: fence %d, want the slot key's create revision %d", i, f, s.Kvs[0].CreateRevision)
+		}
+	}
+	if slot, _ := lockswap.Slot(a); slot != 0 {
+		t.Errorf("the first permit took slot %d, want 0", slot)
+	}
+	for _, l := range []lockswap.Lock{a, b} {
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g, err := cli.Get(ctx, "pk/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil || len(g.Kvs) != 0 {
+		t.Errorf("after the releases %d keys are left under the prefix (%v)", len(g.Kvs), err)
+	}
+}
+
+// TestPermitWaitIsWoken: Acquire of a permit waits on a watch, not by
+// polling: etcdlease's default retry policy never retries, so a waiter
+// that polled would fail with ErrHeld; it gets the permit when the holder
+// releases, in the holder's slot, with a higher fence.
+func TestPermitWaitIsWoken(t *testing.T) {
+	srv := testserver.EtcdT(t)
+	a, b := openT(t, srv.Endpoints(), "pw/"), openT(t, srv.Endpoints(), "pw/")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	one := lockswap.WithPermits(1)
+	la, err := a.TryAcquire(ctx, "k", one)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan lockswap.Lock, 1)
+	errc := make(chan error, 1)
+	go func() {
+		l, err := b.Acquire(ctx, "k", one)
+		if err != nil {
+			errc <- err
+			return
+		}
+		got <- l
+	}()
+	// Wait (bounded) until b's queue key is there, behind a's.
+	for {
+		g, err := a.Client().Get(ctx, a.QueuePrefix("k"), clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g.Count == 2 {
+			break
+		}
+		select {
+		case err := <-errc:
+			t.Fatalf("the waiter ended before the release: %v (a poller with NoRetry would)", err)
+		case <-ctx.Done():
+			t.Fatal("the waiter never joined the queue")
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	fa, _ := la.Fence()
+	if err := la.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case l := <-got:
+		fb, _ := l.Fence()
+		if slot, _ := lockswap.Slot(l); slot != 0 || fb <= fa {
+			t.Errorf("the waiter got slot %d fence %d; want slot 0 and a fence above %d", slot, fb, fa)
+		}
+		l.Release(ctx)
+	case err := <-errc:
+		t.Fatalf("the waiter failed: %v", err)
+	}
+}
+
+// TestPermitMixRefused: a mutex behind permits, and permits behind a
+// mutex or behind permits of another limit, are refused with ErrInvalid
+// naming the reason, by TryAcquire and by Acquire, and leave no key.
+func TestPermitMixRefused(t *testing.T) {
+	srv := testserver.EtcdT(t)
+	lk := openT(t, srv.Endpoints(), "mix/")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	count := func() int64 {
+		g, err := lk.Client().Get(ctx, "mix/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g.Count
+	}
+	p, err := lk.TryAcquire(ctx, "a", lockswap.WithPermits(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := lk.TryAcquire(ctx, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := count()
+	for _, c := range []struct {
+		key, want string
+		opts      []lockswap.Option
+	}{
+		{"a", "counting semaphore", nil},
+		{"a", "limit 2", []lockswap.Option{lockswap.WithPermits(3)}},
+		{"b", "mutex", []lockswap.Option{lockswap.WithPermits(2)}},
+	} {
+		for _, try := range []bool{true, false} {
+			call := lk.Acquire
+			if try {
+				call = lk.TryAcquire
+			}
+			_, err := call(ctx, c.key, c.opts...)
+			if !errors.Is(err, lockswap.ErrInvalid) || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("%s with %d options (try %v): err = %v, want ErrInvalid naming %q", c.key, len(c.opts), try, err, c.want)
+			}
+		}
+	}
+	if n := count(); n != before {
+		t.Errorf("the refused calls left %d keys, want the %d of the two holders", n, before)
+	}
+	p.Release(ctx)
+	m.Release(ctx)
+}
+
+// TestHugePermitKey: a permit's key whose queue prefix is at
+// MaxPermitPrefixBytes works (its largest request stays within etcd's
+// request limit), one byte more is refused with ErrInvalid before
+// anything is sent, and a mutex on such a key still works.
+func TestHugePermitKey(t *testing.T) {
+	srv := testserver.EtcdT(t)
+	lk := openT(t, srv.Endpoints(), "hugep/")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	fits := strings.Repeat("k", MaxPermitPrefixBytes-len(lk.QueuePrefix("")))
+	two := lockswap.WithPermits(2)
+	a, err := lk.TryAcquire(ctx, fits, two)
+	if err != nil {
+		t.Fatalf("a permit whose queue prefix is at the limit: %.300v", err)
+	}
+	// The second goes through the slower path: the queue is not empty.
+	b, err := lk.Acquire(ctx, fits, two)
+	if err != nil {
+		t.Fatalf("a second permit of the largest key: %.300v", err)
+	}
+	if _, err := lk.TryAcquire(ctx, fits); !errors.Is(err, lockswap.ErrInvalid) {
+		t.Errorf("the mutex of the largest permit key: %.300v, want ErrInvalid (a semaphore's)", err)
+	}
+	a.Release(ctx)
+	b.Release(ctx)
+	for _, call := range []func(context.Context, string, ...lockswap.Option) (lockswap.Lock, error){lk.TryAcquire, lk.Acquire} {
+		if _, err := call(ctx, fits+"k", two); !errors.Is(err, lockswap.ErrInvalid) || !strings.Contains(err.Error(), "MaxPermitPrefixBytes") {
+			t.Errorf("a permit one byte over the limit: %.300v, want ErrInvalid naming MaxPermitPrefixBytes", err)
+		}
+	}
+	m, err := lk.TryAcquire(ctx, fits+"k")
+	if err != nil {
+		t.Fatalf("the mutex of a key too long for permits: %.300v", err)
+	}
+	m.Release(ctx)
+}
