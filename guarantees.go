@@ -89,6 +89,10 @@ type Guarantees struct {
 	// scheduling delays of a loaded machine come on top. Zero means no
 	// bound is declared. Every built-in backend declares [DeadlineGrace].
 	DeadlineOverrun time.Duration
+	// Permits: the backend gives counting semaphores ([WithPermits]). A
+	// backend without them refuses the option with [ErrInvalid], and its
+	// Notes say why.
+	Permits bool
 	// Notes are short caveats, one sentence each.
 	Notes []string
 }
@@ -106,6 +110,7 @@ const (
 	PropStaleReleaseSafe Property = "stale-release-safe"
 	PropNoPolling        Property = "no-polling"
 	PropFair             Property = "fair"
+	PropSemaphores       Property = "semaphores"
 )
 
 // properties says, for each [Property] in a stable order, whether a
@@ -122,6 +127,7 @@ var properties = []struct {
 	{PropStaleReleaseSafe, func(g Guarantees) bool { return g.StaleReleaseSafe }},
 	{PropNoPolling, func(g Guarantees) bool { return g.Wait != WaitPoll }},
 	{PropFair, func(g Guarantees) bool { return g.Wait == WaitQueue }},
+	{PropSemaphores, func(g Guarantees) bool { return g.Permits }},
 }
 
 // Properties lists every [Property] in a stable order.
@@ -193,6 +199,7 @@ func (g Guarantees) rows() []row {
 		{"stale release safe", yesNo(g.StaleReleaseSafe)},
 		{"wait style", g.Wait.String()},
 		{"deadline overrun bound", overrun(g.DeadlineOverrun)},
+		{"counting semaphores", yesNo(g.Permits)},
 	}
 }
 

@@ -46,6 +46,7 @@ faults tolerated: 0 of 1
 stale release safe: no
 wait style: poll
 deadline overrun bound: none declared
+counting semaphores: no
 note: note a
 `
 	if s := a.String(); s != want {
@@ -81,7 +82,7 @@ func TestEnumStrings(t *testing.T) {
 // each without error.
 func TestEveryPropertyKnown(t *testing.T) {
 	all := lockswap.Guarantees{Backend: "all", Fencing: true, SurvivesFailover: true, SurvivesRestart: true,
-		Clock: lockswap.ClockNone, Nodes: 3, Tolerates: 1, StaleReleaseSafe: true, Wait: lockswap.WaitQueue}
+		Clock: lockswap.ClockNone, Nodes: 3, Tolerates: 1, StaleReleaseSafe: true, Wait: lockswap.WaitQueue, Permits: true}
 	for _, p := range lockswap.Properties() {
 		if ok, err := all.Has(p); !ok || err != nil {
 			t.Errorf("Has(%s) = %v, %v on a backend that has everything", p, ok, err)

@@ -22,6 +22,7 @@ func RunSemaphore(t *testing.T, h Harness) {
 	t.Helper()
 	s := newSuite(t, h)
 	s.run(t, []testCase{
+		{"Declared", s.permitsDeclared},
 		{"PermitsUpToLimit", s.permitsUpToLimit},
 		{"NeverMoreThanLimit", s.neverMoreThanLimit},
 		{"ExpiredPermitFreed", s.expiredPermitFreed},
@@ -45,7 +46,11 @@ func RunSemaphore(t *testing.T, h Harness) {
 func (s *suite) permitsGivenOrRefused(t *testing.T) {
 	lk := s.locker(t)
 	ctx, key := ctxT(t), s.key(t)
+	declared := lk.Guarantees().Permits
 	l, err := lk.TryAcquire(ctx, key, lockswap.WithPermits(2), s.ttl())
+	if err == nil && !declared {
+		t.Error("WithPermits(2) gave a permit, but Guarantees().Permits is false: the declaration must match")
+	}
 	switch {
 	case errors.Is(err, lockswap.ErrInvalid):
 		m := take(t, ctx, lk, key, "the key's mutex after WithPermits was refused: %v (a refusal must change nothing)", s.ttl())
@@ -57,6 +62,15 @@ func (s *suite) permitsGivenOrRefused(t *testing.T) {
 			t.Error("WithPermits(2) gave a lock that is no permit: the option was ignored")
 		}
 		release(t, ctx, l)
+	}
+}
+
+// permitsDeclared: a backend with semaphores declares them
+// (Guarantees().Permits), so that require=semaphores and compare's table
+// say so.
+func (s *suite) permitsDeclared(t *testing.T) {
+	if !s.locker(t).Guarantees().Permits {
+		t.Error("Guarantees().Permits is false for a backend whose permits the semaphore suite tests")
 	}
 }
 

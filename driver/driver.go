@@ -425,6 +425,8 @@ func New[D any](d Driver[D], cfg Config) (*Locker[D], error) {
 	if lk.cfg.Retry == nil {
 		lk.cfg.Retry = lockswap.NoRetry()
 	}
+	// What the kit lets through decides the declaration.
+	lk.cfg.Guarantees.Permits = cfg.Permits
 	if h, ok := d.(HandOver[D]); ok {
 		lk.ho = h
 	}
@@ -448,7 +450,7 @@ func New[D any](d Driver[D], cfg Config) (*Locker[D], error) {
 	return lk, nil
 }
 
-// Guarantees returns Config.Guarantees.
+// Guarantees returns Config.Guarantees, whose Permits is Config.Permits.
 func (lk *Locker[D]) Guarantees() lockswap.Guarantees { return lk.cfg.Guarantees }
 
 // TTLRange returns the TTLs Acquire, TryAcquire and Extend accept.

@@ -565,6 +565,7 @@ func Guarantees(n int) lockswap.Guarantees {
 		StaleReleaseSafe:    true,
 		Wait:                lockswap.WaitQueue,
 		DeadlineOverrun:     lockswap.DeadlineGrace,
+		Permits:             true,
 		Notes: []string{
 			"locks are kept alive by a lease per Locker and TTL in whole seconds: a crashed holder is freed after the lease's granted TTL (at least 1 s, often the server's minimum of 2 s)",
 			"a holder paused past its lease loses the lock without knowing until it resumes; guard writes with Fence or etcdlease.IsOwner",

@@ -181,10 +181,15 @@ func New(c redisclient.Client, opts Options) (*Locker, error) {
 	return &Locker{Locker: kit, p: p}, nil
 }
 
+// NoPermitsNote is the note of Guarantees on counting semaphores, which
+// legacysetnx refuses (lockswap.WithPermits gets lockswap.ErrInvalid).
+const NoPermitsNote = "no counting semaphores (WithPermits is refused with ErrInvalid): the legacy pattern stores one timestamp per key, which old clients read as one holder, so a semaphore on their keys would not exclude them"
+
 // Guarantees returns the legacysetnx backend's guarantees. They are the same
 // with or without Options.ServerTime, because old clients sharing the keys
 // still use their own clocks.
 func Guarantees() lockswap.Guarantees {
+	// Permits stays false: see NoPermitsNote.
 	return lockswap.Guarantees{
 		Backend:          "legacysetnx",
 		Fencing:          false,
@@ -198,6 +203,7 @@ func Guarantees() lockswap.Guarantees {
 		DeadlineOverrun:  lockswap.DeadlineGrace,
 		Notes: []string{
 			"the stored value is only a wall-clock expiry timestamp with no owner token: a client whose clock runs ahead takes over locks that are live for the others",
+			NoPermitsNote,
 			"ServerTime makes lockswap clients use the Redis server's clock, but old clients keep their own, so wall clocks must agree while any old client runs",
 			"a holder that pauses past its timestamp is taken over while it still believes it holds the lock, and there is no fencing token to catch it",
 			"release deletes only the exact timestamp this holder wrote, but two holders can write the same timestamp (seconds resolution) if a third party deleted the key in between; milliseconds make that far less likely",

@@ -44,7 +44,7 @@ type Locker struct {
 // nothing survives the process.
 func Guarantees() lockswap.Guarantees {
 	return lockswap.Guarantees{Backend: "memlock", Fencing: true, Clock: lockswap.ClockNone,
-		Nodes: 1, StaleReleaseSafe: true, Wait: lockswap.WaitPoll, DeadlineOverrun: lockswap.DeadlineGrace,
+		Nodes: 1, StaleReleaseSafe: true, Wait: lockswap.WaitPoll, DeadlineOverrun: lockswap.DeadlineGrace, Permits: true,
 		Notes: []string{"in-process only: excludes goroutines sharing one Store, not processes"}}
 }
 

@@ -211,8 +211,21 @@ func (lk *Locker) Phase() Phase { return lk.o.Phase }
 // clients rests on the legacy lock and against target-only clients on the
 // target lock, so each property is declared only if both locks have it
 // (fencing excepted: Fence is the target lock's), and such a Locker waits by
-// polling.
+// polling. No phase has counting semaphores (NoPermitsNote).
 func (lk *Locker) Guarantees() lockswap.Guarantees {
+	g := lk.phaseGuarantees()
+	g.Permits = false
+	g.Notes = append(append([]string(nil), g.Notes...), NoPermitsNote)
+	return g
+}
+
+// NoPermitsNote is the note of Guarantees on counting semaphores, which
+// migrate refuses in every phase (lockswap.WithPermits gets
+// lockswap.ErrInvalid).
+const NoPermitsNote = "no counting semaphores (WithPermits is refused with ErrInvalid): a migration moves mutexes off the legacy SETNX/GETSET pattern, which has no semaphores"
+
+// phaseGuarantees is Guarantees before the semaphores' note.
+func (lk *Locker) phaseGuarantees() lockswap.Guarantees {
 	switch {
 	case lk.o.Phase == PhaseLegacy:
 		g := lk.o.Legacy.Guarantees()

@@ -464,6 +464,10 @@ func sameClient(a, b redisclient.Client) bool { return redisclient.SameServer(a,
 // Options.Failovers (the grants an acquisition or an extension needs).
 func (lk *Locker) Quorum() int { return lk.p.quorum }
 
+// NoPermitsNote is the note of Guarantees on counting semaphores, which
+// redlock refuses for now (lockswap.WithPermits gets lockswap.ErrInvalid).
+const NoPermitsNote = "no counting semaphores (WithPermits is refused with ErrInvalid): over N masters each slot would need a majority of votes under the mutex's faults (lagging failover, restart, clock jumps), and no such design has been checked by the model checker yet (docs/semaphores.md)"
+
 // Guarantees returns the Redlock backend's guarantees over n masters, with
 // or without RestartSafety, without fencing: GuaranteesOf for the others.
 func Guarantees(n int, restartSafety bool) lockswap.Guarantees {
@@ -485,7 +489,7 @@ func GuaranteesOf(n int, opts Options) lockswap.Guarantees {
 		StaleReleaseSafe: true,
 		Wait:             lockswap.WaitPoll,
 		DeadlineOverrun:  lockswap.DeadlineGrace,
-		Notes:            []string{failoverNote(n, opts)},
+		Notes:            []string{failoverNote(n, opts), NoPermitsNote},
 	}
 	if opts.Fence {
 		g.Notes = append(g.Notes,

@@ -283,6 +283,7 @@ func Guarantees(fence bool) lockswap.Guarantees {
 		StaleReleaseSafe: true,
 		Wait:             lockswap.WaitPoll,
 		DeadlineOverrun:  lockswap.DeadlineGrace,
+		Permits:          true,
 		Notes: []string{
 			"a restart without persistence or a failover to an async replica loses the lock",
 		},

@@ -36,6 +36,7 @@ func TestMarkdownTableStable(t *testing.T) {
 | stale release safe | no | no |
 | wait style | poll | fifo queue |
 | deadline overrun bound | none declared | none declared |
+| counting semaphores | no | no |
 
 - a: note a
 `
