@@ -85,8 +85,10 @@
 // below them (their context is passed on). Each has lockswap.backend and
 // lockswap.outcome; acquire spans also lockswap.attempts (when counted, see
 // above), and those of a lock taken lockswap.fence (when the backend has
-// fencing) and lockswap.ttl (seconds). The key, as
-// lockswap.key, only with [WithKeys]. A span's status is Error for the
+// fencing) and lockswap.ttl (seconds). A counting semaphore's permits
+// carry lockswap.kind=semaphore on their spans and metrics, and an
+// acquired permit's span lockswap.slot; the mutex's carry no kind. The
+// key, as lockswap.key, only with [WithKeys]. A span's status is Error for the
 // outcomes invalid, closed, unavailable, error and lost, with the outcome
 // as its description; error texts (which name the key) become the
 // description only with WithKeys.
@@ -141,7 +143,17 @@ const (
 	// made (see driver.Attempts), on spans, when the wrapped Locker
 	// counts them.
 	AttrAttempts = attribute.Key("lockswap.attempts")
+	// AttrKind is "semaphore" on the spans and metrics of a counting
+	// semaphore's permits (lockswap.WithPermits); the mutex's carry no
+	// kind, so that their series are the same as before semaphores.
+	AttrKind = attribute.Key("lockswap.kind")
+	// AttrSlot is the slot an acquired permit holds (lockswap.Slot), on
+	// spans.
+	AttrSlot = attribute.Key("lockswap.slot")
 )
+
+// KindSemaphore is AttrKind's value for permits.
+const KindSemaphore = "semaphore"
 
 // Outcomes: the values of [AttrOutcome] (see the package doc for the
 // order in which errors are classified).
@@ -276,7 +288,9 @@ type instruments struct {
 
 	// sets caches the attribute sets of the metrics, one per operation and
 	// outcome, as option slices, so that recording allocates none.
-	sets map[[2]string]measureOpts
+	// A permit's are under sem (AttrKind added).
+	sets    map[[2]string]measureOpts
+	semSets map[[2]string]measureOpts
 	// startOpts are the options of every span.
 	startOpts []trace.SpanStartOption
 }
@@ -292,10 +306,11 @@ type measureOpts struct {
 func newInstruments(c config) *instruments {
 	m := c.mp.Meter(ScopeName)
 	in := &instruments{
-		tracer: c.tp.Tracer(ScopeName),
-		keys:   c.keys,
-		base:   append([]attribute.KeyValue{AttrBackend.String(c.backend)}, c.attrs...),
-		sets:   map[[2]string]measureOpts{},
+		tracer:  c.tp.Tracer(ScopeName),
+		keys:    c.keys,
+		base:    append([]attribute.KeyValue{AttrBackend.String(c.backend)}, c.attrs...),
+		sets:    map[[2]string]measureOpts{},
+		semSets: map[[2]string]measureOpts{},
 	}
 	in.startOpts = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(in.base...)}
 	var err error
@@ -359,22 +374,39 @@ func newInstruments(c config) *instruments {
 			}
 			set := metric.WithAttributeSet(attribute.NewSet(kv...))
 			in.sets[[2]string{op, oc}] = measureOpts{record: []metric.RecordOption{set}, add: []metric.AddOption{set}}
+			sem := metric.WithAttributeSet(attribute.NewSet(append(kv, AttrKind.String(KindSemaphore))...))
+			in.semSets[[2]string{op, oc}] = measureOpts{record: []metric.RecordOption{sem}, add: []metric.AddOption{sem}}
 		}
 	}
 	return in
 }
 
 // attrs returns the metric attributes for operation op and outcome oc ("":
-// not recorded).
-func (in *instruments) attrs(op, oc string) measureOpts {
+// not recorded), of a permit's call when sem is set.
+func (in *instruments) attrs(sem bool, op, oc string) measureOpts {
+	if sem {
+		return in.semSets[[2]string{op, oc}]
+	}
 	return in.sets[[2]string{op, oc}]
 }
 
-// start starts the span of op, with the key when keys are recorded.
-func (in *instruments) start(ctx context.Context, name, key string) (context.Context, trace.Span) {
+// isPermit reports whether opts ask for a permit (lockswap.WithPermits).
+func isPermit(opts []lockswap.Option) bool {
+	o, _ := lockswap.Options{}.Resolve(opts...) // an invalid call still reads its options
+	return o.Permits != 0
+}
+
+// start starts the span of op, with the key when keys are recorded, and
+// the kind of a permit's call (sem).
+func (in *instruments) start(ctx context.Context, name, key string, sem bool) (context.Context, trace.Span) {
 	ctx, span := in.tracer.Start(ctx, name, in.startOpts...)
-	if in.keys && span.IsRecording() {
-		span.SetAttributes(AttrKey.String(key))
+	if span.IsRecording() {
+		if in.keys {
+			span.SetAttributes(AttrKey.String(key))
+		}
+		if sem {
+			span.SetAttributes(AttrKind.String(KindSemaphore))
+		}
 	}
 	return ctx, span
 }
@@ -440,7 +472,8 @@ func (l *locker) TryAcquire(ctx context.Context, key string, opts ...lockswap.Op
 type acquireFunc func(context.Context, string, ...lockswap.Option) (lockswap.Lock, error)
 
 func (l *locker) acquire(ctx context.Context, op, name, key string, opts []lockswap.Option, fn acquireFunc) (lockswap.Lock, error) {
-	ctx, span := l.in.start(ctx, name, key)
+	sem := len(opts) > 0 && isPermit(opts)
+	ctx, span := l.in.start(ctx, name, key, sem)
 	// The kit counts the call's attempts in a counter its context carries
 	// (driver.CountAttempts): made only when something records the count.
 	var count *driver.Attempts
@@ -455,7 +488,7 @@ func (l *locker) acquire(ctx context.Context, op, name, key string, opts []locks
 		err = fmt.Errorf("otel: %s returned neither a lock nor an error", op)
 	}
 	oc := classify(ctx, err, OutcomeAcquired)
-	set := l.in.attrs(op, oc).record
+	set := l.in.attrs(sem, op, oc).record
 	l.in.acquire.Record(ctx, took.Seconds(), set...)
 	// A Locker that is not built with the kit counts nothing: no
 	// attempts are recorded then, rather than a misleading 0.
@@ -474,9 +507,12 @@ func (l *locker) acquire(ctx context.Context, op, name, key string, opts []locks
 			span.SetAttributes(AttrFence.Int64(int64(f)))
 		}
 		span.SetAttributes(AttrTTL.Float64(lk.TTL().Seconds()))
+		if slot, ok := lockswap.Slot(lk); ok {
+			span.SetAttributes(AttrSlot.Int(slot))
+		}
 	}
 	l.in.end(span, oc, nil)
-	return &lock{Lock: lk, in: l.in, acquired: time.Now()}, nil
+	return &lock{Lock: lk, in: l.in, sem: sem, acquired: time.Now()}, nil
 }
 
 // Guarantees returns the wrapped Locker's Guarantees.
@@ -493,6 +529,7 @@ func (l *locker) Unwrap() lockswap.Locker { return l.inner }
 type lock struct {
 	lockswap.Lock
 	in       *instruments
+	sem      bool // a permit's (lockswap.WithPermits)
 	acquired time.Time
 	ended    atomic.Bool // the hold was recorded (released or lost)
 }
@@ -502,10 +539,10 @@ func (l *lock) Unwrap() lockswap.Lock { return l.Lock }
 
 // Extend is the wrapped Lock's Extend, recorded.
 func (l *lock) Extend(ctx context.Context, ttl time.Duration) error {
-	ctx, span := l.in.start(ctx, "lockswap.Extend", l.Key())
+	ctx, span := l.in.start(ctx, "lockswap.Extend", l.Key(), l.sem)
 	err := l.Lock.Extend(ctx, ttl)
 	oc := classify(ctx, err, OutcomeExtended)
-	l.in.extensions.Add(ctx, 1, l.in.attrs("", oc).add...)
+	l.in.extensions.Add(ctx, 1, l.in.attrs(l.sem, "", oc).add...)
 	if oc == OutcomeLost {
 		l.endHold(ctx, OutcomeLost, OpExtend, time.Now())
 	}
@@ -515,14 +552,14 @@ func (l *lock) Extend(ctx context.Context, ttl time.Duration) error {
 
 // Release is the wrapped Lock's Release, recorded.
 func (l *lock) Release(ctx context.Context) error {
-	ctx, span := l.in.start(ctx, "lockswap.Release", l.Key())
+	ctx, span := l.in.start(ctx, "lockswap.Release", l.Key(), l.sem)
 	called := time.Now()
 	first := !l.ended.Load()
 	lostBefore := first && l.lostAlready(called)
 	err := l.Lock.Release(ctx)
 	oc := classify(ctx, err, OutcomeReleased)
 	if oc != OutcomeReleased && oc != OutcomeLost {
-		l.in.failures.Add(ctx, 1, l.in.attrs("", oc).add...)
+		l.in.failures.Add(ctx, 1, l.in.attrs(l.sem, "", oc).add...)
 	}
 	if first {
 		hold := OutcomeFailed
@@ -564,7 +601,7 @@ func (l *lock) endHold(ctx context.Context, oc, op string, end time.Time) {
 		if d := l.Deadline(); d.Before(end) {
 			end = d
 		}
-		l.in.lost.Add(ctx, 1, l.in.attrs(op, "").add...)
+		l.in.lost.Add(ctx, 1, l.in.attrs(l.sem, op, "").add...)
 	}
-	l.in.hold.Record(ctx, max(end.Sub(l.acquired), 0).Seconds(), l.in.attrs("", oc).record...)
+	l.in.hold.Record(ctx, max(end.Sub(l.acquired), 0).Seconds(), l.in.attrs(l.sem, "", oc).record...)
 }
