@@ -32,11 +32,15 @@ type entry struct {
 	ls      *lease
 	key     string
 	etcdKey string
-	// claimKey is a permit's slot key (SlotPrefix), deleted with etcdKey;
-	// "" for the mutex.
-	claimKey string
-	slot     int
-	rev      int64
+	// claimKey is a permit's slot key (SlotPrefix), deleted with etcdKey
+	// while its value is still claimID (etcdKey without the queue
+	// prefix); "" for the mutex.
+	claimKey, claimID string
+	slot              int
+	rev               int64
+	// watchFrom is the revision after which the watch looks for the
+	// deletion of etcdKey: rev, or the slot's claim for a permit.
+	watchFrom int64
 	// claim is the kit's claim of the lock: Lose ends it, Done is its Done.
 	claim *driver.Claim[*entry]
 	st    atomic.Int32
@@ -67,9 +71,10 @@ func (l *entry) isOwner() clientv3.Cmp {
 }
 
 // IsOwner returns the comparison that holds while l, a lock of an
-// etcdlease Locker, is held: the holder's key still exists with the create
-// revision it was taken at (its Fence). Put it in your own transaction so
-// that a write succeeds only while you still own the lock:
+// etcdlease Locker, is held: the holder's queue key still exists with the
+// create revision it was taken at (the mutex's Fence; for a permit, the
+// Fence is its slot's). Put it in your own transaction so that a write
+// succeeds only while you still own the lock:
 //
 //	owner, _ := etcdlease.IsOwner(l)
 //	resp, err := cli.Txn(ctx).If(owner).Then(clientv3.OpPut("data", v)).Commit()
@@ -158,8 +163,8 @@ func (l *entry) failAfterClose(err error) error {
 }
 
 // Release deletes the lock's key if it is still ours: one transaction
-// compares the key's create revision with the lock's (its Fence), so that
-// the request may be repeated, or land late, without ever deleting another
+// compares the key's create revision with the lock's (the mutex's
+// Fence), so that the request may be repeated, or land late, without ever deleting another
 // holder's key, even once the key's name is reused (see contenderKey). It
 // returns nil when it deleted our key, an error matching lockswap.ErrLost
 // when the key was already gone or the lock had already ended (lost, or
@@ -219,12 +224,16 @@ func (d drv) Release(ctx context.Context, c *driver.Claim[*entry]) error {
 func (l *entry) deleteKey(ctx context.Context) (deleted bool, err error) {
 	lk := l.lk
 	del := []clientv3.Op{clientv3.OpDelete(l.etcdKey)}
+	var orphan []clientv3.Op
 	if l.claimKey != "" {
-		// The slot key goes with its holder's key (it exists while that
-		// key does: both go in one transaction or with their lease).
-		del = append(del, clientv3.OpDelete(l.claimKey))
+		// The slot key goes with its holder's key, while it is ours; when
+		// the holder's key is gone already (deleted by someone else),
+		// the slot key goes too, rather than stay on the lease.
+		ours := clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.Value(l.claimKey), "=", l.claimID)},
+			[]clientv3.Op{clientv3.OpDelete(l.claimKey)}, nil)
+		del, orphan = append(del, ours), []clientv3.Op{ours}
 	}
-	resp, err := lk.c.Txn(ctx).If(l.isOwner()).Then(del...).Commit()
+	resp, err := lk.c.Txn(ctx).If(l.isOwner()).Then(del...).Else(orphan...).Commit()
 	if err != nil {
 		if uncertain(err) {
 			l.ls.retire() // the delete may or may not have landed
@@ -246,7 +255,7 @@ func (l *entry) watch() {
 	defer lk.forget(l)
 	ctx, cancel := context.WithCancel(lk.ctx)
 	defer cancel()
-	rev := l.rev + 1
+	rev := max(l.rev, l.watchFrom) + 1
 	wch := lk.c.Watch(ctx, l.etcdKey, clientv3.WithRev(rev), clientv3.WithFilterPut())
 	for {
 		select {

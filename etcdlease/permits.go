@@ -73,15 +73,10 @@ func permitLimit(v []byte) (int, bool) {
 	return limit, err == nil
 }
 
-// firstOpts read the first n keys of a queue, up to our own create
-// revision myRev (0: all).
-func firstOpts(n int, myRev int64) []clientv3.OpOption {
-	o := []clientv3.OpOption{clientv3.WithPrefix(),
+// firstOpts read the first n keys of a queue.
+func firstOpts(n int) []clientv3.OpOption {
+	return []clientv3.OpOption{clientv3.WithPrefix(),
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(int64(n))}
-	if myRev > 0 {
-		o = append(o, clientv3.WithMaxCreateRev(myRev))
-	}
-	return o
 }
 
 // mixed is the refusal of a contender whose queue holds keys of another
@@ -116,12 +111,13 @@ func (lk *Locker) waitPermit(ctx context.Context, c *driver.Claim[*entry], ob *d
 
 // permit makes one attempt at one of c.Permits permits: TryAcquire's
 // (wait false: ErrHeld when limit contenders are before it) or Acquire's
-// (wait true: it waits, woken by deletions in the queue, until fewer than
-// limit are). When the queue is empty, one transaction puts the queue key
-// and takes slot 0 (free: every slot key has a queue key beside it);
-// otherwise the same transaction reads the first limit keys of the queue
-// and the slot keys, and a second one claims a slot (claimSlot). Its
-// errors are not wrapped with the context's (the kit does that once).
+// (wait true: it waits, woken by the deletion of one of the limit keys
+// just before its own, until fewer than limit are before it). When the
+// queue is empty, one transaction puts the queue key and takes slot 0
+// (free: every live slot key has a queue key beside it); otherwise the
+// same transaction reads the limit keys before ours and the slot keys,
+// and a second one claims a slot (claimSlot). Its errors are not wrapped
+// with the context's (the kit does that once).
 func (lk *Locker) permit(ctx context.Context, c *driver.Claim[*entry], ob *driver.Outage, wait bool) (driver.Grant, error) {
 	n, slots := c.Permits, lk.SlotPrefix(c.Key)
 	if size := len(lk.QueuePrefix(c.Key)); size > MaxPermitPrefixBytes {
@@ -131,8 +127,8 @@ func (lk *Locker) permit(ctx context.Context, c *driver.Claim[*entry], ob *drive
 	ct, resp, err := lk.join(ctx, c, ob, func(txn clientv3.Txn, ct *contender, put clientv3.Op) clientv3.Txn {
 		ct.claimKey = slots + "0" // a give-back deletes it if it is ours
 		return txn.If(clientv3.Compare(clientv3.CreateRevision(ct.pfx), "=", 0).WithPrefix()).
-			Then(put, clientv3.OpPut(ct.claimKey, ct.key, clientv3.WithLease(ct.ls.id))).
-			Else(put, clientv3.OpGet(ct.pfx, firstOpts(n, 0)...), clientv3.OpGet(slots, clientv3.WithPrefix()))
+			Then(put, clientv3.OpPut(ct.claimKey, ct.id(), clientv3.WithLease(ct.ls.id))).
+			Else(put, clientv3.OpGet(ct.pfx, predOpts(n, 0)...), clientv3.OpGet(slots, clientv3.WithPrefix()))
 	})
 	if err != nil {
 		return driver.Grant{}, err
@@ -144,25 +140,27 @@ func (lk *Locker) permit(ctx context.Context, c *driver.Claim[*entry], ob *drive
 	}
 	ct.claimKey = ""
 	kvs, taken := resp.Responses[1].GetResponseRange().Kvs, resp.Responses[2].GetResponseRange().Kvs
-	if err := mixed(kvs, ct.key, n); err != nil {
-		ct.giveBack(ctx, nil)
-		return driver.Grant{}, err
-	}
 	for {
-		switch {
-		case firstAmong(kvs, ct.key, myRev):
-			return lk.claimSlot(ctx, c, ct, myRev, taken, ob)
-		case len(kvs) < n:
-			// Fewer than limit keys up to ours, and ours not among them:
-			// it is gone (the lease expired while we waited).
+		if len(kvs) == 0 || string(kvs[0].Key) != ct.key || kvs[0].CreateRevision != myRev {
 			ct.giveBack(ctx, nil)
 			return driver.Grant{}, fmt.Errorf("queue entry vanished while waiting (lease lost): %w", lockswap.ErrUnavailable)
+		}
+		preds := kvs[1:]
+		// Checked at every read: a key of the mutex (or of another
+		// limit) further back may have come this close meanwhile.
+		if err := mixed(preds, ct.key, n); err != nil {
+			ct.giveBack(ctx, nil)
+			return driver.Grant{}, err
+		}
+		switch {
+		case len(preds) < n:
+			return lk.claimSlot(ctx, c, ct, myRev, preds, taken, ob)
 		case !wait:
 			ct.giveBack(ctx, nil)
 			return driver.Grant{}, fmt.Errorf("all %d permits held: %w", n, lockswap.ErrHeld)
 		}
-		if err := lk.waitQueue(ctx, ct, myRev, header, n, ob); err != nil {
-			ct.giveBack(ctx, err)
+		if err := lk.waitQueue(ctx, ct, myRev, header, preds, ob); err != nil {
+			ct.giveBack(ctx, nil)
 			switch {
 			case errors.Is(err, lockswap.ErrClosed):
 				return driver.Grant{}, errClosed
@@ -174,10 +172,10 @@ func (lk *Locker) permit(ctx context.Context, c *driver.Claim[*entry], ob *drive
 			return driver.Grant{}, lk.fail(err)
 		}
 		rctx, cancel := lk.reqCtx(ctx, ob)
-		g, err := lk.c.Txn(rctx).Then(clientv3.OpGet(ct.pfx, firstOpts(n, myRev)...), clientv3.OpGet(slots, clientv3.WithPrefix())).Commit()
+		g, err := lk.c.Txn(rctx).Then(clientv3.OpGet(ct.pfx, predOpts(n, myRev)...), clientv3.OpGet(slots, clientv3.WithPrefix())).Commit()
 		cancel()
 		if err != nil {
-			ct.giveBack(ctx, err)
+			ct.giveBack(ctx, nil) // our key exists: it was put before
 			return driver.Grant{}, lk.fail(err)
 		}
 		ob.Answered()
@@ -185,42 +183,58 @@ func (lk *Locker) permit(ctx context.Context, c *driver.Claim[*entry], ob *drive
 	}
 }
 
-// firstAmong reports whether kvs holds key, created at rev.
-func firstAmong(kvs []*mvccKV, key string, rev int64) bool {
-	for _, kv := range kvs {
-		if string(kv.Key) == key && kv.CreateRevision == rev {
-			return true
-		}
+// predOpts read a queue key created at myRev (0: the newest key) and the
+// limit keys just before it, newest first.
+func predOpts(limit int, myRev int64) []clientv3.OpOption {
+	o := []clientv3.OpOption{clientv3.WithPrefix(),
+		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(int64(limit) + 1)}
+	if myRev > 0 {
+		o = append(o, clientv3.WithMaxCreateRev(myRev))
 	}
-	return false
+	return o
 }
 
-// claimSlot takes the lowest free slot for ct, one of the first limit
-// contenders, per taken (the slot keys as last read): one transaction creates the slot's key if it is absent and
-// ct's key is still there; when another took that slot first, it tries
-// the next free one. Slots are never all taken (every slot key belongs to
-// one of the first limit contenders, ct among them).
-func (lk *Locker) claimSlot(ctx context.Context, c *driver.Claim[*entry], ct *contender, myRev int64, taken []*mvccKV, ob *driver.Outage) (driver.Grant, error) {
+// claimSlot takes a slot for ct, which has fewer than limit keys before it
+// (preds: all of them), per taken (the slot keys as last read), in one
+// transaction: a slot without a key is created if it is still absent; a
+// slot whose holder's queue key is gone (an orphan: the holder's key was
+// deleted by someone else, and its Release could not remove the slot) is
+// taken over if its holder's key is still absent. Both also need ct's key
+// still there. Contenders that become eligible together choose among the
+// free slots by their rank (how many of their predecessors have no slot
+// yet), so that they rarely race for one. Slots are never all taken: every
+// slot key belongs to one of the first limit contenders, ct among them,
+// or is an orphan.
+func (lk *Locker) claimSlot(ctx context.Context, c *driver.Claim[*entry], ct *contender, myRev int64, preds, taken []*mvccKV, ob *driver.Outage) (driver.Grant, error) {
 	slots := lk.SlotPrefix(c.Key)
 	own := clientv3.Compare(clientv3.CreateRevision(ct.key), "=", myRev)
+	live := map[string]bool{ct.id(): true} // contenders known to be in the queue
+	for _, kv := range preds {
+		live[strings.TrimPrefix(string(kv.Key), ct.pfx)] = true
+	}
 	for {
-		s := freeSlot(taken, slots, c.Permits)
-		if s < 0 {
+		s, holder, ok := pickSlot(taken, slots, c.Permits, live)
+		if !ok {
 			ct.giveBack(ctx, nil)
 			return driver.Grant{}, fmt.Errorf("no free slot among %d (%s): %w", c.Permits, lockstate.QuoteKey(slots), lockswap.ErrUnavailable)
 		}
 		k := slots + strconv.Itoa(s)
+		cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(k), "=", 0), own}
+		if holder != "" {
+			cmps = []clientv3.Cmp{clientv3.Compare(clientv3.Value(k), "=", holder),
+				clientv3.Compare(clientv3.CreateRevision(ct.pfx+holder), "=", 0), own}
+		}
 		ct.claimKey = k // from here a give-back deletes the slot key too, if it is ours
 		ct.start = time.Now()
 		rctx, cancel := lk.reqCtx(ctx, ob)
-		resp, err := lk.c.Txn(rctx).
-			If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0), own).
-			Then(clientv3.OpPut(k, ct.key, clientv3.WithLease(ct.ls.id))).
-			Else(clientv3.OpGet(slots, clientv3.WithPrefix()), clientv3.OpGet(ct.key)).
+		resp, err := lk.c.Txn(rctx).If(cmps...).
+			Then(clientv3.OpPut(k, ct.id(), clientv3.WithLease(ct.ls.id))).
+			Else(clientv3.OpGet(slots, clientv3.WithPrefix()), clientv3.OpGet(ct.key, clientv3.WithKeysOnly()),
+				clientv3.OpGet(ct.pfx+holder, clientv3.WithKeysOnly())).
 			Commit()
 		cancel()
 		if err != nil {
-			ct.giveBack(ctx, err)
+			ct.giveBack(ctx, nil)
 			return driver.Grant{}, lk.fail(err)
 		}
 		ob.Answered()
@@ -233,46 +247,79 @@ func (lk *Locker) claimSlot(ctx context.Context, c *driver.Claim[*entry], ct *co
 			ct.giveBack(ctx, nil)
 			return driver.Grant{}, fmt.Errorf("queue entry vanished while taking a slot (lease lost): %w", lockswap.ErrUnavailable)
 		}
+		if holder != "" && len(resp.Responses[2].GetResponseRange().Kvs) > 0 {
+			live[holder] = true // a contender behind us, eligible too
+		}
 		taken = resp.Responses[0].GetResponseRange().Kvs
 	}
 }
 
-// freeSlot is the lowest slot below limit without a key among taken
-// (keys under the slot prefix slots), or -1.
-func freeSlot(taken []*mvccKV, slots string, limit int) int {
-	used := make(map[int]bool, len(taken))
+// pickSlot chooses a slot below limit per taken (the keys under the slot
+// prefix slots) and live (the contenders known to be in the queue): one
+// without a key, or one whose holder (its value) is not known to be live,
+// then holder is that value. Of the free slots it takes the one at the
+// caller's rank, the number of live contenders without a slot (the
+// caller's predecessors that claim as it does), or the last one.
+func pickSlot(taken []*mvccKV, slots string, limit int, live map[string]bool) (slot int, holder string, ok bool) {
+	owner := make(map[int]string, len(taken))
+	holding := map[string]bool{}
 	for _, kv := range taken {
-		if s, err := strconv.Atoi(strings.TrimPrefix(string(kv.Key), slots)); err == nil {
-			used[s] = true
+		if s, err := strconv.Atoi(strings.TrimPrefix(string(kv.Key), slots)); err == nil && s < limit {
+			owner[s] = string(kv.Value)
+			holding[string(kv.Value)] = true
 		}
 	}
+	rank := 0
+	for id := range live {
+		if !holding[id] {
+			rank++
+		}
+	}
+	rank-- // the caller itself has no slot
+	var free []int
 	for s := range limit {
-		if !used[s] {
-			return s
+		if v, ok := owner[s]; !ok || !live[v] {
+			free = append(free, s)
 		}
 	}
-	return -1
+	if len(free) == 0 {
+		return 0, "", false
+	}
+	slot = free[min(max(rank, 0), len(free)-1)]
+	return slot, owner[slot], true
 }
 
-// waitQueue waits until a key of ct's queue is deleted, or ct's key
-// (created at myRev) is among the first limit: it watches the queue
-// prefix for deletions from now, then reads the first keys once (a
-// deletion before the watch began), and again on each probe tick, which
-// also tells a long wait from an etcd that no longer answers (ended with
-// ErrUnavailable once the outage bound has passed).
-func (lk *Locker) waitQueue(ctx context.Context, ct *contender, myRev, rev int64, limit int, ob *driver.Outage) error {
-	count := func() (bool, int64, error) {
+// waitQueue waits until one of preds (the keys before ct's, created at
+// myRev, as read at revision rev) or ct's own key is deleted: it watches
+// the queue prefix for deletions from now and looks only at those keys',
+// reads them once (a deletion before the watch began), and again on each
+// probe tick, which also tells a long wait from an etcd that no longer
+// answers (ended with ErrUnavailable once the outage bound has passed).
+// Other deletions (waiters behind, or ahead of preds) cost no request.
+func (lk *Locker) waitQueue(ctx context.Context, ct *contender, myRev, rev int64, preds []*mvccKV, ob *driver.Outage) error {
+	watched := make(map[string]bool, len(preds)+1)
+	watched[ct.key] = true
+	for _, kv := range preds {
+		watched[string(kv.Key)] = true
+	}
+	check := func() (bool, int64, error) {
 		rctx, cancel := lk.reqCtx(ctx, ob)
-		// Not WithCountOnly: etcd counts a range before it applies
-		// WithMaxCreateRev, so the count would include the waiters
-		// behind us.
-		g, err := lk.c.Get(rctx, ct.pfx, append(firstOpts(limit, myRev), clientv3.WithKeysOnly())...)
+		g, err := lk.c.Get(rctx, ct.pfx, append(predOpts(len(preds), myRev), clientv3.WithKeysOnly())...)
 		cancel()
 		if err != nil {
 			return false, 0, err
 		}
 		ob.Answered()
-		return len(g.Kvs) < limit || firstAmong(g.Kvs, ct.key, myRev), g.Header.Revision, nil
+		if len(g.Kvs) != len(preds)+1 {
+			return true, g.Header.Revision, nil
+		}
+		for _, kv := range g.Kvs {
+			if !watched[string(kv.Key)] {
+				return true, g.Header.Revision, nil
+			}
+		}
+		return false, g.Header.Revision, nil
 	}
-	return lk.waitDeletions(ctx, ct.pfx, rev, count, ob, clientv3.WithPrefix())
+	relevant := func(k []byte) bool { return watched[string(k)] }
+	return lk.waitDeletions(ctx, ct.pfx, rev, check, relevant, ob, clientv3.WithPrefix())
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"github.com/lockswap/lockswap"
 	"github.com/lockswap/lockswap/conformance"
@@ -63,11 +64,12 @@ func TestPermitKeys(t *testing.T) {
 		}
 		sk := lk.SlotPrefix("pool") + string(rune('0'+slot))
 		s, err := cli.Get(ctx, sk)
-		if err != nil || len(s.Kvs) != 1 || string(s.Kvs[0].Value) != key || s.Kvs[0].Lease != g.Kvs[0].Lease {
-			t.Fatalf("permit %d: slot key %s = %v, %v; want the queue key's name, on its lease", i, sk, s.Kvs, err)
+		id := strings.TrimPrefix(key, lk.QueuePrefix("pool"))
+		if err != nil || len(s.Kvs) != 1 || string(s.Kvs[0].Value) != id || s.Kvs[0].Lease != g.Kvs[0].Lease {
+			t.Fatalf("permit %d: slot key %s = %v, %v; want the queue key's name without the prefix (%s), on its lease", i, sk, s.Kvs, err, id)
 		}
-		if f, _ := l.Fence(); int64(f) != s.Kvs[0].CreateRevision {
-			t.Errorf("permit %d: fence %d, want the slot key's create revision %d", i, f, s.Kvs[0].CreateRevision)
+		if f, _ := l.Fence(); int64(f) != s.Kvs[0].ModRevision {
+			t.Errorf("permit %d: fence %d, want the revision that wrote the slot key, %d", i, f, s.Kvs[0].ModRevision)
 		}
 	}
 	if slot, _ := lockswap.Slot(a); slot != 0 {
@@ -226,4 +228,97 @@ func TestHugePermitKey(t *testing.T) {
 		t.Fatalf("the mutex of a key too long for permits: %.300v", err)
 	}
 	m.Release(ctx)
+}
+
+// TestPermitBehindConcurrencyMutex: a permit contender that joins behind
+// etcd's own concurrency.Mutex (waiting behind held permits) is refused
+// with ErrInvalid, and the Mutex gets the key once the permits are
+// released: the two never hold at once.
+func TestPermitBehindConcurrencyMutex(t *testing.T) {
+	srv := testserver.EtcdT(t)
+	lk := openT(t, srv.Endpoints(), "cm/")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	two := lockswap.WithPermits(2)
+	a, err := lk.TryAcquire(ctx, "k", two)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := lk.TryAcquire(ctx, "k", two)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, err := concurrency.NewSession(lk.Client())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	m := concurrency.NewMutex(sess, lk.QueuePrefix("k"))
+	locked := make(chan error, 1)
+	go func() { locked <- m.Lock(ctx) }()
+	for { // wait (bounded) for the Mutex's key in the queue
+		g, err := lk.Client().Get(ctx, lk.QueuePrefix("k"), clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g.Count == 3 {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if _, err := lk.Acquire(ctx, "k", two); !errors.Is(err, lockswap.ErrInvalid) {
+		t.Fatalf("a permit behind the Mutex: err = %v, want ErrInvalid", err)
+	}
+	a.Release(ctx)
+	b.Release(ctx)
+	if err := <-locked; err != nil {
+		t.Fatalf("the Mutex after the permits: %v", err)
+	}
+	m.Unlock(ctx)
+}
+
+// TestOrphanSlotTakenOver: a permit whose queue key someone else deleted
+// leaves its slot key behind (its Release fails as lost); the next
+// contender takes that slot over, and the old holder's Release then
+// leaves the new holder's slot alone.
+func TestOrphanSlotTakenOver(t *testing.T) {
+	srv := testserver.EtcdT(t)
+	lk := openT(t, srv.Endpoints(), "orph/")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	two := lockswap.WithPermits(2)
+	a, err := lk.TryAcquire(ctx, "k", two)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := lk.TryAcquire(ctx, "k", two)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, _ := EtcdKey(a)
+	if _, err := lk.Client().Delete(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	<-a.Done() // the watch sees the deletion
+	slotA, _ := lockswap.Slot(a)
+	c, err := lk.TryAcquire(ctx, "k", two)
+	if err != nil {
+		t.Fatalf("a permit while one holder's slot is orphaned: %v", err)
+	}
+	if s, _ := lockswap.Slot(c); s != slotA {
+		t.Errorf("the new permit took slot %d, want the orphaned slot %d", s, slotA)
+	}
+	fa, _ := a.Fence()
+	if fc, _ := c.Fence(); fc <= fa {
+		t.Errorf("the new holder of slot %d has fence %d, not above the old holder's %d", slotA, fc, fa)
+	}
+	if err := a.Release(ctx); !errors.Is(err, lockswap.ErrLost) {
+		t.Errorf("the old holder's Release: %v, want ErrLost", err)
+	}
+	sk := lk.SlotPrefix("k") + string(rune('0'+slotA))
+	if g, err := lk.Client().Get(ctx, sk); err != nil || len(g.Kvs) != 1 {
+		t.Errorf("after the old holder's Release the new holder's slot key is %v (%v), want it kept", g.Kvs, err)
+	}
+	b.Release(ctx)
+	c.Release(ctx)
 }

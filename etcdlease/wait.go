@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -115,7 +116,7 @@ func (lk *Locker) putIfEmpty(ctx context.Context, c *driver.Claim[*entry], _ *dr
 		if len(ct.pfx) <= MaxPermitPrefixBytes {
 			// Read the first key when the queue is not empty, to tell a
 			// semaphore's permits from a held mutex.
-			txn = txn.Else(clientv3.OpGet(ct.pfx, firstOpts(1, 0)...))
+			txn = txn.Else(clientv3.OpGet(ct.pfx, firstOpts(1)...))
 		}
 		return txn
 	})
@@ -220,11 +221,12 @@ func (lk *Locker) waitDelete(ctx context.Context, k string, created, rev int64, 
 		ob.Answered()
 		return len(g.Kvs) == 0 || g.Kvs[0].CreateRevision != created, g.Header.Revision, nil
 	}
-	return lk.waitDeletions(ctx, k, rev, check, ob)
+	return lk.waitDeletions(ctx, k, rev, check, nil, ob)
 }
 
-// waitDeletions waits for a deletion of k (of a key under k, with
-// clientv3.WithPrefix in opts) after revision rev, at which the caller
+// waitDeletions waits for a deletion of k (of a key under k for which
+// relevant, when set, is true, with clientv3.WithPrefix in opts) after
+// revision rev, at which the caller
 // found what it waits for not done, or until check, which reads the
 // server, says it is done; check also returns the revision it read at.
 //
@@ -241,7 +243,7 @@ func (lk *Locker) waitDelete(ctx context.Context, k string, created, rev int64, 
 // no longer answers, which ends the wait with ErrUnavailable once the
 // outage bound has passed (never, without a bound). Each watch's creation
 // is bounded like a request (see startWatch).
-func (lk *Locker) waitDeletions(ctx context.Context, k string, rev int64, check func() (done bool, at int64, err error), ob *driver.Outage, opts ...clientv3.OpOption) error {
+func (lk *Locker) waitDeletions(ctx context.Context, k string, rev int64, check func() (done bool, at int64, err error), relevant func(key []byte) bool, ob *driver.Outage, opts ...clientv3.OpOption) error {
 	stopWatch := func() {}
 	defer func() { stopWatch() }()
 	closing := lk.ctx.Done()
@@ -315,7 +317,7 @@ func (lk *Locker) waitDeletions(ctx context.Context, k string, rev int64, check 
 				continue
 			}
 			for _, ev := range wr.Events {
-				if ev.Type == clientv3.EventTypeDelete {
+				if ev.Type == clientv3.EventTypeDelete && (relevant == nil || relevant(ev.Kv.Key)) {
 					return nil
 				}
 			}
@@ -398,11 +400,15 @@ func (ct *contender) deleteKeys(ctx context.Context) error {
 		_, err := ct.lk.c.Delete(ctx, ct.key)
 		return err
 	}
-	_, err := ct.lk.c.Txn(ctx).If(clientv3.Compare(clientv3.Value(ct.claimKey), "=", ct.key)).
+	_, err := ct.lk.c.Txn(ctx).If(clientv3.Compare(clientv3.Value(ct.claimKey), "=", ct.id())).
 		Then(clientv3.OpDelete(ct.claimKey), clientv3.OpDelete(ct.key)).
 		Else(clientv3.OpDelete(ct.key)).Commit()
 	return err
 }
+
+// id is ct's queue key without the queue prefix: the value of the slot
+// key a permit holds.
+func (ct *contender) id() string { return strings.TrimPrefix(ct.key, ct.pfx) }
 
 // abandon frees the slot and the lease hold of an attempt that wrote
 // nothing.
@@ -478,7 +484,10 @@ func (ct *contender) held(ctx context.Context, c *driver.Claim[*entry], rev int6
 		ct.giveBack(ctx, nil)
 		return driver.Grant{}, fmt.Errorf("the lease's keepalives went unanswered past its deadline: %w", lockswap.ErrUnavailable)
 	}
-	e := &entry{lk: lk, ls: ls, key: c.Key, etcdKey: ct.key, claimKey: ct.claimKey, slot: ct.slot, rev: rev, claim: c}
+	e := &entry{lk: lk, ls: ls, key: c.Key, etcdKey: ct.key, slot: ct.slot, rev: rev, watchFrom: ct.claimRev, claim: c}
+	if ct.claimKey != "" {
+		e.claimKey, e.claimID = ct.claimKey, ct.id()
+	}
 	lk.mu.Lock()
 	if lk.closed {
 		lk.mu.Unlock()
