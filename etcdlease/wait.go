@@ -181,7 +181,7 @@ func (lk *Locker) queue(ctx context.Context, c *driver.Claim[*entry], ob *driver
 			return driver.Grant{}, err
 		}
 		if err := lk.waitDelete(ctx, string(kvs[1].Key), kvs[1].CreateRevision, header, ob); err != nil {
-			ct.giveBack(ctx, err)
+			ct.giveBack(ctx, nil) // our key exists: join put it
 			if errors.Is(err, lockswap.ErrClosed) {
 				return driver.Grant{}, errClosed
 			}
@@ -198,7 +198,7 @@ func (lk *Locker) queue(ctx context.Context, c *driver.Claim[*entry], ob *driver
 		g, err := lk.c.Get(rctx, ct.pfx, queueOpts(myRev)...)
 		cancel()
 		if err != nil {
-			ct.giveBack(ctx, err)
+			ct.giveBack(ctx, nil) // our key exists: join put it
 			return driver.Grant{}, lk.fail(err)
 		}
 		ob.Answered()
