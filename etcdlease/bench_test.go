@@ -10,6 +10,7 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
 
+	"github.com/lockswap/lockswap"
 	"github.com/lockswap/lockswap/internal/benchloop"
 	"github.com/lockswap/lockswap/internal/testserver"
 )
@@ -157,4 +158,55 @@ func BenchmarkContended8(b *testing.B) {
 			return mutexCycle(s, "bench8/mutex/")
 		})
 	})
+}
+
+// BenchmarkPermitCyclePaired compares, serially and in alternating blocks
+// (benchloop.Paired), one TryAcquire + Release of a permit of limit 4
+// with the same cycle of the key's mutex: ratio is permit ÷ mutex (issue
+// 33's target: ≤ 1.3). Run:
+//
+//	go test -run '^$' -bench PermitCyclePaired -benchtime=2000x -count 5 ./etcdlease/
+func BenchmarkPermitCyclePaired(b *testing.B) {
+	srv := testserver.EtcdT(b)
+	lk, err := New(benchClient(b, srv.Endpoints()), Options{Prefix: "bench/permits/"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer lk.Close()
+	benchloop.Paired(b, b.N, benchloop.Pair{
+		Base:     benchloop.HoldCycle(lk.TryAcquire, benchTTL, 0),
+		Ours:     benchloop.HoldCycle(lk.TryAcquire, benchTTL, 0, lockswap.WithPermits(4)),
+		BaseName: "mutex",
+	})
+}
+
+// BenchmarkPermitsContended is issue 33's throughput scenario on etcd: 8
+// goroutines, each with a Locker and a client of its own, on one key,
+// holding what they take for 5 ms; the key's mutex, then permits of
+// limit 4, both waiting by watch. It reports acquisitions per second and
+// fairness (min ÷ max acquisitions per goroutine); the target is permits
+// ≥ 3× the mutex's acq/s with fairness ≥ 0.9. Run:
+//
+//	go test -run '^$' -bench PermitsContended -benchtime 3s -count 3 ./etcdlease/
+func BenchmarkPermitsContended(b *testing.B) {
+	srv := testserver.EtcdT(b)
+	const goroutines, hold = 8, 5 * time.Millisecond
+	for _, limit := range []int{0, 4} {
+		name := "mutex"
+		var opts []lockswap.Option
+		if limit > 0 {
+			name, opts = "permits4", []lockswap.Option{lockswap.WithPermits(limit)}
+		}
+		b.Run(name, func(b *testing.B) {
+			loop := benchloop.Loop{Shape: benchloop.Contended(goroutines), Warm: 2, NewCycle: func() benchloop.Cycle {
+				lk, err := New(benchClient(b, srv.Endpoints()), Options{Prefix: "bench/contended/"})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { lk.Close() })
+				return benchloop.HoldCycle(lk.Acquire, benchTTL, hold, opts...)
+			}}
+			loop.Bench(b, b.N)
+		})
+	}
 }

@@ -1,7 +1,6 @@
 package singleredis_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -11,22 +10,6 @@ import (
 	"github.com/lockswap/lockswap/internal/testserver"
 	"github.com/lockswap/lockswap/singleredis"
 )
-
-// permitCycle is one call of acquire (TryAcquire or Acquire) with ttl and
-// opts, hold of work, and Release.
-func permitCycle(acquire func(context.Context, string, ...lockswap.Option) (lockswap.Lock, error), ttl, hold time.Duration, opts ...lockswap.Option) benchloop.Cycle {
-	opts = append([]lockswap.Option{lockswap.WithTTL(ttl)}, opts...)
-	return func(ctx context.Context, key string) error {
-		l, err := acquire(ctx, key, opts...)
-		if err != nil {
-			return err
-		}
-		if hold > 0 {
-			time.Sleep(hold) // the work done under the permit
-		}
-		return l.Release(ctx)
-	}
-}
 
 // BenchmarkPermitCyclePaired compares, serially and in alternating blocks
 // (benchloop.Paired), one TryAcquire + Release of a permit of limit 4
@@ -45,8 +28,8 @@ func BenchmarkPermitCyclePaired(b *testing.B) {
 			}
 			defer lk.Close()
 			benchloop.Paired(b, b.N, benchloop.Pair{
-				Base:     permitCycle(lk.TryAcquire, ttl, 0),
-				Ours:     permitCycle(lk.TryAcquire, ttl, 0, lockswap.WithPermits(4)),
+				Base:     benchloop.HoldCycle(lk.TryAcquire, ttl, 0),
+				Ours:     benchloop.HoldCycle(lk.TryAcquire, ttl, 0, lockswap.WithPermits(4)),
 				BaseName: "mutex",
 			})
 		})
@@ -78,7 +61,7 @@ func BenchmarkPermitsContended(b *testing.B) {
 						b.Fatal(err)
 					}
 					b.Cleanup(func() { lk.Close() })
-					return permitCycle(lk.Acquire, ttl, hold, opts...)
+					return benchloop.HoldCycle(lk.Acquire, ttl, hold, opts...)
 				}}
 				loop.Bench(b, b.N)
 			})

@@ -37,6 +37,23 @@ func TryCycle(lk lockswap.Locker, ttl time.Duration) Cycle { return lockerCycle(
 // and Release on lk.
 func AcquireCycle(lk lockswap.Locker, ttl time.Duration) Cycle { return lockerCycle(lk.Acquire, ttl) }
 
+// HoldCycle is one call of acquire (a Locker's Acquire or TryAcquire)
+// with ttl and opts (lockswap.WithPermits for a permit), hold of work
+// under the lock (none when 0), and Release.
+func HoldCycle(acquire func(context.Context, string, ...lockswap.Option) (lockswap.Lock, error), ttl, hold time.Duration, opts ...lockswap.Option) Cycle {
+	opts = append([]lockswap.Option{lockswap.WithTTL(ttl)}, opts...)
+	return func(ctx context.Context, key string) error {
+		l, err := acquire(ctx, key, opts...)
+		if err != nil {
+			return err
+		}
+		if hold > 0 {
+			time.Sleep(hold) // the work done under the lock
+		}
+		return l.Release(ctx)
+	}
+}
+
 // lockerCycle calls acquire as a user calls it (the option made in the
 // call) and releases the lock.
 func lockerCycle(acquire func(context.Context, string, ...lockswap.Option) (lockswap.Lock, error), ttl time.Duration) Cycle {
