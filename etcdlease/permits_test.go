@@ -235,19 +235,8 @@ func TestHugePermitKey(t *testing.T) {
 // with ErrInvalid, and the Mutex gets the key once the permits are
 // released: the two never hold at once.
 func TestPermitBehindConcurrencyMutex(t *testing.T) {
-	srv := testserver.EtcdT(t)
-	lk := openT(t, srv.Endpoints(), "cm/")
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
+	lk, ctx, a, b := bothPermits(t, "cm/")
 	two := lockswap.WithPermits(2)
-	a, err := lk.TryAcquire(ctx, "k", two)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := lk.TryAcquire(ctx, "k", two)
-	if err != nil {
-		t.Fatal(err)
-	}
 	sess, err := concurrency.NewSession(lk.Client())
 	if err != nil {
 		t.Fatal(err)
@@ -282,19 +271,8 @@ func TestPermitBehindConcurrencyMutex(t *testing.T) {
 // contender takes that slot over, and the old holder's Release then
 // leaves the new holder's slot alone.
 func TestOrphanSlotTakenOver(t *testing.T) {
-	srv := testserver.EtcdT(t)
-	lk := openT(t, srv.Endpoints(), "orph/")
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
+	lk, ctx, a, b := bothPermits(t, "orph/")
 	two := lockswap.WithPermits(2)
-	a, err := lk.TryAcquire(ctx, "k", two)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := lk.TryAcquire(ctx, "k", two)
-	if err != nil {
-		t.Fatal(err)
-	}
 	key, _ := EtcdKey(a)
 	if _, err := lk.Client().Delete(ctx, key); err != nil {
 		t.Fatal(err)
@@ -321,4 +299,24 @@ func TestOrphanSlotTakenOver(t *testing.T) {
 	}
 	b.Release(ctx)
 	c.Release(ctx)
+}
+
+// bothPermits opens a Locker on a new etcd with prefix and takes both
+// permits of limit 2 of key "k": the locks, and a context bounded for the
+// test.
+func bothPermits(t *testing.T, prefix string) (*Locker, context.Context, lockswap.Lock, lockswap.Lock) {
+	t.Helper()
+	srv := testserver.EtcdT(t)
+	lk := openT(t, srv.Endpoints(), prefix)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	var ls []lockswap.Lock
+	for range 2 {
+		l, err := lk.TryAcquire(ctx, "k", lockswap.WithPermits(2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
+	}
+	return lk, ctx, ls[0], ls[1]
 }

@@ -23,6 +23,15 @@ local function permit_slot(f, token)
   end
   return nil
 end
+local function permit_own(k, token)
+  if redis.call("TYPE", k)["ok"] ~= "hash" then return nil end
+  local now = permit_now()
+  local f = permit_fields(k)
+  if not f then return nil end
+  local s = permit_slot(f, token)
+  if not s then return nil end
+  return f, s, now
+end
 local function permit_last(f, skip, now)
   local last = 0
   for s = 0, f.n - 1 do

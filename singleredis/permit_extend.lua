@@ -1,9 +1,5 @@
-if redis.call("TYPE", KEYS[1])["ok"] ~= "hash" then return 0 end
-local now = permit_now()
-local f = permit_fields(KEYS[1])
+local f, s, now = permit_own(KEYS[1], ARGV[1])
 if not f then return 0 end
-local s = permit_slot(f, ARGV[1])
-if not s then return 0 end
 local e = tonumber(f["e" .. s])
 if not e or e <= now then return 0 end
 local exp = now + tonumber(ARGV[2])

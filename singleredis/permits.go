@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/lockswap/lockswap"
 	"github.com/lockswap/lockswap/driver"
@@ -46,7 +45,9 @@ var (
 	// lockswap.MaxPermits, or a field other than limit, t<k> and e<k> for
 	// k below the limit: a hash of someone else's, which the scripts
 	// leave untouched); permit_slot(f, token), the slot token holds in f,
-	// or nil; and permit_last(f, skip, now), the latest expiry of the
+	// or nil; permit_own(k, token), the hash k, the slot token holds in it
+	// and the server's clock, or nil when k is no semaphore or token holds
+	// no slot; and permit_last(f, skip, now), the latest expiry of the
 	// permits live at now other than slot skip's (0: none).
 	//go:embed permit_common.lua
 	permitCommonLua string
@@ -124,30 +125,4 @@ func (p *proto) acquirePermit(ctx context.Context, c *driver.Claim[ref]) (driver
 		return driver.Grant{}, p.notLock(ctx, k)
 	}
 	return driver.Grant{}, fenceError(FenceKey(k), r[0])
-}
-
-// extendPermit is one script: the permit's expiry moves to ttl from now
-// if it is still held.
-func (p *proto) extendPermit(ctx context.Context, c *driver.Claim[ref], ttl time.Duration) (driver.Grant, error) {
-	v, err := p.c.Run(ctx, permitExtend, c.Data.keys[:], c.Token, ttl.Milliseconds())
-	if err != nil {
-		return driver.Grant{}, redisclient.ClassifyHeld(p.c, err)
-	}
-	if n, _ := v.(int64); n != 1 {
-		return driver.Grant{}, lockswap.ErrLost
-	}
-	return driver.Grant{}, nil
-}
-
-// releasePermit is one script: the permit's slot is freed if it is still
-// ours, and the hash deleted with its last live permit.
-func (p *proto) releasePermit(ctx context.Context, c *driver.Claim[ref]) error {
-	v, err := p.c.Run(ctx, permitRelease, c.Data.keys[:], c.Token)
-	if err != nil {
-		return redisclient.ClassifyHeld(p.c, err)
-	}
-	if n, _ := v.(int64); n != 1 {
-		return errNotOurs
-	}
-	return nil
 }

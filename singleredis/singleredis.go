@@ -471,12 +471,14 @@ func notLockType(k, typ string) error {
 	return fmt.Errorf("key %s holds %s, not a lock; it was left untouched: %w", lockstate.QuoteKey(k), what, lockswap.ErrInvalid)
 }
 
-// Extend is one compare-and-pexpire.
+// Extend is one compare-and-pexpire (for a permit, the permit extend
+// script).
 func (p *proto) Extend(ctx context.Context, c *driver.Claim[ref], ttl time.Duration) (driver.Grant, error) {
+	script := extendScript
 	if c.Permits > 0 {
-		return p.extendPermit(ctx, c, ttl)
+		script = permitExtend
 	}
-	v, err := p.c.Run(ctx, extendScript, c.Data.keys[:], c.Token, ttl.Milliseconds())
+	v, err := p.c.Run(ctx, script, c.Data.keys[:], c.Token, ttl.Milliseconds())
 	if err != nil {
 		return driver.Grant{}, redisclient.ClassifyHeld(p.c, err)
 	}
@@ -488,12 +490,14 @@ func (p *proto) Extend(ctx context.Context, c *driver.Claim[ref], ttl time.Durat
 
 var errNotOurs = fmt.Errorf("no longer ours: %w", lockswap.ErrLost)
 
-// Release is one compare-and-delete.
+// Release is one compare-and-delete (for a permit, the permit release
+// script).
 func (p *proto) Release(ctx context.Context, c *driver.Claim[ref]) error {
+	script := releaseScript
 	if c.Permits > 0 {
-		return p.releasePermit(ctx, c)
+		script = permitRelease
 	}
-	v, err := p.c.Run(ctx, releaseScript, c.Data.keys[:], c.Data.tokenArg[:]...)
+	v, err := p.c.Run(ctx, script, c.Data.keys[:], c.Data.tokenArg[:]...)
 	if err != nil {
 		return redisclient.ClassifyHeld(p.c, err)
 	}
