@@ -432,6 +432,9 @@ func New[D any](d Driver[D], cfg Config) (*Locker[D], error) {
 	}
 	lk.w, _ = d.(Waiter[D])
 	lk.bd, _ = d.(Bounder[D])
+	if cfg.WaitPermits && (!cfg.Permits || lk.w == nil) {
+		return nil, fmt.Errorf("%s: Config.WaitPermits needs Config.Permits and a driver that implements Waiter: %w", cfg.Name, lockswap.ErrInvalid)
+	}
 	lk.stop, lk.stopNow = context.WithCancel(context.Background())
 	lk.log = newLogger(cfg)
 	if cfg.Background != nil {

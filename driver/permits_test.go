@@ -103,3 +103,15 @@ func TestPermitsThroughTheKit(t *testing.T) {
 		t.Errorf("%d hand-overs of a permit; a permit's release must be a Release", n)
 	}
 }
+
+// TestWaitPermitsNeedsAWaiter: Config.WaitPermits without Config.Permits,
+// or for a driver that does not wait, is a configuration error of New.
+func TestWaitPermitsNeedsAWaiter(t *testing.T) {
+	if _, err := driver.New[int](&fake{}, driver.Config{Name: "fake", Permits: true, WaitPermits: true}); !errors.Is(err, lockswap.ErrInvalid) {
+		t.Errorf("WaitPermits for a driver without Wait: err = %v, want ErrInvalid", err)
+	}
+	w := &waiter{free: make(chan struct{}), waits: make(chan *driver.Outage, 1)}
+	if _, err := driver.New[int](w, driver.Config{Name: "waiter", WaitPermits: true}); !errors.Is(err, lockswap.ErrInvalid) {
+		t.Errorf("WaitPermits without Permits: err = %v, want ErrInvalid", err)
+	}
+}
