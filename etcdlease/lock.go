@@ -217,6 +217,25 @@ func (d drv) Release(ctx context.Context, c *driver.Claim[*entry]) error {
 	return nil
 }
 
+// keyGone settles a live lock whose queue key the watch found deleted
+// (by someone else) as lost and, for a permit, deletes its slot key while
+// it is still its own: it would otherwise stay on the Locker's lease
+// until a Release or another contender's take-over. A failed delete is
+// left to those.
+func (l *entry) keyGone(ctx context.Context) {
+	if !l.settle(stateLost) {
+		return // released, releasing or ended otherwise
+	}
+	l.claim.Lose()
+	if l.claimKey == "" {
+		return
+	}
+	rctx, cancel := l.lk.reqCtx(ctx, nil)
+	defer cancel()
+	_, _ = l.lk.c.Txn(rctx).If(clientv3.Compare(clientv3.Value(l.claimKey), "=", l.claimID)).
+		Then(clientv3.OpDelete(l.claimKey)).Commit()
+}
+
 // deleteKey deletes l's key if its create revision is still the lock's,
 // and reports whether it did. Only one request can: that one frees the
 // key's slot. When no request can confirm it, the lease is retired, so
@@ -288,7 +307,7 @@ func (l *entry) watch() {
 					continue
 				}
 				if len(g.Kvs) == 0 || g.Kvs[0].CreateRevision != l.rev {
-					l.lose()
+					l.keyGone(ctx)
 					continue
 				}
 				rev = g.Header.Revision + 1
@@ -297,7 +316,7 @@ func (l *entry) watch() {
 			}
 			for _, ev := range wr.Events {
 				if ev.Type == clientv3.EventTypeDelete {
-					l.lose() // not a releasing lock's (see Release)
+					l.keyGone(ctx) // not a releasing lock's (see Release)
 				}
 			}
 			rev = wr.Header.Revision + 1

@@ -208,16 +208,42 @@ func predOpts(limit int, myRev int64) []clientv3.OpOption {
 func (lk *Locker) claimSlot(ctx context.Context, c *driver.Claim[*entry], ct *contender, myRev int64, preds, taken []*mvccKV, ob *driver.Outage) (driver.Grant, error) {
 	slots := lk.SlotPrefix(c.Key)
 	own := clientv3.Compare(clientv3.CreateRevision(ct.key), "=", myRev)
-	live := map[string]bool{ct.id(): true} // contenders known to be in the queue
-	for _, kv := range preds {
-		live[strings.TrimPrefix(string(kv.Key), ct.pfx)] = true
+	var live map[string]bool // contenders known to be in the queue
+	known := func(preds []*mvccKV) {
+		live = map[string]bool{ct.id(): true}
+		for _, kv := range preds {
+			live[strings.TrimPrefix(string(kv.Key), ct.pfx)] = true
+		}
 	}
-	for {
+	known(preds)
+	for reread := false; ; {
 		s, holder, ok := pickSlot(taken, slots, c.Permits, live)
+		if !ok && !reread {
+			// A contender thought live may have lost its key meanwhile,
+			// orphaning its slot: read the queue and the slots again.
+			reread = true
+			rctx, cancel := lk.reqCtx(ctx, ob)
+			g, err := lk.c.Txn(rctx).Then(clientv3.OpGet(ct.pfx, predOpts(c.Permits, myRev)...), clientv3.OpGet(slots, clientv3.WithPrefix())).Commit()
+			cancel()
+			if err != nil {
+				ct.giveBack(ctx, nil)
+				return driver.Grant{}, lk.fail(err)
+			}
+			ob.Answered()
+			kvs := g.Responses[0].GetResponseRange().Kvs
+			if len(kvs) == 0 || string(kvs[0].Key) != ct.key {
+				ct.giveBack(ctx, nil)
+				return driver.Grant{}, fmt.Errorf("queue entry vanished while taking a slot (lease lost): %w", lockswap.ErrUnavailable)
+			}
+			known(kvs[1:])
+			taken = g.Responses[1].GetResponseRange().Kvs
+			continue
+		}
 		if !ok {
 			ct.giveBack(ctx, nil)
 			return driver.Grant{}, fmt.Errorf("no free slot among %d (%s): %w", c.Permits, lockstate.QuoteKey(slots), lockswap.ErrUnavailable)
 		}
+		reread = false
 		k := slots + strconv.Itoa(s)
 		cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(k), "=", 0), own}
 		if holder != "" {

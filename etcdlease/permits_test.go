@@ -12,6 +12,7 @@ import (
 
 	"github.com/lockswap/lockswap"
 	"github.com/lockswap/lockswap/conformance"
+	"github.com/lockswap/lockswap/driver"
 	"github.com/lockswap/lockswap/internal/testserver"
 )
 
@@ -267,9 +268,10 @@ func TestPermitBehindConcurrencyMutex(t *testing.T) {
 }
 
 // TestOrphanSlotTakenOver: a permit whose queue key someone else deleted
-// leaves its slot key behind (its Release fails as lost); the next
-// contender takes that slot over, and the old holder's Release then
-// leaves the new holder's slot alone.
+// is lost and deletes its slot key; a slot key left behind all the same
+// (its holder's delete failed: planted here) is taken over by the next
+// contender, and the lost holder's Release leaves the new holder's slot
+// alone.
 func TestOrphanSlotTakenOver(t *testing.T) {
 	lk, ctx, a, b := bothPermits(t, "orph/")
 	two := lockswap.WithPermits(2)
@@ -279,9 +281,24 @@ func TestOrphanSlotTakenOver(t *testing.T) {
 	}
 	<-a.Done() // the watch sees the deletion
 	slotA, _ := lockswap.Slot(a)
+	sk := lk.SlotPrefix("k") + string(rune('0'+slotA))
+	for { // the lost permit deletes its slot key (bounded by ctx)
+		g, err := lk.Client().Get(ctx, sk)
+		if err != nil {
+			t.Fatalf("the lost permit's slot key %s was not deleted: %v", sk, err)
+		}
+		if len(g.Kvs) == 0 {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// An orphan: a slot key whose holder's queue key does not exist.
+	if _, err := lk.Client().Put(ctx, sk, "0123456789abcdef-99"); err != nil {
+		t.Fatal(err)
+	}
 	c, err := lk.TryAcquire(ctx, "k", two)
 	if err != nil {
-		t.Fatalf("a permit while one holder's slot is orphaned: %v", err)
+		t.Fatalf("a permit while one slot is orphaned: %v", err)
 	}
 	if s, _ := lockswap.Slot(c); s != slotA {
 		t.Errorf("the new permit took slot %d, want the orphaned slot %d", s, slotA)
@@ -293,7 +310,6 @@ func TestOrphanSlotTakenOver(t *testing.T) {
 	if err := a.Release(ctx); !errors.Is(err, lockswap.ErrLost) {
 		t.Errorf("the old holder's Release: %v, want ErrLost", err)
 	}
-	sk := lk.SlotPrefix("k") + string(rune('0'+slotA))
 	if g, err := lk.Client().Get(ctx, sk); err != nil || len(g.Kvs) != 1 {
 		t.Errorf("after the old holder's Release the new holder's slot key is %v (%v), want it kept", g.Kvs, err)
 	}
@@ -319,4 +335,44 @@ func bothPermits(t *testing.T, prefix string) (*Locker, context.Context, lockswa
 		ls = append(ls, l)
 	}
 	return lk, ctx, ls[0], ls[1]
+}
+
+// TestClaimRereadsStaleHolders: a contender whose predecessor P (read as
+// live, holding slot 0) loses its queue key while the contender claims,
+// as another contender R behind it takes slot 1, reads the queue again
+// when no slot looks free, and takes P's orphaned slot: it never gives up
+// with "no free slot" while one is free.
+func TestClaimRereadsStaleHolders(t *testing.T) {
+	srv := testserver.EtcdT(t)
+	lk := openT(t, srv.Endpoints(), "stale/")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cli := lk.Client()
+	c := &driver.Claim[*entry]{Key: "k", Token: "tok", TTL: 5 * time.Second, Permits: 2}
+	pfx, slots := lk.QueuePrefix("k"), lk.SlotPrefix("k")
+	for k, v := range map[string]string{pfx + "P": PermitValuePrefix + "2 p", slots + "0": "P"} {
+		if _, err := cli.Put(ctx, k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ct, resp, err := lk.join(ctx, c, nil, func(txn clientv3.Txn, ct *contender, put clientv3.Op) clientv3.Txn {
+		return txn.Then(put, clientv3.OpGet(ct.pfx, predOpts(2, 0)...), clientv3.OpGet(slots, clientv3.WithPrefix()))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kvs, taken := resp.Responses[1].GetResponseRange().Kvs, resp.Responses[2].GetResponseRange().Kvs
+	// Meanwhile P's queue key is deleted, and R, behind us, takes slot 1.
+	for _, op := range []clientv3.Op{clientv3.OpDelete(pfx + "P"), clientv3.OpPut(pfx+"R", PermitValuePrefix+"2 r"), clientv3.OpPut(slots+"1", "R")} {
+		if _, err := cli.Do(ctx, op); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g, err := lk.claimSlot(ctx, c, ct, resp.Header.Revision, kvs[1:], taken, nil)
+	if err != nil || g.Slot != 0 {
+		t.Fatalf("claim with P's slot orphaned: slot %d, %v; want slot 0", g.Slot, err)
+	}
+	if err := (drv{lk}).Release(ctx, c); err != nil {
+		t.Errorf("release: %v", err)
+	}
 }
