@@ -93,6 +93,10 @@ type Guarantees struct {
 	// backend without them refuses the option with [ErrInvalid], and its
 	// Notes say why.
 	Permits bool
+	// ReadWrite: the backend gives read-write locks ([WithRead],
+	// [WithWrite]). A backend without them refuses both options with
+	// [ErrInvalid].
+	ReadWrite bool
 	// Notes are short caveats, one sentence each.
 	Notes []string
 }
@@ -111,6 +115,7 @@ const (
 	PropNoPolling        Property = "no-polling"
 	PropFair             Property = "fair"
 	PropSemaphores       Property = "semaphores"
+	PropRWLocks          Property = "rwlocks"
 )
 
 // properties says, for each [Property] in a stable order, whether a
@@ -128,6 +133,7 @@ var properties = []struct {
 	{PropNoPolling, func(g Guarantees) bool { return g.Wait != WaitPoll }},
 	{PropFair, func(g Guarantees) bool { return g.Wait == WaitQueue }},
 	{PropSemaphores, func(g Guarantees) bool { return g.Permits }},
+	{PropRWLocks, func(g Guarantees) bool { return g.ReadWrite }},
 }
 
 // Properties lists every [Property] in a stable order.
@@ -200,6 +206,7 @@ func (g Guarantees) rows() []row {
 		{"wait style", g.Wait.String()},
 		{"deadline overrun bound", overrun(g.DeadlineOverrun)},
 		{"counting semaphores", yesNo(g.Permits)},
+		{"read-write locks", yesNo(g.ReadWrite)},
 	}
 }
 

@@ -47,6 +47,7 @@ stale release safe: no
 wait style: poll
 deadline overrun bound: none declared
 counting semaphores: no
+read-write locks: no
 note: note a
 `
 	if s := a.String(); s != want {
@@ -82,7 +83,7 @@ func TestEnumStrings(t *testing.T) {
 // each without error.
 func TestEveryPropertyKnown(t *testing.T) {
 	all := lockswap.Guarantees{Backend: "all", Fencing: true, SurvivesFailover: true, SurvivesRestart: true,
-		Clock: lockswap.ClockNone, Nodes: 3, Tolerates: 1, StaleReleaseSafe: true, Wait: lockswap.WaitQueue, Permits: true}
+		Clock: lockswap.ClockNone, Nodes: 3, Tolerates: 1, StaleReleaseSafe: true, Wait: lockswap.WaitQueue, Permits: true, ReadWrite: true}
 	for _, p := range lockswap.Properties() {
 		if ok, err := all.Has(p); !ok || err != nil {
 			t.Errorf("Has(%s) = %v, %v on a backend that has everything", p, ok, err)

@@ -39,8 +39,13 @@ type Options struct {
 	// Permits is the limit of the counting semaphore a call takes a permit
 	// of ([WithPermits]); zero means the key's mutex.
 	Permits int
+	// RW is the hold a call takes of the key's read-write lock
+	// ([WithRead], [WithWrite]); zero ([NotRW]) means the key's mutex, or
+	// its semaphore with Permits.
+	RW RWMode
 
-	permitsSet bool // WithPermits was given (WithPermits(0) is an error)
+	permitsSet bool   // WithPermits was given (WithPermits(0) is an error)
+	rwSet      RWMode // the modes given, or'ed: both at once is an error
 }
 
 // Option sets one field of [Options]. Options are values (not closures),
@@ -62,6 +67,7 @@ const (
 	optRenewEvery
 	optMaxOutage
 	optPermits
+	optRW
 )
 
 func (opt Option) apply(o *Options) {
@@ -78,6 +84,9 @@ func (opt Option) apply(o *Options) {
 		o.MaxOutage = opt.d
 	case optPermits:
 		o.Permits, o.permitsSet = opt.n, true
+	case optRW:
+		o.RW = RWMode(opt.n)
+		o.rwSet |= o.RW
 	}
 }
 
@@ -152,6 +161,15 @@ func (o Options) Resolve(opts ...Option) (Options, error) {
 	}
 	if (o.permitsSet || o.Permits != 0) && (o.Permits < 1 || o.Permits > MaxPermits) {
 		return o, fmt.Errorf("permits %d: want a limit from 1 to %d: %w", o.Permits, MaxPermits, ErrInvalid)
+	}
+	if o.rwSet == ReadHold|WriteHold {
+		return o, fmt.Errorf("WithRead and WithWrite both given: a hold is one or the other: %w", ErrInvalid)
+	}
+	if o.RW != NotRW && (o.RW > WriteHold || o.Permits != 0) {
+		if o.Permits != 0 {
+			return o, fmt.Errorf("%v hold with WithPermits: a hold is of a read-write lock or a permit of a semaphore, not both: %w", o.RW, ErrInvalid)
+		}
+		return o, fmt.Errorf("read-write mode %d: want ReadHold or WriteHold: %w", o.RW, ErrInvalid)
 	}
 	if o.Retry == nil {
 		o.Retry = NoRetry()

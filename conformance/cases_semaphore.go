@@ -35,7 +35,7 @@ func RunSemaphore(t *testing.T, h Harness) {
 		// A permit of limit 1 keeps what a mutex keeps: the whole mutex
 		// suite (expiry, a vanished holder, cancellation, Close, bad
 		// input, fencing, the history check) runs on one.
-		{"MutexCasesAsOnePermit", func(t *testing.T) { Run(t, onePermit(h)) }},
+		{"MutexCasesAsOnePermit", func(t *testing.T) { Run(t, asMutex(h, lockswap.WithPermits(1))) }},
 	})
 }
 

@@ -85,6 +85,7 @@ func Run(t *testing.T, h Harness) {
 		{"CloseEndsWaiters", s.closeEndsWaiters},
 		{"Do", s.do},
 		{"PermitsGivenOrRefused", s.permitsGivenOrRefused},
+		{"ReadWriteGivenOrRefused", s.rwGivenOrRefused},
 	})
 }
 

@@ -36,6 +36,9 @@ func (lk *Locker[D]) prepare(key string, opts []lockswap.Option) (lockswap.Optio
 	if err == nil && o.Permits > 0 && !lk.cfg.Permits {
 		err = fmt.Errorf("WithPermits: this backend has no counting semaphores: %w", lockswap.ErrInvalid)
 	}
+	if err == nil && o.RW != lockswap.NotRW && !lk.cfg.ReadWrite {
+		err = fmt.Errorf("With%s: this backend has no read-write locks: %w", title(o.RW), lockswap.ErrInvalid)
+	}
 	if err != nil {
 		return o, lk.fail("acquire", key, err)
 	}
@@ -62,18 +65,25 @@ func (lk *Locker[D]) Acquire(ctx context.Context, key string, opts ...lockswap.O
 		return nil, err
 	}
 	n := attemptsOf(ctx) // nil: not counted
-	if lk.w != nil && (o.Permits == 0 || lk.cfg.WaitPermits) {
+	if lk.w != nil && (o.Permits == 0 || lk.cfg.WaitPermits) && o.RW == lockswap.NotRW {
 		return lk.wait(ctx, key, o, n)
 	}
 	first := true
 	outage := acquire.NewOutage(o.MaxOutage, &lk.answers)
+	a := askOf(o)
+	if o.RW == lockswap.WriteHold {
+		a.writer.ID = lockstate.NewToken()
+	}
 	try := outage.Wrap(attempt.Timeout, func(ctx context.Context, timeout time.Duration) (lockswap.Lock, error) {
-		l, err := lk.try(ctx, key, o.TTL, o.Permits, first, n, timeout)
+		if a.writer.ID != "" {
+			a.writer.Until = writerWaits(ctx, o.TTL)
+		}
+		l, err := lk.try(ctx, key, a, first, n, timeout)
 		first = false
 		return l, err
 	})
 	retry := outage.Strategy(o.Retry)
-	if lk.q == nil || o.Permits > 0 {
+	if lk.q == nil || o.Permits > 0 || o.RW != lockswap.NotRW {
 		l, err := acquire.Retry(ctx, retry, try)
 		return l, lk.name(key, err)
 	}
@@ -107,7 +117,7 @@ func (lk *Locker[D]) TryAcquire(ctx context.Context, key string, opts ...lockswa
 	if err != nil {
 		return nil, err
 	}
-	l, err := lk.try(ctx, key, o.TTL, o.Permits, true, attemptsOf(ctx), attempt.Timeout)
+	l, err := lk.try(ctx, key, askOf(o), true, attemptsOf(ctx), attempt.Timeout)
 	if err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
 			// The attempt failed after its caller gave up (its grace ran
@@ -121,8 +131,8 @@ func (lk *Locker[D]) TryAcquire(ctx context.Context, key string, opts ...lockswa
 // try makes one attempt, counted in n (nil: not counted), whose request
 // takes at most timeout; a caller that gives up while the request is on
 // its way gets no lock and leaves none (see internal/attempt).
-func (lk *Locker[D]) try(ctx context.Context, key string, ttl time.Duration, permits int, first bool, n *Attempts, timeout time.Duration) (lockswap.Lock, error) {
-	l := lk.newLock(key, ttl, permits, first)
+func (lk *Locker[D]) try(ctx context.Context, key string, a ask, first bool, n *Attempts, timeout time.Duration) (lockswap.Lock, error) {
+	l := lk.newLock(key, a, first)
 	n.add()
 	// Close ends the request at once: a waiter whose attempt hangs on a
 	// server that does not answer gets ErrClosed then, not at the
@@ -178,7 +188,7 @@ func (lk *Locker[D]) wait(ctx context.Context, key string, o lockswap.Options, c
 	}()
 	var prev error
 	for n := 1; ; n++ {
-		l := lk.newLock(key, o.TTL, o.Permits, n == 1)
+		l := lk.newLock(key, askOf(o), n == 1)
 		start := time.Now()
 		count.add()
 		answered := ob.last()
@@ -277,4 +287,35 @@ func (lk *Locker[D]) undo(ctx context.Context, c Claim[D]) {
 		work(rctx)
 		cancel()
 	}
+}
+
+// ask is what an attempt asks for besides the key: the fields of its
+// Claim.
+type ask struct {
+	ttl     time.Duration
+	permits int
+	rw      lockswap.RWMode
+	writer  WriterWait
+}
+
+// askOf returns what an attempt with options o asks for; the caller sets
+// writer for the attempts of an Acquire of a write hold.
+func askOf(o lockswap.Options) ask { return ask{ttl: o.TTL, permits: o.Permits, rw: o.RW} }
+
+// writerWaits returns until when a writer's attempt under ctx marks its
+// key (WriterWait.Until): ctx's deadline, at most ttl from now.
+func writerWaits(ctx context.Context, ttl time.Duration) time.Time {
+	until := time.Now().Add(ttl)
+	if d, ok := ctx.Deadline(); ok && d.Before(until) {
+		return d
+	}
+	return until
+}
+
+// title returns "Read" or "Write", for the name of m's option.
+func title(m lockswap.RWMode) string {
+	if m == lockswap.ReadHold {
+		return "Read"
+	}
+	return "Write"
 }

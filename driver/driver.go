@@ -76,6 +76,15 @@ type Claim[D any] struct {
 	// limit differs from the permits held, and a mutex and a semaphore on
 	// one key.
 	Permits int
+	// RW is the hold of the key's read-write lock this claim is
+	// (lockswap.WithRead, lockswap.WithWrite), lockswap.NotRW for the
+	// key's mutex or a permit. The driver refuses, with lockswap.ErrInvalid
+	// and changing nothing, a read-write hold on a key held as a mutex or a
+	// semaphore, and the other way round.
+	RW lockswap.RWMode
+	// Writer is set on the attempts of an Acquire of a write hold (zero
+	// on TryAcquire and on other holds): see [WriterWait].
+	Writer WriterWait
 	// First is true on the first attempt of an Acquire or TryAcquire call:
 	// a driver may spend a request to explain a failure then (whether the
 	// key holds something that is not a lock), and not on every retry.
@@ -87,6 +96,21 @@ type Claim[D any] struct {
 	Data D
 
 	l *lock[D] // the lock this claim was made for
+}
+
+// WriterWait is a writer's Acquire waiting for a read-write lock's key.
+// When one of its attempts finds the key held, the driver marks the key as
+// wanted by writer ID until Until, and refuses new read holds while a
+// mark is live, with lockswap.ErrHeld (writer preference); granting
+// writer ID its write hold removes its own mark. A writer that gives up or
+// crashes leaves a mark that ends at Until.
+type WriterWait struct {
+	// ID is the same on every attempt of one Acquire call: 128 random
+	// bits from crypto/rand, hex encoded. Empty: no mark (TryAcquire).
+	ID string
+	// Until is when that Acquire's wait ends: its context's deadline, at
+	// most one TTL after the attempt.
+	Until time.Time
 }
 
 // Lose tells the kit that the lock c was made for is lost (a watch saw
@@ -314,6 +338,13 @@ type Config struct {
 	// (its Wait reads Claim.Permits): Acquire of a permit then calls Wait,
 	// as for the mutex.
 	WaitPermits bool
+	// ReadWrite reports that the driver takes the holds of read-write
+	// locks (lockswap.WithRead, lockswap.WithWrite): its Acquire then
+	// reads Claim.RW and Claim.Writer. Without it the kit refuses
+	// the options with lockswap.ErrInvalid. Read-write holds go neither
+	// through the local queue, a hand-over nor a Waiter: each waiter polls
+	// per the retry policy.
+	ReadWrite bool
 	// Queue lines up the Locker's Acquire calls for one key in arrival
 	// order, only the first of them asking the backend (see the package
 	// internal/localq): for a backend that polls. A [Waiter] has no use
@@ -427,6 +458,7 @@ func New[D any](d Driver[D], cfg Config) (*Locker[D], error) {
 	}
 	// What the kit lets through decides the declaration.
 	lk.cfg.Guarantees.Permits = cfg.Permits
+	lk.cfg.Guarantees.ReadWrite = cfg.ReadWrite
 	if h, ok := d.(HandOver[D]); ok {
 		lk.ho = h
 	}
@@ -453,7 +485,8 @@ func New[D any](d Driver[D], cfg Config) (*Locker[D], error) {
 	return lk, nil
 }
 
-// Guarantees returns Config.Guarantees, whose Permits is Config.Permits.
+// Guarantees returns Config.Guarantees, whose Permits is Config.Permits
+// and ReadWrite Config.ReadWrite.
 func (lk *Locker[D]) Guarantees() lockswap.Guarantees { return lk.cfg.Guarantees }
 
 // TTLRange returns the TTLs Acquire, TryAcquire and Extend accept.

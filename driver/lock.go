@@ -33,6 +33,10 @@ type lock[D any] struct {
 // mutex's lock.
 func (l *lock[D]) Slot() (int, bool) { return l.slot, l.c.Permits > 0 }
 
+// RWMode returns the hold of a read-write lock l is (lockswap.ModeOf),
+// lockswap.NotRW for a mutex's lock or a permit.
+func (l *lock[D]) RWMode() lockswap.RWMode { return l.c.RW }
+
 // Deadline is the kit's deadline, or the driver's Bound when earlier.
 func (l *lock[D]) Deadline() time.Time {
 	d := l.State.Deadline()
@@ -47,9 +51,10 @@ func (l *lock[D]) Deadline() time.Time {
 // newLock returns the lock of one attempt, before the driver's request:
 // its State is already usable (with a provisional deadline, the TTL from
 // now), so that the driver may call Claim.Lose and Claim.Done from then on.
-func (lk *Locker[D]) newLock(key string, ttl time.Duration, permits int, first bool) *lock[D] {
+func (lk *Locker[D]) newLock(key string, a ask, first bool) *lock[D] {
 	l := &lock[D]{lk: lk}
-	l.c = Claim[D]{Key: key, Token: lockstate.NewToken(), TTL: ttl, Permits: permits, First: first, l: l}
+	l.c = Claim[D]{Key: key, Token: lockstate.NewToken(), TTL: a.ttl, Permits: a.permits, RW: a.rw,
+		Writer: a.writer, First: first, l: l}
 	// Until it is granted the lock has no time limit of its own: a Wait
 	// may last longer than the TTL, which counts from the grant.
 	l.Init(key, l.c.Token, 0, false, time.Now().Add(notYetGranted))
@@ -217,7 +222,7 @@ func (l *lock[D]) release(ctx context.Context, afterClose bool) error {
 	if !afterClose {
 		l.reportExpired()
 	}
-	if lk.ho != nil && lk.q != nil && l.c.Permits == 0 {
+	if lk.ho != nil && lk.q != nil && l.c.Permits == 0 && l.c.RW == lockswap.NotRW {
 		if t := lk.q.ClaimBy(key, l, limit); t != nil {
 			return l.handOver(ctx, t, limit)
 		}
@@ -285,7 +290,7 @@ func (l *lock[D]) settle(released bool) {
 // first local waiter (claimed by t), within limit.
 func (l *lock[D]) handOver(ctx context.Context, t *localq.Ticket, limit time.Time) error {
 	lk, key := l.lk, l.c.Key
-	next := lk.newLock(key, t.TTL(), 0, false)
+	next := lk.newLock(key, ask{ttl: t.TTL()}, false)
 	// The claimed waiter waits for this request whatever its own context
 	// does, so the request is bounded even when ctx is not.
 	hctx := attempt.Once(&l.relReq, ctx, time.Until(limit))

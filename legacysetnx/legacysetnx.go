@@ -185,11 +185,17 @@ func New(c redisclient.Client, opts Options) (*Locker, error) {
 // legacysetnx refuses (lockswap.WithPermits gets lockswap.ErrInvalid).
 const NoPermitsNote = "no counting semaphores (WithPermits is refused with ErrInvalid): the legacy pattern stores one timestamp per key, which old clients read as one holder, so a semaphore on their keys would not exclude them"
 
+// NoReadWriteNote is the note of Guarantees on read-write locks, which
+// legacysetnx refuses (lockswap.WithRead and lockswap.WithWrite get
+// lockswap.ErrInvalid).
+const NoReadWriteNote = "no read-write locks (WithRead and WithWrite are refused with ErrInvalid): old clients read the one timestamp per key as one exclusive holder and know no readers, so read holds on their keys would not exclude them"
+
 // Guarantees returns the legacysetnx backend's guarantees. They are the same
 // with or without Options.ServerTime, because old clients sharing the keys
 // still use their own clocks.
 func Guarantees() lockswap.Guarantees {
-	// Permits stays false: see NoPermitsNote.
+	// Permits and ReadWrite stay false: see NoPermitsNote and
+	// NoReadWriteNote.
 	return lockswap.Guarantees{
 		Backend:          "legacysetnx",
 		Fencing:          false,
@@ -204,6 +210,7 @@ func Guarantees() lockswap.Guarantees {
 		Notes: []string{
 			"the stored value is only a wall-clock expiry timestamp with no owner token: a client whose clock runs ahead takes over locks that are live for the others",
 			NoPermitsNote,
+			NoReadWriteNote,
 			"ServerTime makes lockswap clients use the Redis server's clock, but old clients keep their own, so wall clocks must agree while any old client runs",
 			"a holder that pauses past its timestamp is taken over while it still believes it holds the lock, and there is no fencing token to catch it",
 			"release deletes only the exact timestamp this holder wrote, but two holders can write the same timestamp (seconds resolution) if a third party deleted the key in between; milliseconds make that far less likely",

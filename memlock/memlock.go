@@ -23,6 +23,7 @@ type Store struct {
 	locks map[string]entry
 	fence map[string]uint64
 	sems  map[string]*semaphore // counting semaphores (permits.go)
+	rws   map[string]*rwlock    // read-write locks (rwlock.go)
 }
 
 type entry struct {
@@ -32,7 +33,8 @@ type entry struct {
 
 // NewStore returns an empty Store that uses the real clock.
 func NewStore() *Store {
-	return &Store{locks: map[string]entry{}, fence: map[string]uint64{}, sems: map[string]*semaphore{}}
+	return &Store{locks: map[string]entry{}, fence: map[string]uint64{},
+		sems: map[string]*semaphore{}, rws: map[string]*rwlock{}}
 }
 
 // Locker is a lockswap.Locker over a Store.
@@ -44,7 +46,7 @@ type Locker struct {
 // nothing survives the process.
 func Guarantees() lockswap.Guarantees {
 	return lockswap.Guarantees{Backend: "memlock", Fencing: true, Clock: lockswap.ClockNone,
-		Nodes: 1, StaleReleaseSafe: true, Wait: lockswap.WaitPoll, DeadlineOverrun: lockswap.DeadlineGrace, Permits: true,
+		Nodes: 1, StaleReleaseSafe: true, Wait: lockswap.WaitPoll, DeadlineOverrun: lockswap.DeadlineGrace, Permits: true, ReadWrite: true,
 		Notes: []string{"in-process only: excludes goroutines sharing one Store, not processes"}}
 }
 
@@ -89,6 +91,7 @@ func NewWithOptions(s *Store, opts Options) (*Locker, error) {
 		Fence:      true,
 		Queue:      true,
 		Permits:    true,
+		ReadWrite:  true,
 		Logger:     opts.Logger,
 		LogKeys:    opts.LogKeys,
 	})
@@ -106,11 +109,14 @@ func (s store) Acquire(_ context.Context, c *driver.Claim[struct{}]) (driver.Gra
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now()
-	if c.Permits > 0 {
+	switch {
+	case c.Permits > 0:
 		return s.acquirePermit(c, now)
+	case c.RW != lockswap.NotRW:
+		return s.acquireRW(c, now)
 	}
-	if sem := s.sems[c.Key]; sem != nil && sem.live(now) > 0 {
-		return driver.Grant{}, fmt.Errorf("the key is a counting semaphore's (limit %d), not a mutex's: %w", sem.limit(), lockswap.ErrInvalid)
+	if k, name := s.kindOf(c.Key, now); k != free && k != mutexKind {
+		return driver.Grant{}, fmt.Errorf("the key is %s, not a mutex's: %w", name, lockswap.ErrInvalid)
 	}
 	if e, ok := s.locks[c.Key]; ok && now.Before(e.expires) {
 		return driver.Grant{}, lockswap.ErrHeld
@@ -124,8 +130,11 @@ func (s store) Acquire(_ context.Context, c *driver.Claim[struct{}]) (driver.Gra
 func (s store) Extend(_ context.Context, c *driver.Claim[struct{}], ttl time.Duration) (driver.Grant, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if c.Permits > 0 {
+	switch {
+	case c.Permits > 0:
 		return driver.Grant{}, s.extendPermit(c, ttl)
+	case c.RW != lockswap.NotRW:
+		return driver.Grant{}, s.extendRW(c, ttl)
 	}
 	if e, ok := s.locks[c.Key]; !ok || e.token != c.Token || !time.Now().Before(e.expires) {
 		return driver.Grant{}, lostErr(e, ok, c)
@@ -138,8 +147,11 @@ func (s store) Extend(_ context.Context, c *driver.Claim[struct{}], ttl time.Dur
 func (s store) Release(_ context.Context, c *driver.Claim[struct{}]) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if c.Permits > 0 {
+	switch {
+	case c.Permits > 0:
 		return s.releasePermit(c)
+	case c.RW != lockswap.NotRW:
+		return s.releaseRW(c)
 	}
 	e, ok := s.locks[c.Key]
 	if !ok || e.token != c.Token {

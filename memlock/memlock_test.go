@@ -89,3 +89,13 @@ func Example() {
 	// second locker: memlock: acquire "report": lock held by another owner
 	// release: <nil>
 }
+
+// TestReadWriteConformance: memlock's read-write locks pass the
+// read-write suite.
+func TestReadWriteConformance(t *testing.T) {
+	store := memlock.NewStore()
+	conformance.RunReadWrite(t, conformance.Harness{
+		NewLocker: func(t *testing.T) lockswap.Locker { return memlock.New(store) },
+		TTL:       200 * time.Millisecond,
+	})
+}

@@ -33,8 +33,8 @@ func (sem *semaphore) live(now time.Time) int {
 // with c.Permits slots when the key has no live permit; a limit other than
 // the live permits', or a live mutex on the key, is refused.
 func (s store) acquirePermit(c *driver.Claim[struct{}], now time.Time) (driver.Grant, error) {
-	if e, ok := s.locks[c.Key]; ok && now.Before(e.expires) {
-		return driver.Grant{}, fmt.Errorf("the key is a mutex's, not a counting semaphore's: %w", lockswap.ErrInvalid)
+	if k, name := s.kindOf(c.Key, now); k == mutexKind || k == rwKind {
+		return driver.Grant{}, fmt.Errorf("the key is %s, not a counting semaphore's: %w", name, lockswap.ErrInvalid)
 	}
 	sem := s.sems[c.Key]
 	switch {

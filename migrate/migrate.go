@@ -211,11 +211,12 @@ func (lk *Locker) Phase() Phase { return lk.o.Phase }
 // clients rests on the legacy lock and against target-only clients on the
 // target lock, so each property is declared only if both locks have it
 // (fencing excepted: Fence is the target lock's), and such a Locker waits by
-// polling. No phase has counting semaphores (NoPermitsNote).
+// polling. No phase has counting semaphores (NoPermitsNote) or
+// read-write locks (NoReadWriteNote).
 func (lk *Locker) Guarantees() lockswap.Guarantees {
 	g := lk.phaseGuarantees()
-	g.Permits = false
-	g.Notes = append(append([]string(nil), g.Notes...), NoPermitsNote)
+	g.Permits, g.ReadWrite = false, false
+	g.Notes = append(append([]string(nil), g.Notes...), NoPermitsNote, NoReadWriteNote)
 	return g
 }
 
@@ -223,6 +224,11 @@ func (lk *Locker) Guarantees() lockswap.Guarantees {
 // migrate refuses in every phase (lockswap.WithPermits gets
 // lockswap.ErrInvalid).
 const NoPermitsNote = "no counting semaphores (WithPermits is refused with ErrInvalid): a migration moves mutexes off the legacy SETNX/GETSET pattern, which has no semaphores"
+
+// NoReadWriteNote is the note of Guarantees on read-write locks, which
+// migrate refuses in every phase (lockswap.WithRead and lockswap.WithWrite
+// get lockswap.ErrInvalid).
+const NoReadWriteNote = "no read-write locks (WithRead and WithWrite are refused with ErrInvalid): a migration moves mutexes off the legacy SETNX/GETSET pattern, which has no read-write locks"
 
 // phaseGuarantees is Guarantees before the semaphores' note.
 func (lk *Locker) phaseGuarantees() lockswap.Guarantees {

@@ -468,6 +468,11 @@ func (lk *Locker) Quorum() int { return lk.p.quorum }
 // redlock refuses for now (lockswap.WithPermits gets lockswap.ErrInvalid).
 const NoPermitsNote = "no counting semaphores (WithPermits is refused with ErrInvalid): over N masters each slot would need a majority of votes under the mutex's faults (lagging failover, restart, clock jumps), and no such design has been checked by the model checker yet (docs/semaphores.md)"
 
+// NoReadWriteNote is the note of Guarantees on read-write locks, which
+// redlock refuses for now (lockswap.WithRead and lockswap.WithWrite get
+// lockswap.ErrInvalid).
+const NoReadWriteNote = "no read-write locks (WithRead and WithWrite are refused with ErrInvalid): over N masters readers and writers would each need a majority under the mutex's faults, and no such design has been checked by the model checker yet (docs/rwlocks.md)"
+
 // Guarantees returns the Redlock backend's guarantees over n masters, with
 // or without RestartSafety, without fencing: GuaranteesOf for the others.
 func Guarantees(n int, restartSafety bool) lockswap.Guarantees {
@@ -489,7 +494,7 @@ func GuaranteesOf(n int, opts Options) lockswap.Guarantees {
 		StaleReleaseSafe: true,
 		Wait:             lockswap.WaitPoll,
 		DeadlineOverrun:  lockswap.DeadlineGrace,
-		Notes:            []string{failoverNote(n, opts), NoPermitsNote},
+		Notes:            []string{failoverNote(n, opts), NoPermitsNote, NoReadWriteNote},
 	}
 	if opts.Fence {
 		g.Notes = append(g.Notes,

@@ -397,7 +397,7 @@ func (f *fair) leave(ctx context.Context, keys []string, c *driver.Claim[ref], o
 // Release is compare-and-delete that hands the key to the first live
 // waiter of the queue in the same request and wakes it.
 func (f *fair) Release(ctx context.Context, c *driver.Claim[ref]) error {
-	if c.Permits > 0 {
+	if c.Permits > 0 || c.RW != lockswap.NotRW {
 		return f.proto.Release(ctx, c)
 	}
 	k := c.Data.keys[0]

@@ -222,6 +222,7 @@ func New(c redisclient.Client, opts Options) (*Locker, error) {
 		Fence:      opts.Fence,
 		Queue:      true,
 		Permits:    true,
+		ReadWrite:  true,
 		Uncertain:  redisclient.Uncertain,
 		Undo:       redisclient.MaybeApplied,
 		Closer:     closer,
@@ -284,6 +285,7 @@ func Guarantees(fence bool) lockswap.Guarantees {
 		Wait:             lockswap.WaitPoll,
 		DeadlineOverrun:  lockswap.DeadlineGrace,
 		Permits:          true,
+		ReadWrite:        true,
 		Notes: []string{
 			"a restart without persistence or a failover to an async replica loses the lock",
 		},
@@ -375,8 +377,11 @@ func (r *ref) set(k, token string) { r.keys[0], r.tokenArg[0] = k, token }
 // once, redisclient.MsgSetGetFallback) and, on the first attempt of a call
 // that finds the key taken, one TYPE request.
 func (p *proto) Acquire(ctx context.Context, c *driver.Claim[ref]) (driver.Grant, error) {
-	if c.Permits > 0 {
+	switch {
+	case c.Permits > 0:
 		return p.acquirePermit(ctx, c)
+	case c.RW != lockswap.NotRW:
+		return p.acquireRW(ctx, c)
 	}
 	k := p.prefix + c.Key
 	c.Data.set(k, c.Token)
@@ -471,14 +476,21 @@ func notLockType(k, typ string) error {
 	return fmt.Errorf("key %s holds %s, not a lock; it was left untouched: %w", lockstate.QuoteKey(k), what, lockswap.ErrInvalid)
 }
 
-// Extend is one compare-and-pexpire (for a permit, the permit extend
-// script).
+// Extend is one compare-and-pexpire (for a permit or a read-write hold,
+// its extend script).
 func (p *proto) Extend(ctx context.Context, c *driver.Claim[ref], ttl time.Duration) (driver.Grant, error) {
-	script := extendScript
-	if c.Permits > 0 {
-		script = permitExtend
+	var (
+		v   any
+		err error
+	)
+	switch {
+	case c.Permits > 0:
+		v, err = p.c.Run(ctx, permitExtend, c.Data.keys[:], c.Token, ttl.Milliseconds())
+	case c.RW != lockswap.NotRW:
+		v, err = p.c.Run(ctx, rwExtend, c.Data.keys[:], c.Token, ttl.Milliseconds(), rwMode(c))
+	default:
+		v, err = p.c.Run(ctx, extendScript, c.Data.keys[:], c.Token, ttl.Milliseconds())
 	}
-	v, err := p.c.Run(ctx, script, c.Data.keys[:], c.Token, ttl.Milliseconds())
 	if err != nil {
 		return driver.Grant{}, redisclient.ClassifyHeld(p.c, err)
 	}
@@ -490,14 +502,21 @@ func (p *proto) Extend(ctx context.Context, c *driver.Claim[ref], ttl time.Durat
 
 var errNotOurs = fmt.Errorf("no longer ours: %w", lockswap.ErrLost)
 
-// Release is one compare-and-delete (for a permit, the permit release
-// script).
+// Release is one compare-and-delete (for a permit or a read-write hold,
+// its release script).
 func (p *proto) Release(ctx context.Context, c *driver.Claim[ref]) error {
-	script := releaseScript
-	if c.Permits > 0 {
-		script = permitRelease
+	var (
+		v   any
+		err error
+	)
+	switch {
+	case c.Permits > 0:
+		v, err = p.c.Run(ctx, permitRelease, c.Data.keys[:], c.Data.tokenArg[:]...)
+	case c.RW != lockswap.NotRW:
+		v, err = p.c.Run(ctx, rwRelease, c.Data.keys[:], c.Token, rwMode(c))
+	default:
+		v, err = p.c.Run(ctx, releaseScript, c.Data.keys[:], c.Data.tokenArg[:]...)
 	}
-	v, err := p.c.Run(ctx, script, c.Data.keys[:], c.Data.tokenArg[:]...)
 	if err != nil {
 		return redisclient.ClassifyHeld(p.c, err)
 	}

@@ -44,41 +44,52 @@ type aclCase struct {
 	// its locks are permits of that limit (lockswap.WithPermits), and
 	// its suite the semaphore suite.
 	permits int
+	// rw makes the case one of read-write locks: its locks are read
+	// holds (lockswap.WithRead), and its suite the read-write suite.
+	rw bool
 }
 
 var aclCases = []aclCase{
 	{"singleredis", "singleredis", 1, "", time.Second,
-		"locker on >PASSWORD resetkeys resetchannels ~app:* -@all +set +get +del +pexpire +type +eval +evalsha", 0},
+		"locker on >PASSWORD resetkeys resetchannels ~app:* -@all +set +get +del +pexpire +type +eval +evalsha", 0, false},
 	{"singleredis-fence", "singleredis", 1, "fence=true", time.Second,
-		"locker on >PASSWORD resetkeys resetchannels ~app:* ~{app:*}:fence -@all +set +get +del +pexpire +type +exists +time +eval +evalsha", 0},
+		"locker on >PASSWORD resetkeys resetchannels ~app:* ~{app:*}:fence -@all +set +get +del +pexpire +type +exists +time +eval +evalsha", 0, false},
 	{"singleredis-fair-wait", "singleredis", 1, "fair_wait=true", time.Second,
-		"locker on >PASSWORD resetkeys resetchannels ~app:* ~{app:*}:fairq ~{app:*}:fairw &app:lockswap:fairwait:* -@all +set +get +del +pexpire +type +exists +time +pttl +lindex +lpop +rpush +hget +hset +hdel +hexists +hlen +publish +subscribe +eval +evalsha", 0},
+		"locker on >PASSWORD resetkeys resetchannels ~app:* ~{app:*}:fairq ~{app:*}:fairw &app:lockswap:fairwait:* -@all +set +get +del +pexpire +type +exists +time +pttl +lindex +lpop +rpush +hget +hset +hdel +hexists +hlen +publish +subscribe +eval +evalsha", 0, false},
 	{"singleredis-fair-wait-fence", "singleredis", 1, "fair_wait=true&fence=true", time.Second,
-		"locker on >PASSWORD resetkeys resetchannels ~app:* ~{app:*}:fairq ~{app:*}:fairw ~{app:*}:fence &app:lockswap:fairwait:* -@all +set +get +del +pexpire +type +exists +time +pttl +lindex +lpop +rpush +hget +hset +hdel +hexists +hlen +publish +subscribe +eval +evalsha", 0},
+		"locker on >PASSWORD resetkeys resetchannels ~app:* ~{app:*}:fairq ~{app:*}:fairw ~{app:*}:fence &app:lockswap:fairwait:* -@all +set +get +del +pexpire +type +exists +time +pttl +lindex +lpop +rpush +hget +hset +hdel +hexists +hlen +publish +subscribe +eval +evalsha", 0, false},
 	{"redlock", "redlock", 3, "", time.Second,
-		"locker on >PASSWORD resetkeys resetchannels ~app:* -@all +set +get +del +pexpire +type +eval +evalsha", 0},
+		"locker on >PASSWORD resetkeys resetchannels ~app:* -@all +set +get +del +pexpire +type +eval +evalsha", 0, false},
 	{"redlock-restart-safety", "redlock", 3, "restart_safety=true&max_ttl=30s", time.Second,
-		"locker on >PASSWORD resetkeys resetchannels ~app:* ~lockswap:redlock:epoch -@all +set +get +del +pexpire +type +time +eval +evalsha", 0},
+		"locker on >PASSWORD resetkeys resetchannels ~app:* ~lockswap:redlock:epoch -@all +set +get +del +pexpire +type +time +eval +evalsha", 0, false},
 	{"redlock-fence", "redlock", 3, "fence=true", time.Second,
-		"locker on >PASSWORD resetkeys resetchannels ~app:* ~{app:*}:fence ~lockswap:redlock:members -@all +set +get +del +pexpire +type +time +hgetall +hset +hdel +pexpireat +eval +evalsha", 0},
+		"locker on >PASSWORD resetkeys resetchannels ~app:* ~{app:*}:fence ~lockswap:redlock:members -@all +set +get +del +pexpire +type +time +hgetall +hset +hdel +pexpireat +eval +evalsha", 0, false},
 	{"redlock-fence-restart-safety", "redlock", 3, "fence=true&restart_safety=true&max_ttl=30s", time.Second,
-		"locker on >PASSWORD resetkeys resetchannels ~app:* ~{app:*}:fence ~lockswap:redlock:epoch ~lockswap:redlock:members -@all +set +get +del +pexpire +type +time +hgetall +hset +hdel +pexpireat +eval +evalsha", 0},
+		"locker on >PASSWORD resetkeys resetchannels ~app:* ~{app:*}:fence ~lockswap:redlock:epoch ~lockswap:redlock:members -@all +set +get +del +pexpire +type +time +hgetall +hset +hdel +pexpireat +eval +evalsha", 0, false},
 	{"singleredis-semaphore", "singleredis", 1, "", time.Second,
-		"locker on >PASSWORD resetkeys resetchannels ~app:* -@all +set +get +del +pexpire +type +time +hgetall +hset +hdel +eval +evalsha", 3},
+		"locker on >PASSWORD resetkeys resetchannels ~app:* -@all +set +get +del +pexpire +type +time +hgetall +hset +hdel +eval +evalsha", 3, false},
 	{"singleredis-semaphore-fence", "singleredis", 1, "fence=true", time.Second,
-		"locker on >PASSWORD resetkeys resetchannels ~app:* ~{app:*}:fence -@all +set +get +del +pexpire +type +exists +time +hgetall +hset +hdel +eval +evalsha", 3},
+		"locker on >PASSWORD resetkeys resetchannels ~app:* ~{app:*}:fence -@all +set +get +del +pexpire +type +exists +time +hgetall +hset +hdel +eval +evalsha", 3, false},
+	// Read-write locks need the semaphores' rules.
+	{"singleredis-rwlock", "singleredis", 1, "", time.Second,
+		"locker on >PASSWORD resetkeys resetchannels ~app:* -@all +set +get +del +pexpire +type +time +hgetall +hset +hdel +eval +evalsha", 0, true},
+	{"singleredis-rwlock-fence", "singleredis", 1, "fence=true", time.Second,
+		"locker on >PASSWORD resetkeys resetchannels ~app:* ~{app:*}:fence -@all +set +get +del +pexpire +type +exists +time +hgetall +hset +hdel +eval +evalsha", 0, true},
 	{"legacysetnx", "legacysetnx", 1, "unit=ms", time.Second,
-		"locker on >PASSWORD resetkeys resetchannels ~app:* -@all +get +set +del +eval +evalsha", 0},
+		"locker on >PASSWORD resetkeys resetchannels ~app:* -@all +get +set +del +eval +evalsha", 0, false},
 	{"legacysetnx-server-time", "legacysetnx", 1, "unit=ms&server_time=true&redis_expiry=true", time.Second,
-		"locker on >PASSWORD resetkeys resetchannels ~app:* -@all +get +set +del +time +eval +evalsha", 0},
+		"locker on >PASSWORD resetkeys resetchannels ~app:* -@all +get +set +del +time +eval +evalsha", 0, false},
 }
 
-// lockOptions are the options of a lock of the case: a TTL, and the
-// permits of a semaphore case.
+// lockOptions are the options of a lock of the case: a TTL, the permits
+// of a semaphore case, a read hold of a read-write case.
 func (c aclCase) lockOptions(ttl time.Duration) []lockswap.Option {
 	o := []lockswap.Option{lockswap.WithTTL(ttl)}
 	if c.permits > 0 {
 		o = append(o, lockswap.WithPermits(c.permits))
+	}
+	if c.rw {
+		o = append(o, lockswap.WithRead())
 	}
 	return o
 }
@@ -141,6 +152,9 @@ func TestACLConformance(t *testing.T) {
 			run := conformance.Run
 			if c.permits > 0 {
 				run = conformance.RunSemaphore
+			}
+			if c.rw {
+				run = conformance.RunReadWrite
 			}
 			run(t, conformance.Harness{
 				NewLocker: func(t *testing.T) lockswap.Locker {

@@ -37,6 +37,7 @@ func TestMarkdownTableStable(t *testing.T) {
 | wait style | poll | fifo queue |
 | deadline overrun bound | none declared | none declared |
 | counting semaphores | no | no |
+| read-write locks | no | no |
 
 - a: note a
 `
