@@ -144,16 +144,25 @@ const (
 	// counts them.
 	AttrAttempts = attribute.Key("lockswap.attempts")
 	// AttrKind is "semaphore" on the spans and metrics of a counting
-	// semaphore's permits (lockswap.WithPermits); the mutex's carry no
-	// kind, so that their series are the same as before semaphores.
+	// semaphore's permits (lockswap.WithPermits), "read" and "write" on
+	// those of a read-write lock's holds (lockswap.WithRead,
+	// lockswap.WithWrite); the mutex's carry no kind, so that their
+	// series are the same as before the other kinds.
 	AttrKind = attribute.Key("lockswap.kind")
 	// AttrSlot is the slot an acquired permit holds (lockswap.Slot), on
 	// spans.
 	AttrSlot = attribute.Key("lockswap.slot")
 )
 
-// KindSemaphore is AttrKind's value for permits.
-const KindSemaphore = "semaphore"
+// AttrKind's values.
+const (
+	// KindSemaphore is AttrKind's value for permits.
+	KindSemaphore = "semaphore"
+	// KindRead is AttrKind's value for read holds.
+	KindRead = "read"
+	// KindWrite is AttrKind's value for write holds.
+	KindWrite = "write"
+)
 
 // Outcomes: the values of [AttrOutcome] (see the package doc for the
 // order in which errors are classified).
@@ -288,9 +297,9 @@ type instruments struct {
 
 	// sets caches the attribute sets of the metrics, one per operation and
 	// outcome, as option slices, so that recording allocates none.
-	// A permit's are under sem (AttrKind added).
-	sets    map[[2]string]measureOpts
-	semSets map[[2]string]measureOpts
+	// The key is {kind, operation, outcome}; kind is AttrKind's value, ""
+	// for the mutex, whose sets have no AttrKind.
+	sets map[[3]string]measureOpts
 	// startOpts are the options of every span.
 	startOpts []trace.SpanStartOption
 }
@@ -306,11 +315,10 @@ type measureOpts struct {
 func newInstruments(c config) *instruments {
 	m := c.mp.Meter(ScopeName)
 	in := &instruments{
-		tracer:  c.tp.Tracer(ScopeName),
-		keys:    c.keys,
-		base:    append([]attribute.KeyValue{AttrBackend.String(c.backend)}, c.attrs...),
-		sets:    map[[2]string]measureOpts{},
-		semSets: map[[2]string]measureOpts{},
+		tracer: c.tp.Tracer(ScopeName),
+		keys:   c.keys,
+		base:   append([]attribute.KeyValue{AttrBackend.String(c.backend)}, c.attrs...),
+		sets:   map[[3]string]measureOpts{},
 	}
 	in.startOpts = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(in.base...)}
 	var err error
@@ -372,40 +380,52 @@ func newInstruments(c config) *instruments {
 			if oc != "" {
 				kv = append(kv, AttrOutcome.String(oc))
 			}
-			set := metric.WithAttributeSet(attribute.NewSet(kv...))
-			in.sets[[2]string{op, oc}] = measureOpts{record: []metric.RecordOption{set}, add: []metric.AddOption{set}}
-			sem := metric.WithAttributeSet(attribute.NewSet(append(kv, AttrKind.String(KindSemaphore))...))
-			in.semSets[[2]string{op, oc}] = measureOpts{record: []metric.RecordOption{sem}, add: []metric.AddOption{sem}}
+			for _, kind := range []string{"", KindSemaphore, KindRead, KindWrite} {
+				kkv := kv
+				if kind != "" {
+					kkv = append(kkv[:len(kkv):len(kkv)], AttrKind.String(kind))
+				}
+				set := metric.WithAttributeSet(attribute.NewSet(kkv...))
+				in.sets[[3]string{kind, op, oc}] = measureOpts{record: []metric.RecordOption{set}, add: []metric.AddOption{set}}
+			}
 		}
 	}
 	return in
 }
 
 // attrs returns the metric attributes for operation op and outcome oc ("":
-// not recorded), of a permit's call when sem is set.
-func (in *instruments) attrs(sem bool, op, oc string) measureOpts {
-	if sem {
-		return in.semSets[[2]string{op, oc}]
-	}
-	return in.sets[[2]string{op, oc}]
+// not recorded), of a call of kind (AttrKind's value, "" for the mutex).
+func (in *instruments) attrs(kind, op, oc string) measureOpts {
+	return in.sets[[3]string{kind, op, oc}]
 }
 
-// isPermit reports whether opts ask for a permit (lockswap.WithPermits).
-func isPermit(opts []lockswap.Option) bool {
+// kindOf returns AttrKind's value for a call with opts: "" for the mutex.
+func kindOf(opts []lockswap.Option) string {
+	if len(opts) == 0 {
+		return ""
+	}
 	o, _ := lockswap.Options{}.Resolve(opts...) // an invalid call still reads its options
-	return o.Permits != 0
+	switch {
+	case o.Permits != 0:
+		return KindSemaphore
+	case o.RW == lockswap.ReadHold:
+		return KindRead
+	case o.RW == lockswap.WriteHold:
+		return KindWrite
+	}
+	return ""
 }
 
 // start starts the span of op, with the key when keys are recorded, and
-// the kind of a permit's call (sem).
-func (in *instruments) start(ctx context.Context, name, key string, sem bool) (context.Context, trace.Span) {
+// the kind of the call (AttrKind's value, "" for the mutex).
+func (in *instruments) start(ctx context.Context, name, key string, kind string) (context.Context, trace.Span) {
 	ctx, span := in.tracer.Start(ctx, name, in.startOpts...)
 	if span.IsRecording() {
 		if in.keys {
 			span.SetAttributes(AttrKey.String(key))
 		}
-		if sem {
-			span.SetAttributes(AttrKind.String(KindSemaphore))
+		if kind != "" {
+			span.SetAttributes(AttrKind.String(kind))
 		}
 	}
 	return ctx, span
@@ -472,8 +492,8 @@ func (l *locker) TryAcquire(ctx context.Context, key string, opts ...lockswap.Op
 type acquireFunc func(context.Context, string, ...lockswap.Option) (lockswap.Lock, error)
 
 func (l *locker) acquire(ctx context.Context, op, name, key string, opts []lockswap.Option, fn acquireFunc) (lockswap.Lock, error) {
-	sem := len(opts) > 0 && isPermit(opts)
-	ctx, span := l.in.start(ctx, name, key, sem)
+	kind := kindOf(opts)
+	ctx, span := l.in.start(ctx, name, key, kind)
 	// The kit counts the call's attempts in a counter its context carries
 	// (driver.CountAttempts): made only when something records the count.
 	var count *driver.Attempts
@@ -488,7 +508,7 @@ func (l *locker) acquire(ctx context.Context, op, name, key string, opts []locks
 		err = fmt.Errorf("otel: %s returned neither a lock nor an error", op)
 	}
 	oc := classify(ctx, err, OutcomeAcquired)
-	set := l.in.attrs(sem, op, oc).record
+	set := l.in.attrs(kind, op, oc).record
 	l.in.acquire.Record(ctx, took.Seconds(), set...)
 	// A Locker that is not built with the kit counts nothing: no
 	// attempts are recorded then, rather than a misleading 0.
@@ -512,7 +532,7 @@ func (l *locker) acquire(ctx context.Context, op, name, key string, opts []locks
 		}
 	}
 	l.in.end(span, oc, nil)
-	return &lock{Lock: lk, in: l.in, sem: sem, acquired: time.Now()}, nil
+	return &lock{Lock: lk, in: l.in, kind: kind, acquired: time.Now()}, nil
 }
 
 // Guarantees returns the wrapped Locker's Guarantees.
@@ -529,7 +549,7 @@ func (l *locker) Unwrap() lockswap.Locker { return l.inner }
 type lock struct {
 	lockswap.Lock
 	in       *instruments
-	sem      bool // a permit's (lockswap.WithPermits)
+	kind     string // AttrKind's value, "" for the mutex
 	acquired time.Time
 	ended    atomic.Bool // the hold was recorded (released or lost)
 }
@@ -539,10 +559,10 @@ func (l *lock) Unwrap() lockswap.Lock { return l.Lock }
 
 // Extend is the wrapped Lock's Extend, recorded.
 func (l *lock) Extend(ctx context.Context, ttl time.Duration) error {
-	ctx, span := l.in.start(ctx, "lockswap.Extend", l.Key(), l.sem)
+	ctx, span := l.in.start(ctx, "lockswap.Extend", l.Key(), l.kind)
 	err := l.Lock.Extend(ctx, ttl)
 	oc := classify(ctx, err, OutcomeExtended)
-	l.in.extensions.Add(ctx, 1, l.in.attrs(l.sem, "", oc).add...)
+	l.in.extensions.Add(ctx, 1, l.in.attrs(l.kind, "", oc).add...)
 	if oc == OutcomeLost {
 		l.endHold(ctx, OutcomeLost, OpExtend, time.Now())
 	}
@@ -552,14 +572,14 @@ func (l *lock) Extend(ctx context.Context, ttl time.Duration) error {
 
 // Release is the wrapped Lock's Release, recorded.
 func (l *lock) Release(ctx context.Context) error {
-	ctx, span := l.in.start(ctx, "lockswap.Release", l.Key(), l.sem)
+	ctx, span := l.in.start(ctx, "lockswap.Release", l.Key(), l.kind)
 	called := time.Now()
 	first := !l.ended.Load()
 	lostBefore := first && l.lostAlready(called)
 	err := l.Lock.Release(ctx)
 	oc := classify(ctx, err, OutcomeReleased)
 	if oc != OutcomeReleased && oc != OutcomeLost {
-		l.in.failures.Add(ctx, 1, l.in.attrs(l.sem, "", oc).add...)
+		l.in.failures.Add(ctx, 1, l.in.attrs(l.kind, "", oc).add...)
 	}
 	if first {
 		hold := OutcomeFailed
@@ -601,7 +621,7 @@ func (l *lock) endHold(ctx context.Context, oc, op string, end time.Time) {
 		if d := l.Deadline(); d.Before(end) {
 			end = d
 		}
-		l.in.lost.Add(ctx, 1, l.in.attrs(l.sem, op, "").add...)
+		l.in.lost.Add(ctx, 1, l.in.attrs(l.kind, op, "").add...)
 	}
-	l.in.hold.Record(ctx, max(end.Sub(l.acquired), 0).Seconds(), l.in.attrs(l.sem, "", oc).record...)
+	l.in.hold.Record(ctx, max(end.Sub(l.acquired), 0).Seconds(), l.in.attrs(l.kind, "", oc).record...)
 }

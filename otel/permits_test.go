@@ -74,3 +74,41 @@ func TestPermitsHaveAKind(t *testing.T) {
 	}
 	t.Error("no Release span with kind=semaphore: the permit's release must carry it")
 }
+
+// TestRWHoldsHaveAKind: read and write holds are recorded with
+// lockswap.kind=read and =write, on metrics and on the spans of their
+// acquire and release.
+func TestRWHoldsHaveAKind(t *testing.T) {
+	r := newRecorder(t)
+	lk := r.wrap(memlock.New(memlock.NewStore()))
+	defer lk.Close()
+	ctx := context.Background()
+	for _, opt := range []lockswap.Option{lockswap.WithRead(), lockswap.WithWrite()} {
+		l, err := lk.TryAcquire(ctx, "doc", opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := lockswap.ModeOf(l); m == lockswap.NotRW {
+			t.Errorf("the wrapped hold's ModeOf = %v: the wrapper must unwrap", m)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ms := r.collect(t)
+	for _, kind := range []string{lockotel.KindRead, lockotel.KindWrite} {
+		if n, _ := histCount(t, ms, lockotel.MetricHoldDuration, backendMemlock, lockotel.AttrKind.String(kind)); n != 1 {
+			t.Errorf("hold durations with kind=%s: %d, want 1", kind, n)
+		}
+	}
+	for _, name := range []string{"lockswap.TryAcquire", "lockswap.Release"} {
+		var kinds []string
+		for _, s := range r.ended(name) {
+			k, _ := spanAttr(s, lockotel.AttrKind)
+			kinds = append(kinds, k.AsString())
+		}
+		if len(kinds) != 2 || kinds[0] != lockotel.KindRead || kinds[1] != lockotel.KindWrite {
+			t.Errorf("%s spans' kinds = %q, want read, then write", name, kinds)
+		}
+	}
+}

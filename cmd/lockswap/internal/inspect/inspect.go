@@ -36,7 +36,12 @@ const (
 	// KindSemaphore: a singleredis counting semaphore (a hash with a limit
 	// field, docs/keys.md); its Value is "limit N, H held".
 	KindSemaphore Kind = "semaphore"
-	KindOther     Kind = "other" // not a lock value
+	// KindRWLock: a singleredis read-write lock (a hash of w, we,
+	// r:<token> and q:<id> fields, docs/keys.md); its Value says which
+	// holds are live ("write held", "N read held") and how many writers
+	// wait.
+	KindRWLock Kind = "rwlock"
+	KindOther  Kind = "other" // not a lock value
 )
 
 // Unit is the unit a legacy value is written in.
@@ -186,9 +191,12 @@ func Scan(ctx context.Context, c redisclient.Client, q Query) (l Listing, err er
 // them could pair its value with the expiry lockswap had set, and pass an
 // old client's lock for lockswap's. For a hash with a limit field from 1
 // to lockswap.MaxPermits (a counting semaphore) the value is "<limit>
-// <permits live>", counted by the server's clock; for another type, a
-// hash with another limit (so that a huge one costs no long loop), or a
-// hash the user may not read (HGETALL denied), it is "".
+// <permits live>", counted by the server's clock; for a hash whose fields
+// are a read-write lock's (w, we, r:<token>, q:<id>) it is "rw <write
+// hold live: 0 or 1> <read holds live> <writers waiting>"; for another
+// type, a hash with another limit (so that a huge one costs no long
+// loop), another hash, or a hash the user may not read (HGETALL denied),
+// it is "".
 var readKey = redisclient.NewScript(`local t = redis.call('TYPE', KEYS[1])['ok']
 local v = ''
 if t == 'string' then v = redis.call('GET', KEYS[1]) end
@@ -208,6 +216,25 @@ if t == 'hash' then
         if f['t' .. s] and e and e > now then held = held + 1 end
       end
       v = limit .. ' ' .. held
+    elseif #all > 0 then
+      local tm = redis.call('TIME')
+      local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
+      local w, r, q = 0, 0, 0
+      for i = 1, #all, 2 do
+        local name, e = all[i], tonumber(all[i + 1])
+        local kind = string.match(name, '^([rq]):%x+$')
+        if name == 'we' then
+          if e and e > now and f['w'] then w = 1 end
+        elseif kind == 'r' then
+          if e and e > now then r = r + 1 end
+        elseif kind == 'q' then
+          if e and e > now then q = q + 1 end
+        elseif name ~= 'w' then
+          w = -1
+          break
+        end
+      end
+      if w >= 0 then v = 'rw ' .. w .. ' ' .. r .. ' ' .. q end
     end
   end
 end
@@ -230,6 +257,18 @@ func describe(ctx context.Context, c redisclient.Client, key string, now time.Ti
 	switch {
 	case typ == "none" || ms == -2:
 		return e, true, nil // no such key (any more)
+	case typ == "hash" && strings.HasPrefix(val, "rw "):
+		var w, r, q int
+		fmt.Sscanf(val, "rw %d %d %d", &w, &r, &q)
+		e.Kind, e.TTL = KindRWLock, time.Duration(ms)*time.Millisecond
+		e.Value = fmt.Sprintf("%d read held", r)
+		if w == 1 {
+			e.Value = "write held"
+		}
+		if q > 0 {
+			e.Value += fmt.Sprintf(", %d writers waiting", q)
+		}
+		return e, false, nil
 	case typ == "hash" && val != "":
 		limit, held, _ := strings.Cut(val, " ")
 		e.Kind, e.TTL = KindSemaphore, time.Duration(ms)*time.Millisecond

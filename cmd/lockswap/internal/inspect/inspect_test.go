@@ -36,6 +36,9 @@ func TestScan(t *testing.T) {
 			if _, err := lk.TryAcquire(ctx, "pool", lockswap.WithPermits(3), lockswap.WithTTL(time.Minute)); err != nil {
 				t.Fatal(err)
 			}
+			if _, err := lk.TryAcquire(ctx, "doc", lockswap.WithRead(), lockswap.WithTTL(time.Minute)); err != nil {
+				t.Fatal(err)
+			}
 			mr.HSet("lock:huge", "limit", "30000000")
 			mr.Set("lock:old-live", strconv.FormatInt(now.Unix()+60, 10))
 			mr.Set("lock:old-dead", strconv.FormatInt(now.Unix()-60, 10))
@@ -50,8 +53,11 @@ func TestScan(t *testing.T) {
 			for _, e := range entries {
 				got[e.Key] = e
 			}
-			if len(got) != 6 {
-				t.Fatalf("got %d keys %v, want the 6 under lock:", len(got), got)
+			if len(got) != 7 {
+				t.Fatalf("got %d keys %v, want the 7 under lock:", len(got), got)
+			}
+			if e := got["lock:doc"]; e.Kind != inspect.KindRWLock || e.Value != "1 read held" || e.TTL <= 0 || e.TTL > time.Minute {
+				t.Errorf("read-write lock = %+v, want 1 read held, expiring within its hold's TTL", e)
 			}
 			if e := got["lock:huge"]; e.Kind != inspect.KindOther {
 				t.Errorf("a hash with a limit beyond MaxPermits = %+v, want other", e)
@@ -65,7 +71,7 @@ func TestScan(t *testing.T) {
 			// Fence counters carry the key in a hash tag: "{lock:a}:fence".
 			fl, err := inspect.Scan(ctx, rc, inspect.Query{Prefix: "{lock:", Now: now})
 			fences := fl.Entries
-			if err != nil || len(fences) != 2 || fences[0].Key != singleredis.FenceKey("lock:a") || fences[1].Key != singleredis.FenceKey("lock:pool") || fences[1].Kind != inspect.KindFence || fences[0].Kind != inspect.KindFence || !positive(fences[0].Value) {
+			if err != nil || len(fences) != 3 || fences[0].Key != singleredis.FenceKey("lock:a") || fences[1].Key != singleredis.FenceKey("lock:doc") || fences[2].Key != singleredis.FenceKey("lock:pool") || fences[2].Kind != inspect.KindFence || fences[1].Kind != inspect.KindFence || fences[0].Kind != inspect.KindFence || !positive(fences[0].Value) {
 				t.Errorf("fence counters = %+v, %v", fences, err)
 			}
 			if e := got["lock:old-live"]; e.Kind != inspect.KindLegacy || e.Unit != inspect.UnitSeconds || e.Expired || e.TTL >= 0 {
