@@ -49,10 +49,14 @@ func (m RWMode) String() string {
 // waiting writer marks the key until the end of its own wait (its
 // context's deadline, at most one TTL after its latest attempt), so a
 // writer that gives up or crashes keeps readers out for at most that
-// long. TryAcquire with WithWrite does not mark the key.
+// long. TryAcquire with WithWrite does not mark the key. A backend that
+// queues (etcdlease) serves holds in arrival order, which keeps the same
+// promise: a reader that comes after a waiting writer waits behind it.
 //
-// Fences: every hold, read or write, takes the next fence of the key, in
-// the order the holds are granted. A resource guarded by the lock keeps
+// Fences: every hold, read or write, takes a fence higher than those of
+// the holds it conflicts with that were granted before it (the next
+// fence of the key, in grant order, on memlock and singleredis; its queue
+// key's create revision on etcdlease). A resource guarded by the lock keeps
 // the highest fence of any hold it has seen and the highest fence of a
 // write; it accepts a write whose fence is at least the former, and a
 // read whose fence is at least the latter (fenced.RW). A holder that lost

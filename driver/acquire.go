@@ -65,7 +65,7 @@ func (lk *Locker[D]) Acquire(ctx context.Context, key string, opts ...lockswap.O
 		return nil, err
 	}
 	n := attemptsOf(ctx) // nil: not counted
-	if lk.w != nil && (o.Permits == 0 || lk.cfg.WaitPermits) && o.RW == lockswap.NotRW {
+	if lk.w != nil && (o.Permits == 0 || lk.cfg.WaitPermits) && (o.RW == lockswap.NotRW || lk.cfg.WaitRW) {
 		return lk.wait(ctx, key, o, n)
 	}
 	first := true

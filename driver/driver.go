@@ -342,9 +342,15 @@ type Config struct {
 	// locks (lockswap.WithRead, lockswap.WithWrite): its Acquire then
 	// reads Claim.RW and Claim.Writer. Without it the kit refuses
 	// the options with lockswap.ErrInvalid. Read-write holds go neither
-	// through the local queue, a hand-over nor a Waiter: each waiter polls
-	// per the retry policy.
+	// through the local queue nor a hand-over; they go through a Waiter's
+	// Wait only with WaitRW: otherwise each waiter polls per the retry
+	// policy.
 	ReadWrite bool
+	// WaitRW reports that the driver's Waiter waits for read-write holds
+	// too (its Wait reads Claim.RW): Acquire of one then calls Wait, as
+	// for the mutex; Claim.Writer is then not set (a Waiter's queue keeps
+	// a waiting writer's place).
+	WaitRW bool
 	// Queue lines up the Locker's Acquire calls for one key in arrival
 	// order, only the first of them asking the backend (see the package
 	// internal/localq): for a backend that polls. A [Waiter] has no use
@@ -466,6 +472,9 @@ func New[D any](d Driver[D], cfg Config) (*Locker[D], error) {
 	lk.bd, _ = d.(Bounder[D])
 	if cfg.WaitPermits && (!cfg.Permits || lk.w == nil) {
 		return nil, fmt.Errorf("%s: Config.WaitPermits needs Config.Permits and a driver that implements Waiter: %w", cfg.Name, lockswap.ErrInvalid)
+	}
+	if cfg.WaitRW && (!cfg.ReadWrite || lk.w == nil) {
+		return nil, fmt.Errorf("%s: Config.WaitRW needs Config.ReadWrite and a driver that implements Waiter: %w", cfg.Name, lockswap.ErrInvalid)
 	}
 	lk.stop, lk.stopNow = context.WithCancel(context.Background())
 	lk.log = newLogger(cfg)

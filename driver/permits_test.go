@@ -104,7 +104,8 @@ func TestPermitsThroughTheKit(t *testing.T) {
 	}
 }
 
-// TestWaitPermitsNeedsAWaiter: Config.WaitPermits without Config.Permits,
+// TestWaitPermitsNeedsAWaiter: Config.WaitPermits without Config.Permits
+// (WaitRW without ReadWrite),
 // or for a driver that does not wait, is a configuration error of New.
 func TestWaitPermitsNeedsAWaiter(t *testing.T) {
 	if _, err := driver.New[int](&fake{}, driver.Config{Name: "fake", Permits: true, WaitPermits: true}); !errors.Is(err, lockswap.ErrInvalid) {
@@ -113,5 +114,11 @@ func TestWaitPermitsNeedsAWaiter(t *testing.T) {
 	w := &waiter{free: make(chan struct{}), waits: make(chan *driver.Outage, 1)}
 	if _, err := driver.New[int](w, driver.Config{Name: "waiter", WaitPermits: true}); !errors.Is(err, lockswap.ErrInvalid) {
 		t.Errorf("WaitPermits without Permits: err = %v, want ErrInvalid", err)
+	}
+	if _, err := driver.New[int](&fake{}, driver.Config{Name: "fake", ReadWrite: true, WaitRW: true}); !errors.Is(err, lockswap.ErrInvalid) {
+		t.Errorf("WaitRW for a driver without Wait: err = %v, want ErrInvalid", err)
+	}
+	if _, err := driver.New[int](w, driver.Config{Name: "waiter", WaitRW: true}); !errors.Is(err, lockswap.ErrInvalid) {
+		t.Errorf("WaitRW without ReadWrite: err = %v, want ErrInvalid", err)
 	}
 }

@@ -55,23 +55,62 @@ func (lk *Locker) SlotPrefix(key string) string {
 
 // contenderValue is the value of c's queue key.
 func contenderValue(c *driver.Claim[*entry]) string {
-	if c.Permits == 0 {
-		return c.Token
+	switch {
+	case c.Permits > 0:
+		return PermitValuePrefix + strconv.Itoa(c.Permits) + " " + c.Token
+	case c.RW == lockswap.ReadHold:
+		return ReadValuePrefix + c.Token
+	case c.RW == lockswap.WriteHold:
+		return WriteValuePrefix + c.Token
 	}
-	return PermitValuePrefix + strconv.Itoa(c.Permits) + " " + c.Token
+	return c.Token
 }
 
-// permitLimit reads a queue key's value: the limit of a permit's, and
-// false for a mutex's (any other value).
-func permitLimit(v []byte) (int, bool) {
+// queueKind is what a queue key is a contender for.
+type queueKind uint8
+
+const (
+	kindMutex  queueKind = iota // a bare token, or any value that is not lockswap's below
+	kindPermit                  // PermitValuePrefix
+	kindRead                    // ReadValuePrefix
+	kindWrite                   // WriteValuePrefix
+)
+
+// kindOf reads a queue key's value: its kind, and a permit's limit.
+func kindOf(v []byte) (queueKind, int) {
+	switch {
+	case bytes.HasPrefix(v, []byte(ReadValuePrefix)):
+		return kindRead, 0
+	case bytes.HasPrefix(v, []byte(WriteValuePrefix)):
+		return kindWrite, 0
+	}
 	rest, ok := bytes.CutPrefix(v, []byte(PermitValuePrefix))
 	if !ok {
-		return 0, false
+		return kindMutex, 0
 	}
 	n, _, _ := bytes.Cut(rest, []byte(" "))
 	limit, err := strconv.Atoi(string(n))
-	return limit, err == nil
+	if err != nil {
+		return kindMutex, 0
+	}
+	return kindPermit, limit
 }
+
+// kindOfClaim is the kind of c's queue key.
+func kindOfClaim(c *driver.Claim[*entry]) queueKind {
+	switch {
+	case c.Permits > 0:
+		return kindPermit
+	case c.RW == lockswap.ReadHold:
+		return kindRead
+	case c.RW == lockswap.WriteHold:
+		return kindWrite
+	}
+	return kindMutex
+}
+
+// kindNames name a key's kind in a refusal.
+var kindNames = [...]string{kindMutex: "a mutex's", kindPermit: "a counting semaphore's", kindRead: "a read-write lock's", kindWrite: "a read-write lock's"}
 
 // firstOpts read the first n keys of a queue.
 func firstOpts(n int) []clientv3.OpOption {
@@ -79,21 +118,23 @@ func firstOpts(n int) []clientv3.OpOption {
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(int64(n))}
 }
 
-// mixed is the refusal of a contender whose queue holds keys of another
-// kind or limit among kvs (the first ones), or nil.
-func mixed(kvs []*mvccKV, own string, limit int) error {
+// mixed is the refusal of a contender of kind want (with limit, for a
+// permit) whose queue holds keys of another kind or limit among kvs (the
+// first ones), or nil. Read and write holds are one kind.
+func mixed(kvs []*mvccKV, own string, want queueKind, limit int) error {
 	for _, kv := range kvs {
 		if string(kv.Key) == own {
 			continue
 		}
-		other, isPermit := permitLimit(kv.Value)
+		k, other := kindOf(kv.Value)
 		switch {
-		case !isPermit && limit > 0:
-			return fmt.Errorf("the key's mutex is held or waited for, not a counting semaphore's permits: %w", lockswap.ErrInvalid)
-		case isPermit && limit == 0:
-			return fmt.Errorf("the key is a counting semaphore's (limit %d), not a mutex's: %w", other, lockswap.ErrInvalid)
-		case isPermit && other != limit:
+		case k == kindPermit && want == kindPermit && other != limit:
 			return fmt.Errorf("limit %d, but the key's permits are held or waited for with limit %d: %w", limit, other, lockswap.ErrInvalid)
+		case k == want || k >= kindRead && want >= kindRead:
+		case k == kindPermit:
+			return fmt.Errorf("the key is a counting semaphore's (limit %d), not %s: %w", other, kindNames[want], lockswap.ErrInvalid)
+		default:
+			return fmt.Errorf("the key is %s, held or waited for, not %s: %w", kindNames[k], kindNames[want], lockswap.ErrInvalid)
 		}
 	}
 	return nil
@@ -148,7 +189,7 @@ func (lk *Locker) permit(ctx context.Context, c *driver.Claim[*entry], ob *drive
 		preds := kvs[1:]
 		// Checked at every read: a key of the mutex (or of another
 		// limit) further back may have come this close meanwhile.
-		if err := mixed(preds, ct.key, n); err != nil {
+		if err := mixed(preds, ct.key, kindPermit, n); err != nil {
 			ct.giveBack(ctx, nil)
 			return driver.Grant{}, err
 		}

@@ -31,8 +31,11 @@ var (
 // holds or waits for it (one transaction puts our key if the queue prefix
 // is empty).
 func (d drv) Acquire(ctx context.Context, c *driver.Claim[*entry]) (driver.Grant, error) {
-	if c.Permits > 0 {
+	switch {
+	case c.Permits > 0:
 		return d.lk.attempt(ctx, c, nil, d.lk.tryPermit)
+	case c.RW != lockswap.NotRW:
+		return d.lk.attempt(ctx, c, nil, d.lk.tryRW)
 	}
 	return d.lk.attempt(ctx, c, nil, d.lk.putIfEmpty)
 }
@@ -44,8 +47,11 @@ func (d drv) Acquire(ctx context.Context, c *driver.Claim[*entry]) (driver.Grant
 // call's outage bound (ErrUnavailable: the kit decides whether to try
 // again). Errors that retrying cannot fix (ErrInvalid) end it at once.
 func (d drv) Wait(ctx context.Context, c *driver.Claim[*entry], ob *driver.Outage) (driver.Grant, error) {
-	if c.Permits > 0 {
+	switch {
+	case c.Permits > 0:
 		return d.lk.attempt(ctx, c, ob, d.lk.waitPermit)
+	case c.RW != lockswap.NotRW:
+		return d.lk.attempt(ctx, c, ob, d.lk.waitRW)
 	}
 	return d.lk.attempt(ctx, c, ob, d.lk.queue)
 }
@@ -126,7 +132,7 @@ func (lk *Locker) putIfEmpty(ctx context.Context, c *driver.Claim[*entry], _ *dr
 	if !resp.Succeeded {
 		ct.abandon() // nothing was written
 		if len(resp.Responses) > 0 {
-			if err := mixed(resp.Responses[0].GetResponseRange().Kvs, ct.key, 0); err != nil {
+			if err := mixed(resp.Responses[0].GetResponseRange().Kvs, ct.key, kindMutex, 0); err != nil {
 				return driver.Grant{}, err
 			}
 		}
@@ -176,7 +182,7 @@ func (lk *Locker) queue(ctx context.Context, c *driver.Claim[*entry], ob *driver
 		if len(kvs) == 1 {
 			return ct.held(ctx, c, myRev)
 		}
-		if err := mixed(kvs[1:], ct.key, 0); err != nil {
+		if err := mixed(kvs[1:], ct.key, kindMutex, 0); err != nil {
 			ct.giveBack(ctx, nil)
 			return driver.Grant{}, err
 		}
