@@ -47,9 +47,11 @@ func (m RWMode) String() string {
 // with [ErrHeld] (TryAcquire) or wait (Acquire); the held read holds go
 // on to their Release or expiry, then the writer gets the key. A
 // waiting writer marks the key until the end of its own wait (its
-// context's deadline, at most one TTL after its latest attempt), so a
-// writer that gives up or crashes keeps readers out for at most that
-// long. TryAcquire with WithWrite does not mark the key. A backend that
+// context's deadline, at most one TTL after its latest attempt); an
+// Acquire that gives up removes its mark as it returns, and a writer
+// that crashes keeps readers out for at most that long. A retry policy
+// whose delay exceeds the writer's TTL lets the mark lapse between
+// attempts. TryAcquire with WithWrite does not mark the key. A backend that
 // queues (etcdlease) serves holds in arrival order, which keeps the same
 // promise: a reader that comes after a waiting writer waits behind it.
 //

@@ -29,6 +29,7 @@ func RunReadWrite(t *testing.T, h Harness) {
 		{"NeverWriterWithOthers", s.neverWriterWithOthers},
 		{"WriterPreferred", s.writerPreferred},
 		{"GivenUpWriterLetsReadersIn", s.givenUpWriter},
+		{"OneShotWriterLetsReadersIn", s.oneShotWriter},
 		{"TryWriteMarksNothing", s.tryWriteMarksNothing},
 		{"ExpiredHoldsFreed", s.expiredHoldsFreed},
 		{"RWFences", s.rwFences},
@@ -258,6 +259,34 @@ func (s *suite) givenUpWriter(t *testing.T) {
 		}
 		if !errors.Is(err, lockswap.ErrHeld) {
 			t.Fatalf("a read hold after the writer gave up: %v", err)
+		}
+		return false
+	})
+}
+
+// oneShotWriter: a writer's Acquire that gives up after its one attempt
+// (NoRetry), with no deadline and a long TTL, does not keep readers out
+// after it returned: the kit removes its mark (driver.Unmarker) or the
+// backend's queue key goes with the wait.
+func (s *suite) oneShotWriter(t *testing.T) {
+	ctx, key := ctxT(t), s.key(t)
+	r1 := take(t, ctx, s.locker(t), key, "the first read hold: %v", lockswap.WithRead(), lockswap.WithTTL(30*time.Second))
+	defer release(t, ctx, r1)
+	w, reader := s.locker(t), s.locker(t)
+	_, err := w.Acquire(context.Background(), key, lockswap.WithWrite(), lockswap.WithTTL(60*time.Second), lockswap.WithRetry(lockswap.NoRetry()))
+	if !errors.Is(err, lockswap.ErrHeld) {
+		t.Fatalf("a one-shot writer's Acquire while a reader holds: err = %v, want ErrHeld", err)
+	}
+	// The mark goes in the background: allow a loaded machine's delays,
+	// far below the writer's 60 s TTL.
+	eventually(t, 20*time.Second, "readers stayed out after a one-shot writer's Acquire returned", func() bool {
+		l, err := reader.TryAcquire(ctx, key, lockswap.WithRead(), s.ttl())
+		if err == nil {
+			release(t, ctx, l)
+			return true
+		}
+		if !errors.Is(err, lockswap.ErrHeld) {
+			t.Fatalf("a read hold after the one-shot writer: %v", err)
 		}
 		return false
 	})

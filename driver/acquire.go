@@ -74,17 +74,22 @@ func (lk *Locker[D]) Acquire(ctx context.Context, key string, opts ...lockswap.O
 	if o.RW == lockswap.WriteHold {
 		a.writer.ID = lockstate.NewToken()
 	}
+	marked := false // an attempt of a writer found the key held: it may have marked it
 	try := outage.Wrap(attempt.Timeout, func(ctx context.Context, timeout time.Duration) (lockswap.Lock, error) {
 		if a.writer.ID != "" {
 			a.writer.Until = writerWaits(ctx, o.TTL)
 		}
 		l, err := lk.try(ctx, key, a, first, n, timeout)
 		first = false
+		marked = marked || a.writer.ID != "" && errors.Is(err, lockswap.ErrHeld)
 		return l, err
 	})
 	retry := outage.Strategy(o.Retry)
 	if lk.q == nil || o.Permits > 0 || o.RW != lockswap.NotRW {
 		l, err := acquire.Retry(ctx, retry, try)
+		if err != nil && marked {
+			lk.unmark(ctx, key, a.writer)
+		}
 		return l, lk.name(key, err)
 	}
 	offer := localq.Offer{GiveBack: lk.giveBackHanded}
@@ -287,6 +292,15 @@ func (lk *Locker[D]) undo(ctx context.Context, c Claim[D]) {
 		work(rctx)
 		cancel()
 	}
+}
+
+// unmark removes writer w's mark on key in the background when the driver
+// can (Unmarker): the Acquire it stood for gave up.
+func (lk *Locker[D]) unmark(ctx context.Context, key string, w WriterWait) {
+	if lk.um == nil {
+		return
+	}
+	lk.bg.Go(ctx, func(ctx context.Context) { _ = lk.um.Unmark(ctx, key, w) })
 }
 
 // ask is what an attempt asks for besides the key: the fields of its

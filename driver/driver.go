@@ -102,8 +102,9 @@ type Claim[D any] struct {
 // When one of its attempts finds the key held, the driver marks the key as
 // wanted by writer ID until Until, and refuses new read holds while a
 // mark is live, with lockswap.ErrHeld (writer preference); granting
-// writer ID its write hold removes its own mark. A writer that gives up or
-// crashes leaves a mark that ends at Until.
+// writer ID its write hold removes its own mark, and so does [Unmarker]
+// when the Acquire gives up. A writer that crashes leaves a mark that
+// ends at Until.
 type WriterWait struct {
 	// ID is the same on every attempt of one Acquire call: 128 random
 	// bits from crypto/rand, hex encoded. Empty: no mark (TryAcquire).
@@ -288,6 +289,18 @@ func (o *Outage) Over() bool {
 	return bounded && left <= 0
 }
 
+// Unmarker is implemented by drivers that mark a key for a waiting
+// writer (Claim.Writer): when an Acquire of a write hold ends without
+// the hold after an attempt of it found the key held, the kit calls
+// Unmark in the background (bounded by lockswap.CleanupTimeout, ended by
+// Close), so that the mark keeps readers out no longer than the wait it
+// stood for. A mark whose Unmark fails, or whose writer crashed, still
+// ends at its Until.
+type Unmarker interface {
+	// Unmark removes writer w's mark on key, if it is there.
+	Unmark(ctx context.Context, key string, w WriterWait) error
+}
+
 // Bounder is implemented by drivers whose locks also end with something
 // else they keep alive (etcdlease's shared leases, renewed in the
 // background): a lock's Deadline is then the earlier of the kit's and
@@ -417,6 +430,7 @@ type Locker[D any] struct {
 	ho       HandOver[D] // nil when d cannot hand over
 	w        Waiter[D]   // nil when d polls
 	bd       Bounder[D]  // nil when the kit's deadline is the whole story
+	um       Unmarker    // nil when the driver marks nothing to remove
 	cfg      Config
 	min, max time.Duration
 	closed   atomic.Bool
@@ -470,6 +484,7 @@ func New[D any](d Driver[D], cfg Config) (*Locker[D], error) {
 	}
 	lk.w, _ = d.(Waiter[D])
 	lk.bd, _ = d.(Bounder[D])
+	lk.um, _ = d.(Unmarker)
 	if cfg.WaitPermits && (!cfg.Permits || lk.w == nil) {
 		return nil, fmt.Errorf("%s: Config.WaitPermits needs Config.Permits and a driver that implements Waiter: %w", cfg.Name, lockswap.ErrInvalid)
 	}

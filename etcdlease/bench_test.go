@@ -180,6 +180,33 @@ func BenchmarkPermitCyclePaired(b *testing.B) {
 	})
 }
 
+// BenchmarkReadCyclePaired compares, serially and in alternating blocks,
+// one TryAcquire + Release of a read hold (then of the write hold) with
+// the same cycle of the key's mutex: ratio is hold ÷ mutex (issue 33's
+// target for a read hold: ≤ 1.2). Run:
+//
+//	go test -run '^$' -bench ReadCyclePaired -benchtime=2000x -count 5 ./etcdlease/
+func BenchmarkReadCyclePaired(b *testing.B) {
+	srv := testserver.EtcdT(b)
+	for _, mode := range []struct {
+		name string
+		opt  lockswap.Option
+	}{{"read", lockswap.WithRead()}, {"write", lockswap.WithWrite()}} {
+		b.Run(mode.name, func(b *testing.B) {
+			lk, err := New(benchClient(b, srv.Endpoints()), Options{Prefix: "bench/rw/"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer lk.Close()
+			benchloop.Paired(b, b.N, benchloop.Pair{
+				Base:     benchloop.HoldCycle(lk.TryAcquire, benchTTL, 0),
+				Ours:     benchloop.HoldCycle(lk.TryAcquire, benchTTL, 0, mode.opt),
+				BaseName: "mutex",
+			})
+		})
+	}
+}
+
 // BenchmarkPermitsContended is issue 33's throughput scenario on etcd: 8
 // goroutines, each with a Locker and a client of its own, on one key,
 // holding what they take for 5 ms; the key's mutex, then permits of

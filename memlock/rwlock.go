@@ -1,6 +1,7 @@
 package memlock
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -68,7 +69,7 @@ func (s store) kindOf(key string, now time.Time) (kind, string) {
 	if sem := s.sems[key]; sem != nil && sem.live(now) > 0 {
 		return semaphoreKind, fmt.Sprintf("a counting semaphore's (limit %d)", sem.limit())
 	}
-	if rw := s.rws[key]; rw != nil && rw.live(now) {
+	if rw := s.rws[key]; rw != nil && (rw.live(now) || rw.writerWaits(now)) {
 		return rwKind, "a read-write lock's"
 	}
 	return free, ""
@@ -139,6 +140,20 @@ func (s store) extendRW(c *driver.Claim[struct{}], ttl time.Duration) error {
 		rw.readers[c.Token] = now.Add(ttl)
 	} else {
 		rw.writer.expires = now.Add(ttl)
+	}
+	return nil
+}
+
+// Unmark removes writer w's mark on key (driver.Unmarker): its Acquire
+// gave up.
+func (s store) Unmark(_ context.Context, key string, w driver.WriterWait) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if rw := s.rws[key]; rw != nil {
+		delete(rw.waiting, w.ID)
+		if now := time.Now(); !rw.live(now) && !rw.writerWaits(now) {
+			delete(s.rws, key)
+		}
 	}
 	return nil
 }

@@ -290,8 +290,12 @@ func (lk *Locker) checkTTL(op, key string, ttl time.Duration) error {
 // (checkTTL), and no permits: a migration moves mutexes off the legacy
 // SETNX/GETSET pattern, which has no counting semaphores, so there is no
 // semaphore to keep exclusive across two backends (lockswap.WithPermits is
-// refused with ErrInvalid).
+// refused with ErrInvalid); likewise no read-write holds
+// (lockswap.WithRead, lockswap.WithWrite).
 func (lk *Locker) checkOptions(key string, o lockswap.Options) error {
+	if o.RW != lockswap.NotRW {
+		return fmt.Errorf("migrate: acquire %s: With%s: a migration moves mutexes off the legacy pattern, which has no read-write locks: %w", lockstate.QuoteKey(key), map[lockswap.RWMode]string{lockswap.ReadHold: "Read", lockswap.WriteHold: "Write"}[o.RW], lockswap.ErrInvalid)
+	}
 	if o.Permits > 0 {
 		return fmt.Errorf("migrate: acquire %s: WithPermits: a migration moves mutexes off the legacy pattern, which has no counting semaphores: %w", lockstate.QuoteKey(key), lockswap.ErrInvalid)
 	}

@@ -68,3 +68,33 @@ func BenchmarkPermitsContended(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkReadCyclePaired compares, serially and in alternating blocks,
+// one TryAcquire + Release of a read hold (then of the write hold) with
+// the same cycle of the key's mutex, on each client, fenced: ratio is
+// hold ÷ mutex (issue 33's target for a read hold: ≤ 1.2). Run:
+//
+//	go test -run '^$' -bench ReadCyclePaired -benchtime=4000x -count 5 ./singleredis/
+func BenchmarkReadCyclePaired(b *testing.B) {
+	srv := testserver.RedisT(b, testserver.RedisOptions{})
+	const ttl = 10 * time.Second
+	for _, c := range redistest.Clients {
+		for _, mode := range []struct {
+			name string
+			opt  lockswap.Option
+		}{{"read", lockswap.WithRead()}, {"write", lockswap.WithWrite()}} {
+			b.Run(c.Name+"/"+mode.name, func(b *testing.B) {
+				lk, err := singleredis.New(c.New(b, srv.Addr()), singleredis.Options{Fence: true})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer lk.Close()
+				benchloop.Paired(b, b.N, benchloop.Pair{
+					Base:     benchloop.HoldCycle(lk.TryAcquire, ttl, 0),
+					Ours:     benchloop.HoldCycle(lk.TryAcquire, ttl, 0, mode.opt),
+					BaseName: "mutex",
+				})
+			})
+		}
+	}
+}

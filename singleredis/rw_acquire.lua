@@ -17,10 +17,17 @@ for _, e in pairs(f.r) do
   if e > now then readers = readers + 1 end
 end
 local last = rw_last(f, "", now)
+local dead = rw_dead(f, now)
 if ARGV[3] == "r" then
-  if wlive then return {0, 1, 0} end
+  if wlive then
+    rw_hdel(KEYS[1], dead)
+    return {0, 1, 0}
+  end
   for _, e in pairs(f.q) do
-    if e > now then return {0, 2, 0} end
+    if e > now then
+      rw_hdel(KEYS[1], dead)
+      return {0, 2, 0}
+    end
   end
 elseif wlive or readers > 0 then
   local wait = tonumber(ARGV[5])
@@ -29,6 +36,7 @@ elseif wlive or readers > 0 then
     redis.call("PEXPIRE", KEYS[1], math.max(u, last) - now)
     redis.call("HSET", KEYS[1], "q:" .. ARGV[4], string.format("%.0f", u))
   end
+  rw_hdel(KEYS[1], dead)
   if wlive then return {0, 1, 0} end
   return {0, 3, readers}
 end
@@ -43,9 +51,8 @@ redis.call("PEXPIRE", KEYS[1], pttl)
 if ARGV[6] ~= "0" then
   redis.call("SET", KEYS[2], string.format("%.0f", fence), "PX", ARGV[6])
 end
-local dead = rw_dead(f, now)
 if ARGV[3] == "w" and f.q[ARGV[4]] and f.q[ARGV[4]] > now then dead[#dead + 1] = "q:" .. ARGV[4] end
-if #dead > 0 then redis.call("HDEL", KEYS[1], unpack(dead)) end
+rw_hdel(KEYS[1], dead)
 if ARGV[3] == "r" then
   redis.call("HSET", KEYS[1], "r:" .. ARGV[1], string.format("%.0f", exp))
 else

@@ -1,6 +1,6 @@
 local function rw_fields(k)
   local all = redis.call("HGETALL", k)
-  local f = {r = {}, q = {}}
+  local f, bad, sem = {r = {}, q = {}}, false, false
   for i = 1, #all, 2 do
     local name, v = all[i], all[i + 1]
     local kind, id = string.match(name, "^([rq]):(%x+)$")
@@ -11,10 +11,11 @@ local function rw_fields(k)
     elseif kind and #id == 32 and string.match(v, "^%d+$") and #v < 16 then
       f[kind][id] = tonumber(v)
     else
-      return nil, name == "limit"
+      bad = true
+      sem = sem or name == "limit"
     end
   end
-  if (f.w == nil) ~= (f.we == nil) then return nil end
+  if bad or (f.w == nil) ~= (f.we == nil) then return nil, sem end
   return f
 end
 local function rw_last(f, skip, now)
@@ -23,8 +24,8 @@ local function rw_last(f, skip, now)
   for id, e in pairs(f.r) do
     if e > now and skip ~= "r:" .. id then last = math.max(last, e) end
   end
-  for _, e in pairs(f.q) do
-    if e > now then last = math.max(last, e) end
+  for id, e in pairs(f.q) do
+    if e > now and skip ~= "q:" .. id then last = math.max(last, e) end
   end
   return last
 end
@@ -41,6 +42,11 @@ local function rw_dead(f, now)
     if e <= now then d[#d + 1] = "q:" .. id end
   end
   return d
+end
+local function rw_hdel(k, fields)
+  for i = 1, #fields, 1000 do
+    redis.call("HDEL", k, unpack(fields, i, math.min(i + 999, #fields)))
+  end
 end
 local function rw_own(k, token, mode)
   if redis.call("TYPE", k)["ok"] ~= "hash" then return nil end

@@ -294,3 +294,106 @@ func TestRWACLDenialLeavesNothing(t *testing.T) {
 		})
 	}
 }
+
+// TestRWManyDeadFields: ended holds and marks, however many (past Lua's
+// unpack limit of about 8000), are removed by the next acquire, granted
+// or refused, and do not wedge the key.
+func TestRWManyDeadFields(t *testing.T) {
+	srv := testserver.RedisT(t, testserver.RedisOptions{})
+	rdb := redistest.GoRedisClient(t, srv.Addr())
+	lk, err := singleredis.New(redistest.GoRedis(t, srv.Addr()), singleredis.Options{Fence: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lk.Close()
+	ctx := context.Background()
+	seed := func(key string) {
+		args := make([]any, 0, 2*9000)
+		for i := range 9000 { // ended in 1970
+			kind := "r:"
+			if i%2 == 1 {
+				kind = "q:"
+			}
+			args = append(args, fmt.Sprintf("%s%032x", kind, i), "1")
+		}
+		if err := rdb.HSet(ctx, key, args...).Err(); err != nil {
+			t.Fatal(err)
+		}
+		rdb.PExpire(ctx, key, time.Minute)
+	}
+	seed("granted")
+	r, err := lk.TryAcquire(ctx, "granted", lockswap.WithRead())
+	if err != nil {
+		t.Fatalf("a read hold of a key with 9000 ended fields: %v", err)
+	}
+	if n := rdb.HLen(ctx, "granted").Val(); n != 1 {
+		t.Errorf("after the grant the hash has %d fields, want the read hold's only", n)
+	}
+	r.Release(ctx)
+	w, err := lk.TryAcquire(ctx, "refused", lockswap.WithWrite(), lockswap.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed("refused")
+	if _, err := lk.TryAcquire(ctx, "refused", lockswap.WithRead()); !errors.Is(err, lockswap.ErrHeld) {
+		t.Fatalf("a read hold beside a write hold and 9000 ended fields: err = %v, want ErrHeld", err)
+	}
+	if n := rdb.HLen(ctx, "refused").Val(); n != 2 {
+		t.Errorf("after the refused attempt the hash has %d fields, want the write hold's two", n)
+	}
+	w.Release(ctx)
+}
+
+// TestRWUnmarkShortensKey: a writer's Acquire that gives up removes its
+// mark, and the hash's expiry comes down to its live read hold's, so that
+// the key is free for other kinds once that hold ends.
+func TestRWUnmarkShortensKey(t *testing.T) {
+	srv := testserver.RedisT(t, testserver.RedisOptions{})
+	rdb := redistest.GoRedisClient(t, srv.Addr())
+	lk, err := singleredis.New(redistest.GoRedis(t, srv.Addr()), singleredis.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lk.Close()
+	ctx := context.Background()
+	r, err := lk.TryAcquire(ctx, "doc", lockswap.WithRead(), lockswap.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Release(ctx)
+	if _, err := lk.Acquire(ctx, "doc", lockswap.WithWrite(), lockswap.WithTTL(time.Hour), lockswap.WithRetry(lockswap.NoRetry())); !errors.Is(err, lockswap.ErrHeld) {
+		t.Fatalf("the one-shot writer: err = %v, want ErrHeld", err)
+	}
+	deadline := time.Now().Add(20 * time.Second) // the mark goes in the background
+	for rdb.HLen(ctx, "doc").Val() != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the given-up writer's mark stayed: %v", rdb.HGetAll(ctx, "doc").Val())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if pttl := rdb.PTTL(ctx, "doc").Val(); pttl <= 0 || pttl > time.Minute {
+		t.Errorf("after the mark went the hash's PTTL is %v, want the read hold's (at most 1m), not the writer's hour", pttl)
+	}
+}
+
+// TestRWOnLargeSemaphoreNamed: a read-write hold on a semaphore's key is
+// refused naming the semaphore also when the hash is large (its fields in
+// no particular order).
+func TestRWOnLargeSemaphoreNamed(t *testing.T) {
+	srv := testserver.RedisT(t, testserver.RedisOptions{})
+	lk, err := singleredis.New(redistest.GoRedis(t, srv.Addr()), singleredis.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lk.Close()
+	ctx := context.Background()
+	for range 600 {
+		if _, err := lk.TryAcquire(ctx, "pool", lockswap.WithPermits(1000), lockswap.WithTTL(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err = lk.TryAcquire(ctx, "pool", lockswap.WithRead())
+	if !errors.Is(err, lockswap.ErrInvalid) || !strings.Contains(err.Error(), "semaphore") {
+		t.Errorf("a read hold of a large semaphore's key: err = %v, want ErrInvalid naming the semaphore", err)
+	}
+}

@@ -24,7 +24,9 @@ import (
 // Tokens and writer ids are 32 hex digits. The hash expires with the
 // latest of its live holds and marks (PEXPIRE, set again by every
 // acquire, extend and release), is deleted when nothing of it is live, and
-// loses the fields of ended holds and marks at the next acquire. A hash
+// loses the fields of ended holds and marks at the next acquire, granted
+// or not; a writer whose Acquire gave up removes its mark
+// (driver.Unmarker). A hash
 // with other fields is someone else's (a semaphore's, a user's): refused,
 // left untouched. A fenced Locker takes every fence of the key from the
 // mutex's counter (FenceKey): each hold, read or write, takes the next.
@@ -36,13 +38,16 @@ var (
 	rwAcquire = redisclient.NewScript(permitScript(rwCommonLua + rwAcquireLua))
 	rwExtend  = redisclient.NewScript(permitScript(rwCommonLua + rwExtendLua))
 	rwRelease = redisclient.NewScript(permitScript(rwCommonLua + rwReleaseLua))
+	rwUnmark  = redisclient.NewScript(permitScript(rwCommonLua + rwUnmarkLua))
 
 	// rwCommonLua defines rw_fields(k), the hash as a Lua table (w, we,
 	// r[token] and q[id], expiries as numbers), or nil and whether it
-	// has a semaphore's limit field when it is no read-write lock; rw_last(f, skip, now), the latest expiry of what
-	// is live at now (holds and marks) other than the hold in field skip
-	// ("w" or "r:<token>"; 0: none); rw_dead(f, now), the fields of the
-	// holds and marks that ended; and rw_own(k, token, mode), the hash k,
+	// has a semaphore's limit field when it is no read-write lock;
+	// rw_last(f, skip, now), the latest expiry of what is live at now
+	// (holds and marks) other than the one in field skip ("w",
+	// "r:<token>" or "q:<id>"; 0: none); rw_dead(f, now), the fields of
+	// the holds and marks that ended; rw_hdel(k, fields), HDEL in batches
+	// of 1000 (Lua's unpack has a limit); and rw_own(k, token, mode), the hash k,
 	// the field of token's hold of mode ("r" or "w") and its expiry, and
 	// the server's clock, or nil when k is no read-write lock or token
 	// holds nothing in it.
@@ -68,6 +73,12 @@ var (
 	// 1 when the hold was live, 0 when it was not held.
 	//go:embed rw_release.lua
 	rwReleaseLua string
+	// rwUnmarkLua takes KEYS = {hash}, ARGV = {writer id}: it removes
+	// the writer's mark (the hash goes when nothing of it is live, its
+	// expiry comes down to the latest live hold's or mark's) and answers
+	// 1 when the mark was there, 0 otherwise.
+	//go:embed rw_unmark.lua
+	rwUnmarkLua string
 )
 
 // The codes of the read-write acquire script below 1 that are not fence*
@@ -91,6 +102,13 @@ func rwMode(c *driver.Claim[ref]) string {
 		return rwModeRead
 	}
 	return rwModeWrite
+}
+
+// Unmark removes writer w's mark on key (driver.Unmarker): its Acquire
+// gave up.
+func (p *proto) Unmark(ctx context.Context, key string, w driver.WriterWait) error {
+	_, err := p.c.Run(ctx, rwUnmark, []string{p.prefix + key}, w.ID)
+	return err
 }
 
 // acquireRW takes c's read or write hold of its key in one request.
