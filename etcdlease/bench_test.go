@@ -8,6 +8,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
+	recipes "go.etcd.io/etcd/client/v3/experimental/recipes"
 	"go.uber.org/zap"
 
 	"github.com/lockswap/lockswap"
@@ -205,6 +206,40 @@ func BenchmarkReadCyclePaired(b *testing.B) {
 			})
 		})
 	}
+}
+
+// BenchmarkReadCycleVsRecipe compares, serially and in alternating
+// blocks, one read hold's TryAcquire + Release with the nearest peer that
+// runs here: etcd's own experimental RWMutex recipe (RLock + RUnlock on a
+// concurrency.Session; it has no context, per-lock TTL or fence). Ratio is
+// lockswap ÷ recipe. Run:
+//
+//	go test -run '^$' -bench ReadCycleVsRecipe -benchtime=2000x -count 5 ./etcdlease/
+func BenchmarkReadCycleVsRecipe(b *testing.B) {
+	srv := testserver.EtcdT(b)
+	cli := benchClient(b, srv.Endpoints())
+	lk, err := New(cli, Options{Prefix: "bench/rw-ours/"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer lk.Close()
+	sess, err := concurrency.NewSession(benchClient(b, srv.Endpoints()), concurrency.WithTTL(int(benchTTL/time.Second)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sess.Close()
+	recipe := func(_ context.Context, key string) error {
+		m := recipes.NewRWMutex(sess, "bench/rw-recipe/"+key)
+		if err := m.RLock(); err != nil {
+			return err
+		}
+		return m.RUnlock()
+	}
+	benchloop.Paired(b, b.N, benchloop.Pair{
+		Base:     recipe,
+		Ours:     benchloop.HoldCycle(lk.TryAcquire, benchTTL, 0, lockswap.WithRead()),
+		BaseName: "recipe",
+	})
 }
 
 // BenchmarkPermitsContended is issue 33's throughput scenario on etcd: 8
