@@ -74,14 +74,14 @@ func (lk *Locker[D]) Acquire(ctx context.Context, key string, opts ...lockswap.O
 	if o.RW == lockswap.WriteHold {
 		a.writer.ID = lockstate.NewToken()
 	}
-	marked := false // an attempt of a writer found the key held: it may have marked it
+	marked := false // an attempt of a writer found the key held, or may have: it may have marked it
 	try := outage.Wrap(attempt.Timeout, func(ctx context.Context, timeout time.Duration) (lockswap.Lock, error) {
 		if a.writer.ID != "" {
 			a.writer.Until = writerWaits(ctx, o.TTL)
 		}
 		l, err := lk.try(ctx, key, a, first, n, timeout)
 		first = false
-		marked = marked || a.writer.ID != "" && errors.Is(err, lockswap.ErrHeld)
+		marked = marked || a.writer.ID != "" && err != nil && !errors.Is(err, lockswap.ErrInvalid)
 		return l, err
 	})
 	retry := outage.Strategy(o.Retry)

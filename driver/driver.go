@@ -291,7 +291,8 @@ func (o *Outage) Over() bool {
 
 // Unmarker is implemented by drivers that mark a key for a waiting
 // writer (Claim.Writer): when an Acquire of a write hold ends without
-// the hold after an attempt of it found the key held, the kit calls
+// the hold after an attempt of it found the key held (or failed in a way
+// that may have reached the server), the kit calls
 // Unmark in the background (bounded by lockswap.CleanupTimeout, ended by
 // Close), so that the mark keeps readers out no longer than the wait it
 // stood for. A mark whose Unmark fails, or whose writer crashed, still

@@ -177,14 +177,16 @@ var DefaultRetry = lockswap.JitterRetry(50*time.Millisecond, 250*time.Millisecon
 const MaxQueuePrefixBytes = 500 << 10
 
 // MaxPermitPrefixBytes is the longest queue prefix a permit of a counting
-// semaphore (lockswap.WithPermits) accepts: 125 KiB, a quarter of
+// semaphore (lockswap.WithPermits) or a read-write hold
+// (lockswap.WithRead, lockswap.WithWrite) accepts: 125 KiB, a quarter of
 // MaxQueuePrefixBytes. The transaction that puts a permit's queue key
 // carries the prefix, or the slot prefix as long, up to ten times (the
 // test of an empty queue, the queue key and the slot key with its value,
-// and the reads of the queue and of the slots). A longer key is refused
-// with lockswap.ErrInvalid before anything is sent; on keys longer than
-// this, a mutex's TryAcquire that finds the key taken does not look for
-// permits, since there can be none.
+// and the reads of the queue and of the slots); a reader's read of the
+// queue returns every key before its own. A longer key is refused with
+// lockswap.ErrInvalid before anything is sent; on keys longer than this,
+// a mutex's TryAcquire that finds the key taken does not look for
+// permits or read-write holds, since there can be none.
 const MaxPermitPrefixBytes = MaxQueuePrefixBytes / 4
 
 // closeRevokeTimeout bounds Close's revocation of the leases, so that Close

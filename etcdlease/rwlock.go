@@ -29,11 +29,15 @@ import (
 // of every conflicting hold granted before it; readers granted together
 // may be granted in another order than their fences'.
 //
-// Waiters watch (no polling): a writer the nearest key before its own, a
-// reader the nearest writer's key before its own. A contender whose queue
-// holds a mutex's or a semaphore's key before its own is refused with
-// lockswap.ErrInvalid and removes its key, as a mutex or a permit
-// contender is that finds a read-write lock's keys.
+// Waiters watch (no polling): a writer the nearest key before its own,
+// reading the queue again at each deletion; a reader reads every key
+// before its own once, as it joins (no key can come before it later),
+// and waits for the writers' among them to go, one after the other. A
+// contender whose queue holds a mutex's or a semaphore's key before its
+// own is refused with lockswap.ErrInvalid and removes its key, as a mutex
+// or a permit contender is that finds a read-write lock's keys. A
+// writer's TryAcquire puts its key only when the queue is empty, so that
+// it keeps no reader out even for a moment.
 
 // The values of the queue keys of read and write holds: the prefix, then
 // the holder's token.
@@ -66,25 +70,23 @@ func rwPredOpts(write bool, myRev int64) []clientv3.OpOption {
 	return o
 }
 
-// blocker returns the key c must see deleted before it holds, among preds
-// (the keys before its own, newest first): for a writer the nearest one,
-// for a reader the nearest writer's; nil when there is none.
-func blocker(preds []*mvccKV, write bool) *mvccKV {
-	for _, kv := range preds {
-		if k, _ := kindOf(kv.Value); write || k == kindWrite {
-			return kv
-		}
-	}
-	return nil
-}
-
 // rw makes one attempt at c's read or write hold: TryAcquire's (wait
 // false: ErrHeld when a key blocks it) or Acquire's (wait true: it waits,
-// woken by the deletion of the key that blocks it, and reads the queue
-// again). One transaction puts the queue key and reads the keys before it.
-// Its errors are not wrapped with the context's (the kit does that once).
+// woken by the deletion of the key that blocks it). A writer's TryAcquire
+// puts its key only when the queue is empty (a write hold needs that
+// anyway), so that it never keeps readers out, even for a moment; the
+// other attempts put the key and read the keys before it in one
+// transaction. Its errors are not wrapped with the context's (the kit
+// does that once).
 func (lk *Locker) rw(ctx context.Context, c *driver.Claim[*entry], ob *driver.Outage, wait bool) (driver.Grant, error) {
+	if size := len(lk.QueuePrefix(c.Key)); size > MaxPermitPrefixBytes {
+		return driver.Grant{}, fmt.Errorf("key too large for a read-write hold: its queue prefix is %d bytes, the most for one is %d (MaxPermitPrefixBytes): %w",
+			size, MaxPermitPrefixBytes, lockswap.ErrInvalid)
+	}
 	write := c.RW == lockswap.WriteHold
+	if write && !wait {
+		return lk.tryWrite(ctx, c)
+	}
 	ct, resp, err := lk.join(ctx, c, ob, func(txn clientv3.Txn, ct *contender, put clientv3.Op) clientv3.Txn {
 		return txn.Then(put, clientv3.OpGet(ct.pfx, rwPredOpts(write, 0)...))
 	})
@@ -93,6 +95,9 @@ func (lk *Locker) rw(ctx context.Context, c *driver.Claim[*entry], ob *driver.Ou
 	}
 	myRev, header := resp.Header.Revision, resp.Header.Revision
 	kvs := resp.Responses[1].GetResponseRange().Kvs
+	if !write {
+		return lk.read(ctx, c, ct, myRev, header, kvs, ob, wait)
+	}
 	for {
 		if len(kvs) == 0 || string(kvs[0].Key) != ct.key || kvs[0].CreateRevision != myRev {
 			ct.giveBack(ctx, nil)
@@ -101,32 +106,15 @@ func (lk *Locker) rw(ctx context.Context, c *driver.Claim[*entry], ob *driver.Ou
 		preds := kvs[1:]
 		// Checked at every read: a mutex's or a permit's key further back
 		// may have come this close meanwhile.
-		if err := mixed(preds, ct.key, kindOfClaim(c), 0); err != nil {
+		if err := mixed(preds, ct.key, kindWrite, 0); err != nil {
 			ct.giveBack(ctx, nil)
 			return driver.Grant{}, err
 		}
-		b := blocker(preds, write)
-		switch {
-		case b == nil:
+		if len(preds) == 0 {
 			return ct.held(ctx, c, myRev)
-		case !wait:
-			ct.giveBack(ctx, nil)
-			if k, _ := kindOf(b.Value); k == kindWrite {
-				return driver.Grant{}, fmt.Errorf("a writer holds or waits: %w", lockswap.ErrHeld)
-			}
-			return driver.Grant{}, fmt.Errorf("read holds held or waited for: %w", lockswap.ErrHeld)
 		}
-		if err := lk.waitDelete(ctx, string(b.Key), b.CreateRevision, header, ob); err != nil {
-			ct.giveBack(ctx, nil) // our key exists: join put it
-			switch {
-			case errors.Is(err, lockswap.ErrClosed):
-				return driver.Grant{}, errClosed
-			case ctx.Err() != nil:
-				return driver.Grant{}, lockswap.ErrHeld
-			case errors.Is(err, lockswap.ErrUnavailable):
-				return driver.Grant{}, err
-			}
-			return driver.Grant{}, lk.fail(err)
+		if err := lk.waitBlocker(ctx, ct, preds[0], header, ob); err != nil {
+			return driver.Grant{}, err
 		}
 		ct.start = time.Now()
 		rctx, cancel := lk.reqCtx(ctx, ob)
@@ -139,4 +127,96 @@ func (lk *Locker) rw(ctx context.Context, c *driver.Claim[*entry], ob *driver.Ou
 		ob.Answered()
 		kvs, header = g.Kvs, g.Header.Revision
 	}
+}
+
+// tryWrite is a writer's TryAcquire: put its key if the queue is empty,
+// else read the first key, to tell a held read-write lock (ErrHeld) from
+// another kind (ErrInvalid).
+func (lk *Locker) tryWrite(ctx context.Context, c *driver.Claim[*entry]) (driver.Grant, error) {
+	ct, resp, err := lk.join(ctx, c, nil, func(txn clientv3.Txn, ct *contender, put clientv3.Op) clientv3.Txn {
+		return txn.If(clientv3.Compare(clientv3.CreateRevision(ct.pfx), "=", 0).WithPrefix()).
+			Then(put).Else(clientv3.OpGet(ct.pfx, firstOpts(1)...))
+	})
+	if err != nil {
+		return driver.Grant{}, err
+	}
+	if !resp.Succeeded {
+		ct.abandon() // nothing was written
+		if err := mixed(resp.Responses[0].GetResponseRange().Kvs, ct.key, kindWrite, 0); err != nil {
+			return driver.Grant{}, err
+		}
+		return driver.Grant{}, fmt.Errorf("read-write lock held or waited for: %w", lockswap.ErrHeld)
+	}
+	return ct.held(ctx, c, resp.Header.Revision)
+}
+
+// read is the rest of a reader's attempt after the transaction that put
+// its key, created at myRev, and read every key before it (kvs, at
+// revision header): no key can come before it later (revisions only
+// grow), so that one read decides. Every key before must be a read-write
+// lock's; the reader waits for the writers' among them to go, nearest
+// first, without reading the queue again, then checks that its own key
+// is still there.
+func (lk *Locker) read(ctx context.Context, c *driver.Claim[*entry], ct *contender, myRev, header int64, kvs []*mvccKV, ob *driver.Outage, wait bool) (driver.Grant, error) {
+	if len(kvs) == 0 || string(kvs[0].Key) != ct.key || kvs[0].CreateRevision != myRev {
+		ct.giveBack(ctx, nil)
+		return driver.Grant{}, fmt.Errorf("queue entry vanished while waiting (lease lost): %w", lockswap.ErrUnavailable)
+	}
+	preds := kvs[1:]
+	if err := mixed(preds, ct.key, kindRead, 0); err != nil {
+		ct.giveBack(ctx, nil)
+		return driver.Grant{}, err
+	}
+	var writers []*mvccKV // newest first
+	for _, kv := range preds {
+		if k, _ := kindOf(kv.Value); k == kindWrite {
+			writers = append(writers, kv)
+		}
+	}
+	if len(writers) == 0 {
+		return ct.held(ctx, c, myRev)
+	}
+	if !wait {
+		ct.giveBack(ctx, nil)
+		return driver.Grant{}, fmt.Errorf("a writer holds or waits: %w", lockswap.ErrHeld)
+	}
+	for _, w := range writers {
+		if err := lk.waitBlocker(ctx, ct, w, header, ob); err != nil {
+			return driver.Grant{}, err
+		}
+	}
+	ct.start = time.Now()
+	rctx, cancel := lk.reqCtx(ctx, ob)
+	g, err := lk.c.Get(rctx, ct.key, clientv3.WithKeysOnly())
+	cancel()
+	if err != nil {
+		ct.giveBack(ctx, nil) // our key exists: join put it
+		return driver.Grant{}, lk.fail(err)
+	}
+	ob.Answered()
+	if len(g.Kvs) == 0 || g.Kvs[0].CreateRevision != myRev {
+		ct.giveBack(ctx, nil)
+		return driver.Grant{}, fmt.Errorf("queue entry vanished while waiting (lease lost): %w", lockswap.ErrUnavailable)
+	}
+	return ct.held(ctx, c, myRev)
+}
+
+// waitBlocker waits until b, a key before ct's as read at revision rev,
+// is deleted. When the wait ends otherwise, ct's key is given back and
+// the error is the attempt's.
+func (lk *Locker) waitBlocker(ctx context.Context, ct *contender, b *mvccKV, rev int64, ob *driver.Outage) error {
+	err := lk.waitDelete(ctx, string(b.Key), b.CreateRevision, rev, ob)
+	if err == nil {
+		return nil
+	}
+	ct.giveBack(ctx, nil) // our key exists: join put it
+	switch {
+	case errors.Is(err, lockswap.ErrClosed):
+		return errClosed
+	case ctx.Err() != nil:
+		return lockswap.ErrHeld
+	case errors.Is(err, lockswap.ErrUnavailable):
+		return err
+	}
+	return lk.fail(err)
 }

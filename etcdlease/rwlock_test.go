@@ -213,3 +213,54 @@ func TestRWBehindConcurrencyMutex(t *testing.T) {
 		}
 	}
 }
+
+// TestRWTryWriteWritesNothing: a writer's TryAcquire on a key held by a
+// reader writes nothing (the store's revision stays), so it never keeps
+// readers out, even for a moment.
+func TestRWTryWriteWritesNothing(t *testing.T) {
+	srv := testserver.EtcdT(t)
+	lk := openT(t, srv.Endpoints(), "tw/")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	r, err := lk.TryAcquire(ctx, "k", lockswap.WithRead())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Release(ctx)
+	rev := func() int64 {
+		g, err := lk.Client().Get(ctx, "tw/none")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g.Header.Revision
+	}
+	before := rev()
+	if _, err := lk.TryAcquire(ctx, "k", lockswap.WithWrite()); !errors.Is(err, lockswap.ErrHeld) {
+		t.Fatalf("a writer's TryAcquire beside a reader: err = %v, want ErrHeld", err)
+	}
+	if after := rev(); after != before {
+		t.Errorf("the refused writer's TryAcquire moved the revision from %d to %d: it wrote", before, after)
+	}
+}
+
+// TestHugeRWKeyRefused: a read or write hold whose queue prefix is above
+// MaxPermitPrefixBytes is refused with ErrInvalid before anything is
+// sent (a reader's read of the queue returns every key before its own),
+// and a mutex's TryAcquire on such a key therefore needs no look for them.
+func TestHugeRWKeyRefused(t *testing.T) {
+	srv := testserver.EtcdT(t)
+	lk := openT(t, srv.Endpoints(), "hrw/")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	key := strings.Repeat("k", MaxPermitPrefixBytes)
+	for _, opt := range []lockswap.Option{lockswap.WithRead(), lockswap.WithWrite()} {
+		if _, err := lk.TryAcquire(ctx, key, opt); !errors.Is(err, lockswap.ErrInvalid) || !strings.Contains(err.Error(), "MaxPermitPrefixBytes") {
+			t.Errorf("a hold of a key above MaxPermitPrefixBytes: err = %v, want ErrInvalid naming the limit", err)
+		}
+	}
+	m, err := lk.TryAcquire(ctx, key)
+	if err != nil {
+		t.Fatalf("the mutex of the long key: %v", err)
+	}
+	m.Release(ctx)
+}

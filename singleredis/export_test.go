@@ -1,6 +1,7 @@
 package singleredis
 
 import (
+	"context"
 	"time"
 
 	"github.com/lockswap/lockswap/internal/optionstest"
@@ -36,4 +37,16 @@ func URLOptions(raw string) (Options, error) {
 		return Options{}, err
 	}
 	return urlOptions(u, r)
+}
+
+// RunRWAcquire runs the read-write acquire script for a write hold of key
+// by token, as writer id whose wait has wait left, unfenced (tests of
+// the script's marks); it returns the script's code.
+func RunRWAcquire(ctx context.Context, lk *Locker, key, token, id string, ttl, wait time.Duration) (int64, error) {
+	v, err := lk.p.c.Run(ctx, rwAcquire, []string{lk.p.prefix + key}, token, ttl.Milliseconds(), rwModeWrite, id, wait.Milliseconds(), 0)
+	if err != nil {
+		return 0, err
+	}
+	r, _ := fairReply(v)
+	return r[0], nil
 }

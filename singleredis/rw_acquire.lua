@@ -2,14 +2,12 @@ local typ = redis.call("TYPE", KEYS[1])["ok"]
 if typ == "string" then return {-5, 0, 0} end
 if typ ~= "hash" and typ ~= "none" then return {-4, 0, 0} end
 local now = permit_now()
-local f = {r = {}, q = {}}
-if typ == "hash" then
-  local sem
-  f, sem = rw_fields(KEYS[1])
-  if not f then
-    if sem then return {-6, 0, 0} end
-    return {-4, 0, 0}
-  end
+-- HGETALL runs on a new key too, so that a user without the right is
+-- refused here rather than holding what it cannot release.
+local f, sem = rw_fields(KEYS[1])
+if not f then
+  if sem then return {-6, 0, 0} end
+  return {-4, 0, 0}
 end
 local wlive = f.w and f.we > now
 local readers = 0
@@ -31,12 +29,12 @@ if ARGV[3] == "r" then
   end
 elseif wlive or readers > 0 then
   local wait = tonumber(ARGV[5])
+  rw_hdel(KEYS[1], dead)
   if ARGV[4] ~= "" and wait > 0 then
     local u = now + wait
     redis.call("PEXPIRE", KEYS[1], math.max(u, last) - now)
     redis.call("HSET", KEYS[1], "q:" .. ARGV[4], string.format("%.0f", u))
   end
-  rw_hdel(KEYS[1], dead)
   if wlive then return {0, 1, 0} end
   return {0, 3, readers}
 end

@@ -397,3 +397,35 @@ func TestRWOnLargeSemaphoreNamed(t *testing.T) {
 		t.Errorf("a read hold of a large semaphore's key: err = %v, want ErrInvalid naming the semaphore", err)
 	}
 }
+
+// TestRWLapsedMarkRenewed: a writer whose mark ended (its retry delay
+// longer than the mark) marks the key again at its next attempt: the
+// cleanup of ended fields must not take the new mark with the old one.
+func TestRWLapsedMarkRenewed(t *testing.T) {
+	srv := testserver.RedisT(t, testserver.RedisOptions{})
+	rdb := redistest.GoRedisClient(t, srv.Addr())
+	lk, err := singleredis.New(redistest.GoRedis(t, srv.Addr()), singleredis.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lk.Close()
+	ctx := context.Background()
+	r, err := lk.TryAcquire(ctx, "doc", lockswap.WithRead(), lockswap.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Release(ctx)
+	id := strings.Repeat("5a", 16)
+	rdb.HSet(ctx, "doc", "q:"+id, "1") // the writer's mark, ended in 1970
+	code, err := singleredis.RunRWAcquire(ctx, lk, "doc", strings.Repeat("c3", 16), id, time.Minute, 30*time.Second)
+	if err != nil || code != 0 {
+		t.Fatalf("the writer's attempt: code %d, %v; want 0 (held)", code, err)
+	}
+	until, _ := strconv.ParseInt(rdb.HGet(ctx, "doc", "q:"+id).Val(), 10, 64)
+	if left := time.UnixMilli(until).Sub(rdb.Time(ctx).Val()); left <= 0 || left > 30*time.Second {
+		t.Errorf("the writer's mark ends %v from now, want its wait's 30s: the attempt must renew it", left)
+	}
+	if _, err := lk.TryAcquire(ctx, "doc", lockswap.WithRead()); !errors.Is(err, lockswap.ErrHeld) {
+		t.Errorf("a reader after the writer's attempt: err = %v, want ErrHeld (a writer waits)", err)
+	}
+}
