@@ -11,6 +11,7 @@ import (
 
 	"github.com/lockswap/lockswap"
 	"github.com/lockswap/lockswap/fenced"
+	"github.com/lockswap/lockswap/history"
 )
 
 // RunReadWrite runs the read-write lock cases (lockswap.WithRead,
@@ -122,13 +123,15 @@ func (s *suite) readersShare(t *testing.T) {
 // neverWriterWithOthers: goroutines of several Lockers take read and write
 // holds of one key again and again under Do while counters count who is
 // inside: a writer is never inside with anyone, and every goroutine gets
-// its holds.
+// its holds. The holds are recorded and checked by history.CheckHolds
+// too.
 func (s *suite) neverWriterWithOthers(t *testing.T) {
 	const clients, perClient, rounds = 3, 2, 5
 	ctx, key := ctxT(t), s.key(t)
 	var readers, writers, violations atomic.Int32
 	var wg sync.WaitGroup
 	errs := make(chan error, clients*perClient)
+	rec := history.NewHoldRecorder()
 	for c := range clients {
 		lk := s.locker(t)
 		for g := range perClient {
@@ -141,7 +144,9 @@ func (s *suite) neverWriterWithOthers(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for range rounds {
-					err := lockswap.Do(ctx, lk, key, func(ctx context.Context, _ lockswap.Lock) error {
+					err := lockswap.Do(ctx, lk, key, func(ctx context.Context, l lockswap.Lock) error {
+						from := time.Now()
+						defer rec.Held(c*perClient+g, l, 0, from)
 						if write {
 							if writers.Add(1) != 1 || readers.Load() != 0 {
 								violations.Add(1)
@@ -173,6 +178,10 @@ func (s *suite) neverWriterWithOthers(t *testing.T) {
 	}
 	if v := violations.Load(); v > 0 {
 		t.Errorf("%d times a writer was inside with another holder", v)
+	}
+	holds := rec.Holds()
+	if v := history.CheckHolds(holds); len(v) > 0 {
+		t.Errorf("the history of %d holds has violations: %q", len(holds), v)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/history"
 )
 
 // RunSemaphore runs the counting-semaphore cases (lockswap.WithPermits) as
@@ -114,7 +115,9 @@ func (s *suite) permitsUpToLimit(t *testing.T) {
 
 // neverMoreThanLimit: goroutines of several Lockers take permits of one
 // key again and again while a counter counts the holders inside: it never
-// exceeds the limit, and every goroutine gets permits.
+// exceeds the limit, and every goroutine gets permits. The holds are
+// recorded and checked by history.CheckHolds too (each from its Acquire's
+// return to its Release's call or deadline).
 func (s *suite) neverMoreThanLimit(t *testing.T) {
 	const (
 		limit, clients, perClient, rounds = 2, 3, 2, 5
@@ -123,14 +126,17 @@ func (s *suite) neverMoreThanLimit(t *testing.T) {
 	var inside, most atomic.Int32
 	var wg sync.WaitGroup
 	errs := make(chan error, clients*perClient)
-	for range clients {
+	rec := history.NewHoldRecorder()
+	for c := range clients {
 		lk := s.locker(t)
-		for range perClient {
+		for g := range perClient {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				for range rounds {
-					err := lockswap.Do(ctx, lk, key, func(ctx context.Context, _ lockswap.Lock) error {
+					err := lockswap.Do(ctx, lk, key, func(ctx context.Context, l lockswap.Lock) error {
+						from := time.Now()
+						defer rec.Held(c*perClient+g, l, limit, from)
 						n := inside.Add(1)
 						for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
 						}
@@ -153,6 +159,10 @@ func (s *suite) neverMoreThanLimit(t *testing.T) {
 	}
 	if m := most.Load(); m > limit {
 		t.Errorf("%d holders inside at once, the limit is %d", m, limit)
+	}
+	holds := rec.Holds()
+	if v := history.CheckHolds(holds); len(v) > 0 {
+		t.Errorf("the history of %d permits has violations: %q", len(holds), v)
 	}
 }
 
