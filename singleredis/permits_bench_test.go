@@ -1,11 +1,17 @@
 package singleredis_test
 
 import (
+	"context"
+	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/lockswap/lockswap"
 	"github.com/lockswap/lockswap/internal/benchloop"
+	"github.com/lockswap/lockswap/internal/lockstate"
 	"github.com/lockswap/lockswap/internal/redistest"
 	"github.com/lockswap/lockswap/internal/testserver"
 	"github.com/lockswap/lockswap/singleredis"
@@ -96,5 +102,56 @@ func BenchmarkReadCyclePaired(b *testing.B) {
 				})
 			})
 		}
+	}
+}
+
+// zsetSemaphore is the counting semaphore as commonly hand-written on
+// go-redis (Redis in Action's acquire_semaphore): in one MULTI, drop the
+// members older than the timeout, add ours scored by the time, and read
+// our rank; a rank within the limit holds, another removes itself.
+// Release is ZREM. It has no fence, no slot, and trusts the clients'
+// clocks.
+func zsetSemaphore(rdb *redis.Client, limit int64, timeout time.Duration) benchloop.Cycle {
+	return func(ctx context.Context, key string) error {
+		id := lockstate.NewToken()
+		now := time.Now()
+		var rank *redis.IntCmd
+		if _, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			p.ZRemRangeByScore(ctx, key, "-inf", strconv.FormatInt(now.Add(-timeout).UnixMilli(), 10))
+			p.ZAdd(ctx, key, redis.Z{Score: float64(now.UnixMilli()), Member: id})
+			rank = p.ZRank(ctx, key, id)
+			return nil
+		}); err != nil {
+			return err
+		}
+		if rank.Val() >= limit {
+			rdb.ZRem(ctx, key, id)
+			return fmt.Errorf("all %d permits held", limit)
+		}
+		return rdb.ZRem(ctx, key, id).Err()
+	}
+}
+
+// BenchmarkPermitVsZSet compares, serially and in alternating blocks, a
+// permit's TryAcquire + Release (limit 4, go-redis; plain, then fenced)
+// with the nearest peer that runs here: the hand-written ZSET semaphore
+// above, on a go-redis client of its own. Ratio is lockswap ÷ zset. Run:
+//
+//	go test -run '^$' -bench PermitVsZSet -benchtime=4000x -count 5 ./singleredis/
+func BenchmarkPermitVsZSet(b *testing.B) {
+	srv := testserver.RedisT(b, testserver.RedisOptions{})
+	for _, fence := range []bool{false, true} {
+		b.Run(fmt.Sprintf("fence=%v", fence), func(b *testing.B) {
+			lk, err := singleredis.New(redistest.GoRedis(b, srv.Addr()), singleredis.Options{Fence: fence})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer lk.Close()
+			benchloop.Paired(b, b.N, benchloop.Pair{
+				Base:     zsetSemaphore(redistest.GoRedisClient(b, srv.Addr()), 4, 10*time.Second),
+				Ours:     benchloop.HoldCycle(lk.TryAcquire, 10*time.Second, 0, lockswap.WithPermits(4)),
+				BaseName: "zset",
+			})
+		})
 	}
 }
