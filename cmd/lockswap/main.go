@@ -362,6 +362,7 @@ func parseCompare(args []string, stdout, stderr io.Writer) (job, error) {
 	backends := fs.String("backends", "", "shorthand for --columns: each named backend in its default configuration\n("+strings.Join(compare.BackendNames(), ", ")+")")
 	scenarios := fs.String("scenarios", "", "comma-separated scenarios (default all: "+strings.Join(compare.ScenarioNames(), ", ")+")")
 	format := fs.String("format", "table", "output format: table, markdown or json")
+	kind := fs.String("kind", compare.KindMutex, "what the scenarios take: "+strings.Join(compare.Kinds(), ", ")+" (a permit of a counting semaphore of limit 1,\nor a read-write lock's write hold; a backend without it is n/a)")
 	iterations := fs.Int("iterations", compare.DefaultIterations, "critical sections per goroutine in the contention scenario (at least 1)")
 	perIteration := compare.DefaultBudget(2) - compare.DefaultBudget(1)
 	budget := fs.Duration("budget", 0, fmt.Sprintf("the longest one cell may take before it is inconclusive (default %v plus %v per iteration)",
@@ -388,7 +389,7 @@ each measured beside what the configuration's Guarantees() declare.`)
 		return nil, usageError("compare: --budget %v: want a positive duration such as 2m", *budget)
 	}
 	o := compare.Options{Columns: splitList(*columns), Backends: splitList(*backends), Scenarios: splitList(*scenarios),
-		Iterations: *iterations, Budget: *budget, Miniredis: *useMini}
+		Iterations: *iterations, Budget: *budget, Miniredis: *useMini, Kind: *kind}
 	if len(o.Columns) > 0 && len(o.Backends) > 0 {
 		return nil, usageError("compare: give --columns or --backends, not both")
 	}

@@ -39,6 +39,12 @@ type Options struct {
 	Backends []string
 	// Scenarios to run; empty means all (ScenarioNames).
 	Scenarios []string
+	// Kind is what the scenarios take: KindMutex (the default, also
+	// ""), KindPermit (a permit of a counting semaphore of limit 1, which
+	// must keep what a mutex keeps) or KindWrite (the write hold of a
+	// read-write lock). A column whose backend lacks the kind is not
+	// applicable.
+	Kind string
 	// Iterations is the number of critical sections per goroutine in the
 	// contention scenario (0 means 20).
 	Iterations int
@@ -100,6 +106,7 @@ type env struct {
 	prefix        string       // key prefix on the user's servers
 	log           slog.Handler // the library's records a person must see
 	warn          slog.Handler // compare's own warnings (Options.Log, unfiltered)
+	kind          string       // Options.Kind
 }
 
 // errUserServers: the cell is not run on servers the comparison did not
@@ -175,6 +182,9 @@ func prepare(o Options) (Options, []Column, error) {
 	if err != nil {
 		return o, nil, err
 	}
+	if !contains(Kinds(), o.Kind) && o.Kind != "" {
+		return o, nil, usageErr("unknown kind %q (known: %s)", o.Kind, strings.Join(Kinds(), ", "))
+	}
 	for _, s := range o.Scenarios {
 		if !contains(ScenarioNames(), s) {
 			return o, nil, usageErr("unknown scenario %q (known: %s)", s, strings.Join(ScenarioNames(), ", "))
@@ -192,7 +202,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &env{redisAddrs: o.RedisAddrs, redisAuth: userservers.Auth{User: o.RedisUsername, Password: o.RedisPassword, From: o.RedisPasswordFrom}, etcdEndpoints: o.EtcdEndpoints, prefix: "lockswap-compare-" + lockstate.NewToken()[:8] + ":"}
+	e := &env{redisAddrs: o.RedisAddrs, redisAuth: userservers.Auth{User: o.RedisUsername, Password: o.RedisPassword, From: o.RedisPasswordFrom}, etcdEndpoints: o.EtcdEndpoints, prefix: "lockswap-compare-" + lockstate.NewToken()[:8] + ":", kind: o.Kind}
 	_, hasRedis := servers.RedisServerPath()
 	e.real = hasRedis && !o.Miniredis
 	if o.Log != nil {
@@ -218,6 +228,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		columns[i].Servers = userServers(columns[i], o)
 	}
 	res := &Result{Environment: "redis: " + redisEnv + "; etcd: " + etcdEnv, Columns: columns}
+	if o.Kind != "" && o.Kind != KindMutex {
+		res.Environment += "; locks taken: " + kindText(o.Kind)
+	}
 	var selected []scenario
 	for _, sc := range scenarios {
 		if len(o.Scenarios) == 0 || contains(o.Scenarios, sc.name) {
@@ -296,6 +309,9 @@ func runOne(ctx context.Context, e *env, k kit, sc scenario, iterations int) (ce
 		}
 		return Cell{Outcome: NotApplicable, Detail: why}, true
 	}
+	if why := lacksKind(e.kind, k.guarantees); why != "" {
+		return Cell{Outcome: NotApplicable, Detail: why}, true
+	}
 	f, err := k.setup(ctx, e, sc.name)
 	switch {
 	case errors.Is(err, errNotApplicable):
@@ -308,6 +324,7 @@ func runOne(ctx context.Context, e *env, k kit, sc scenario, iterations int) (ce
 		return Cell{Outcome: NotRun, Detail: "setup failed: " + err.Error()}, false
 	}
 	defer f.close()
+	f.opt = kindOption(e.kind)
 	if e.log != nil {
 		f.logger = slog.New(e.log.WithAttrs([]slog.Attr{slog.String("column", k.name), slog.String("scenario", sc.name)}))
 	}

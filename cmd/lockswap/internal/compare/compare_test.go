@@ -182,6 +182,7 @@ func TestRunUsageMistakes(t *testing.T) {
 		{Columns: []string{"redlock"}, Backends: []string{"redlock"}},
 		{Iterations: -1},
 		{Budget: -time.Second},
+		{Kind: "semaphore"},
 	} {
 		if res, err := Run(context.Background(), o); !errors.Is(err, ErrUsage) || res != nil {
 			t.Errorf("Run(%+v) = %v, %v; want a usage error and no result", o, res, err)

@@ -54,6 +54,10 @@ type fixture struct {
 	// to the master's (see sameMaster).
 	origin map[string]string
 
+	// opt, when set, is added to every Acquire and TryAcquire of the
+	// Lockers the fixture makes (Options.Kind).
+	opt *lockswap.Option
+
 	mu      sync.Mutex
 	closers []func()
 }
@@ -80,6 +84,9 @@ func (f *fixture) locker(make func() (lockswap.Locker, error)) (lockswap.Locker,
 		return nil, err
 	}
 	f.onClose(func() { lk.Close() })
+	if f.opt != nil {
+		return kindLocker{lk, *f.opt}, nil
+	}
 	return lk, nil
 }
 
