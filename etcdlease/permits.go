@@ -3,7 +3,6 @@ package etcdlease
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -201,16 +200,7 @@ func (lk *Locker) permit(ctx context.Context, c *driver.Claim[*entry], ob *drive
 			return driver.Grant{}, fmt.Errorf("all %d permits held: %w", n, lockswap.ErrHeld)
 		}
 		if err := lk.waitQueue(ctx, ct, myRev, header, preds, ob); err != nil {
-			ct.giveBack(ctx, nil)
-			switch {
-			case errors.Is(err, lockswap.ErrClosed):
-				return driver.Grant{}, errClosed
-			case ctx.Err() != nil:
-				return driver.Grant{}, lockswap.ErrHeld
-			case errors.Is(err, lockswap.ErrUnavailable):
-				return driver.Grant{}, err
-			}
-			return driver.Grant{}, lk.fail(err)
+			return driver.Grant{}, lk.waitEnded(ctx, ct, err)
 		}
 		rctx, cancel := lk.reqCtx(ctx, ob)
 		g, err := lk.c.Txn(rctx).Then(clientv3.OpGet(ct.pfx, predOpts(n, myRev)...), clientv3.OpGet(slots, clientv3.WithPrefix())).Commit()

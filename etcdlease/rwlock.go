@@ -2,7 +2,6 @@ package etcdlease
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -203,20 +202,10 @@ func (lk *Locker) read(ctx context.Context, c *driver.Claim[*entry], ct *contend
 
 // waitBlocker waits until b, a key before ct's as read at revision rev,
 // is deleted. When the wait ends otherwise, ct's key is given back and
-// the error is the attempt's.
+// the error is the attempt's (waitEnded).
 func (lk *Locker) waitBlocker(ctx context.Context, ct *contender, b *mvccKV, rev int64, ob *driver.Outage) error {
-	err := lk.waitDelete(ctx, string(b.Key), b.CreateRevision, rev, ob)
-	if err == nil {
-		return nil
+	if err := lk.waitDelete(ctx, string(b.Key), b.CreateRevision, rev, ob); err != nil {
+		return lk.waitEnded(ctx, ct, err)
 	}
-	ct.giveBack(ctx, nil) // our key exists: join put it
-	switch {
-	case errors.Is(err, lockswap.ErrClosed):
-		return errClosed
-	case ctx.Err() != nil:
-		return lockswap.ErrHeld
-	case errors.Is(err, lockswap.ErrUnavailable):
-		return err
-	}
-	return lk.fail(err)
+	return nil
 }

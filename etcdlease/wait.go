@@ -186,18 +186,8 @@ func (lk *Locker) queue(ctx context.Context, c *driver.Claim[*entry], ob *driver
 			ct.giveBack(ctx, nil)
 			return driver.Grant{}, err
 		}
-		if err := lk.waitDelete(ctx, string(kvs[1].Key), kvs[1].CreateRevision, header, ob); err != nil {
-			ct.giveBack(ctx, nil) // our key exists: join put it
-			if errors.Is(err, lockswap.ErrClosed) {
-				return driver.Grant{}, errClosed
-			}
-			if ctx.Err() != nil {
-				return driver.Grant{}, lockswap.ErrHeld
-			}
-			if errors.Is(err, lockswap.ErrUnavailable) {
-				return driver.Grant{}, err
-			}
-			return driver.Grant{}, lk.fail(err)
+		if err := lk.waitBlocker(ctx, ct, kvs[1], header, ob); err != nil {
+			return driver.Grant{}, err
 		}
 		ct.start = time.Now()
 		rctx, cancel := lk.reqCtx(ctx, ob)
@@ -210,6 +200,23 @@ func (lk *Locker) queue(ctx context.Context, c *driver.Claim[*entry], ob *driver
 		ob.Answered()
 		kvs, header = g.Kvs, g.Header.Revision
 	}
+}
+
+// waitEnded gives back ct's key, which join put, after its wait ended
+// with err rather than the deletion it waited for, and returns the
+// attempt's error: ErrClosed when Close ended it, ErrHeld when its context
+// did, the outage as it is, anything else classified.
+func (lk *Locker) waitEnded(ctx context.Context, ct *contender, err error) error {
+	ct.giveBack(ctx, nil)
+	switch {
+	case errors.Is(err, lockswap.ErrClosed):
+		return errClosed
+	case ctx.Err() != nil:
+		return lockswap.ErrHeld
+	case errors.Is(err, lockswap.ErrUnavailable):
+		return err
+	}
+	return lk.fail(err)
 }
 
 // waitDelete waits until k, created at revision created, is deleted after

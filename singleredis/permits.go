@@ -89,24 +89,39 @@ const (
 	permitOtherLimit = -6 // the key's permits are held with another limit
 )
 
-// acquirePermit takes one of c.Permits permits of c's key in one
-// request.
-func (p *proto) acquirePermit(ctx context.Context, c *driver.Claim[ref]) (driver.Grant, error) {
+// runAcquire runs script, a hash kind's acquire (a permit's, a read-write
+// hold's), for c: KEYS = {the key, its fence counter when fenced}, ARGV =
+// args(the fence counter's TTL in ms, 0 when unfenced). It returns the
+// script's reply as {code, a, b} (ok false: another shape, v), or the
+// request's error, classified.
+func (p *proto) runAcquire(ctx context.Context, c *driver.Claim[ref], script *redisclient.Script, args func(fenceTTL int64) []any) (r [4]int64, ok bool, v any, err error) {
 	k := p.prefix + c.Key
 	c.Data.set(k, c.Token)
 	keys, fenceTTL := c.Data.keys[:], int64(0)
 	if p.fence {
 		keys, fenceTTL = []string{k, FenceKey(k)}, fenceCounterTTL.Milliseconds()
 	}
-	v, err := p.c.Run(ctx, permitAcquire, keys, c.Token, c.TTL.Milliseconds(), c.Permits, fenceTTL)
+	v, err = p.c.Run(ctx, script, keys, args(fenceTTL)...)
 	if err != nil {
 		if redisclient.IsWrongType(err) {
-			return driver.Grant{}, fmt.Errorf("the fence counter %s holds another Redis type: %w", lockstate.QuoteKey(FenceKey(k)), lockswap.ErrInvalid)
+			return r, false, nil, fmt.Errorf("the fence counter %s holds another Redis type: %w", lockstate.QuoteKey(FenceKey(k)), lockswap.ErrInvalid)
 		}
-		return driver.Grant{}, redisclient.Classify(p.c, err)
+		return r, false, nil, redisclient.Classify(p.c, err)
 	}
-	r, ok := fairReply(v)
+	r, ok = fairReply(v)
+	return r, ok, v, nil
+}
+
+// acquirePermit takes one of c.Permits permits of c's key in one
+// request.
+func (p *proto) acquirePermit(ctx context.Context, c *driver.Claim[ref]) (driver.Grant, error) {
+	k := p.prefix + c.Key
+	r, ok, v, err := p.runAcquire(ctx, c, permitAcquire, func(fenceTTL int64) []any {
+		return []any{c.Token, c.TTL.Milliseconds(), c.Permits, fenceTTL}
+	})
 	switch {
+	case err != nil:
+		return driver.Grant{}, err
 	case !ok:
 		return driver.Grant{}, fmt.Errorf("unexpected reply %v from the permit acquire script: %w", v, lockswap.ErrUnavailable)
 	case r[0] == 1:

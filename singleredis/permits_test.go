@@ -211,22 +211,7 @@ func TestPermitACLDenialLeavesNothing(t *testing.T) {
 	defer good.Close()
 	for _, drop := range []string{"+set", "+hset", "+pexpire"} {
 		t.Run(drop, func(t *testing.T) {
-			args := []any{"ACL", "SETUSER", "locker", "reset", "on", ">pw", "~app:*", "~{app:*}:fence", "-@all"}
-			for _, r := range strings.Fields(rights) {
-				if r != drop {
-					args = append(args, r)
-				}
-			}
-			if err := admin.Do(ctx, args...).Err(); err != nil {
-				t.Fatal(err)
-			}
-			uc := redis.NewClient(&redis.Options{Addr: srv.Addr(), Username: "locker", Password: "pw", MaxRetries: -1})
-			defer uc.Close()
-			lk, err := singleredis.New(goredis.New(uc), singleredis.Options{Prefix: "app:", Fence: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer lk.Close()
+			lk := aclLocker(t, srv.Addr(), admin, rights, drop)
 			for _, key := range []string{"new", "live"} {
 				var held lockswap.Lock
 				if key == "live" {
@@ -258,6 +243,30 @@ func TestPermitACLDenialLeavesNothing(t *testing.T) {
 			}
 		})
 	}
+}
+
+// aclLocker returns a fenced Locker (prefix app:) of a user that has
+// rights but drop, on the server at addr, set up by admin; the test
+// closes it.
+func aclLocker(t *testing.T, addr string, admin *redis.Client, rights, drop string) *singleredis.Locker {
+	t.Helper()
+	args := []any{"ACL", "SETUSER", "locker", "reset", "on", ">pw", "~app:*", "~{app:*}:fence", "-@all"}
+	for _, r := range strings.Fields(rights) {
+		if r != drop {
+			args = append(args, r)
+		}
+	}
+	if err := admin.Do(context.Background(), args...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	uc := redis.NewClient(&redis.Options{Addr: addr, Username: "locker", Password: "pw", MaxRetries: -1})
+	t.Cleanup(func() { uc.Close() })
+	lk, err := singleredis.New(goredis.New(uc), singleredis.Options{Prefix: "app:", Fence: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lk.Close() })
+	return lk
 }
 
 func btoi(b bool) int {

@@ -9,12 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/lockswap/lockswap"
 	"github.com/lockswap/lockswap/internal/redistest"
 	"github.com/lockswap/lockswap/internal/testserver"
-	"github.com/lockswap/lockswap/redisclient/goredis"
 	"github.com/lockswap/lockswap/singleredis"
 )
 
@@ -243,22 +240,7 @@ func TestRWACLDenialLeavesNothing(t *testing.T) {
 	defer good.Close()
 	for _, drop := range []string{"+set", "+hset", "+pexpire"} {
 		t.Run(drop, func(t *testing.T) {
-			args := []any{"ACL", "SETUSER", "locker", "reset", "on", ">pw", "~app:*", "~{app:*}:fence", "-@all"}
-			for _, r := range strings.Fields(rights) {
-				if r != drop {
-					args = append(args, r)
-				}
-			}
-			if err := admin.Do(ctx, args...).Err(); err != nil {
-				t.Fatal(err)
-			}
-			uc := redis.NewClient(&redis.Options{Addr: srv.Addr(), Username: "locker", Password: "pw", MaxRetries: -1})
-			defer uc.Close()
-			lk, err := singleredis.New(goredis.New(uc), singleredis.Options{Prefix: "app:", Fence: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer lk.Close()
+			lk := aclLocker(t, srv.Addr(), admin, rights, drop)
 			for i, mode := range []lockswap.Option{lockswap.WithRead(), lockswap.WithWrite()} {
 				key := fmt.Sprintf("new%d", i)
 				_, err := lk.TryAcquire(ctx, key, mode, lockswap.WithTTL(time.Minute))

@@ -114,26 +114,18 @@ func (p *proto) Unmark(ctx context.Context, key string, w driver.WriterWait) err
 // acquireRW takes c's read or write hold of its key in one request.
 func (p *proto) acquireRW(ctx context.Context, c *driver.Claim[ref]) (driver.Grant, error) {
 	k := p.prefix + c.Key
-	c.Data.set(k, c.Token)
-	keys, fenceTTL := c.Data.keys[:], int64(0)
-	if p.fence {
-		keys, fenceTTL = []string{k, FenceKey(k)}, fenceCounterTTL.Milliseconds()
-	}
 	writer, wait := rwNoWriterWait, int64(0)
 	if c.Writer.ID != "" {
 		if left := time.Until(c.Writer.Until).Milliseconds(); left > 0 {
 			writer, wait = c.Writer.ID, left
 		}
 	}
-	v, err := p.c.Run(ctx, rwAcquire, keys, c.Token, c.TTL.Milliseconds(), rwMode(c), writer, wait, fenceTTL)
-	if err != nil {
-		if redisclient.IsWrongType(err) {
-			return driver.Grant{}, fmt.Errorf("the fence counter %s holds another Redis type: %w", lockstate.QuoteKey(FenceKey(k)), lockswap.ErrInvalid)
-		}
-		return driver.Grant{}, redisclient.Classify(p.c, err)
-	}
-	r, ok := fairReply(v)
+	r, ok, v, err := p.runAcquire(ctx, c, rwAcquire, func(fenceTTL int64) []any {
+		return []any{c.Token, c.TTL.Milliseconds(), rwMode(c), writer, wait, fenceTTL}
+	})
 	switch {
+	case err != nil:
+		return driver.Grant{}, err
 	case !ok:
 		return driver.Grant{}, fmt.Errorf("unexpected reply %v from the read-write acquire script: %w", v, lockswap.ErrUnavailable)
 	case r[0] == 1:
