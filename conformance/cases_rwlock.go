@@ -293,6 +293,9 @@ func (s *suite) oneShotWriter(t *testing.T) {
 		t.Fatalf("a one-shot writer's Acquire while a reader holds: err = %v, want ErrHeld", err)
 	}
 	if wctx.Err() != nil {
+		if w.Guarantees().Wait == lockswap.WaitPoll {
+			t.Fatal("a polling backend's Acquire with NoRetry waited for its context: it must make one attempt")
+		}
 		t.Skip("the writer's Acquire waited for its context (a backend that waits without polling): no one-shot attempt")
 	}
 	// Without the removal the mark would last until the writer's

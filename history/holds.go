@@ -12,13 +12,14 @@ import (
 
 // The kinds of a Hold.
 const (
+	KindMutex  = "mutex"  // a mutex's lock: alone on its key
 	KindPermit = "permit" // a permit of a counting semaphore (lockswap.WithPermits)
 	KindRead   = "read"   // a read hold (lockswap.WithRead)
 	KindWrite  = "write"  // a write hold (lockswap.WithWrite)
 )
 
 // Hold is one hold of a counting semaphore's permit or of a read-write
-// lock's hold, as its client saw it: from the return of its Acquire to the
+// lock's hold (or a mutex's lock), as its client saw it: from the return of its Acquire to the
 // call of its Release, or to its deadline when that came first, the span
 // in which the client acted as a holder. Holds whose spans overlap
 // must be allowed to hold at once: at most Limit permits, any number of
@@ -31,7 +32,7 @@ type Hold struct {
 	Key string `json:"key"`
 	// Token is the hold's.
 	Token string `json:"token"`
-	// Kind is KindPermit, KindRead or KindWrite.
+	// Kind is KindPermit, KindRead, KindWrite or KindMutex.
 	Kind string `json:"kind"`
 	// Limit is a permit's limit.
 	Limit int `json:"limit,omitempty"`
@@ -56,19 +57,23 @@ func NewHoldRecorder() *HoldRecorder { return &HoldRecorder{start: time.Now()} }
 
 // Held records that client held l from from (when its Acquire returned)
 // until now, or until l's deadline when that came first. Call it before
-// l's Release. The kind comes from l (lockswap.ModeOf, lockswap.Slot), and
+// l's Release. The kind comes from l (lockswap.ModeOf, lockswap.Slot: a
+// lock that is neither a read-write hold nor a permit is a mutex's), and
 // limit is a permit's limit.
 func (r *HoldRecorder) Held(client int, l lockswap.Lock, limit int, from time.Time) {
 	to := time.Now()
 	if d := l.Deadline(); d.Before(to) {
 		to = d
 	}
-	kind := KindPermit
-	switch lockswap.ModeOf(l) {
-	case lockswap.ReadHold:
+	kind := KindMutex
+	_, permit := lockswap.Slot(l)
+	switch {
+	case lockswap.ModeOf(l) == lockswap.ReadHold:
 		kind = KindRead
-	case lockswap.WriteHold:
+	case lockswap.ModeOf(l) == lockswap.WriteHold:
 		kind = KindWrite
+	case permit:
+		kind = KindPermit
 	}
 	h := Hold{Client: client, Key: l.Key(), Token: l.Token(), Kind: kind, From: from.Sub(r.start).Nanoseconds(), To: to.Sub(r.start).Nanoseconds()}
 	if kind == KindPermit {
@@ -87,9 +92,9 @@ func (r *HoldRecorder) Holds() []Hold {
 }
 
 // CheckHolds returns the violations among holds, described, key by key:
-// more permits at once than their limit, a write hold with any other
-// hold, permits and read-write holds on one key at once, and permits of
-// one key with two limits at once. A Hold whose To is before its From
+// more permits at once than their limit, a write hold or a mutex's lock
+// with any other hold, permits and read-write holds on one key at once,
+// and permits of one key with two limits at once (or a limit below 1). A Hold whose To is before its From
 // (its deadline passed before Acquire returned) held nothing. The check is
 // exact: holds are taken to begin as late and end as early as their spans
 // allow, which no correct order of the same calls can improve on.
@@ -155,8 +160,18 @@ func CheckHolds(holds []Hold) []string {
 // violation says what makes h's beginning a violation, given the holds
 // inside (by kind, and the permits by limit), or "".
 func violation(inside map[string]int, limits map[int]int, h *Hold) string {
+	if n := inside[KindMutex]; n > 0 {
+		return "a mutex's lock was held"
+	}
 	switch h.Kind {
+	case KindMutex:
+		if n := inside[KindPermit] + inside[KindRead] + inside[KindWrite]; n > 0 {
+			return fmt.Sprintf("%d other holds were held", n)
+		}
 	case KindPermit:
+		if h.Limit < 1 {
+			return fmt.Sprintf("its limit %d is below 1", h.Limit)
+		}
 		if n := inside[KindRead] + inside[KindWrite]; n > 0 {
 			return fmt.Sprintf("%d read-write holds were held", n)
 		}
@@ -179,7 +194,7 @@ func violation(inside map[string]int, limits map[int]int, h *Hold) string {
 			return fmt.Sprintf("%d read holds were held", n)
 		}
 	default:
-		return fmt.Sprintf("its kind %q is none of permit, read and write", h.Kind)
+		return fmt.Sprintf("its kind %q is none of mutex, permit, read and write", h.Kind)
 	}
 	return ""
 }

@@ -32,6 +32,10 @@ func TestCheckHolds(t *testing.T) {
 		{"a writer among readers", []Hold{rw(0, KindRead, 0, 10), rw(1, KindWrite, 5, 15)}, "1 read holds were held"},
 		{"a reader during a write", []Hold{rw(0, KindWrite, 0, 10), rw(1, KindRead, 9, 15)}, "a write hold was held"},
 		{"a permit during a read", []Hold{rw(0, KindRead, 0, 10), p(1, 4, 9, 15)}, "1 read-write holds were held"},
+		{"a read during permits", []Hold{p(0, 2, 0, 10), rw(1, KindRead, 5, 15)}, "1 permits were held"},
+		{"a mutex during a read", []Hold{rw(0, KindRead, 0, 10), rw(1, KindMutex, 5, 15)}, "1 other holds were held"},
+		{"a read during a mutex", []Hold{rw(0, KindMutex, 0, 10), rw(1, KindRead, 5, 15)}, "a mutex's lock was held"},
+		{"a limit of 0", []Hold{p(0, 0, 0, 10)}, "its limit 0 is below 1"},
 		{"an empty span", []Hold{rw(0, KindWrite, 0, 10), rw(1, KindWrite, 5, 5)}, ""},
 		{"other keys", []Hold{rw(0, KindWrite, 0, 10), {Client: 1, Key: "other", Kind: KindWrite, From: 5, To: 15}}, ""},
 	} {
@@ -77,5 +81,13 @@ func TestHeldRecordsDeadline(t *testing.T) {
 	}
 	if hs[1].Kind != KindRead || hs[1].Limit != 0 {
 		t.Errorf("read hold = %+v", hs[1])
+	}
+	m, err := lk.TryAcquire(ctx, "m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.Held(9, m, 0, time.Now())
+	if h := rec.Holds()[2]; h.Kind != KindMutex {
+		t.Errorf("a mutex's lock recorded as %+v, want kind mutex", h)
 	}
 }

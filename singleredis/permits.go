@@ -92,8 +92,8 @@ const (
 // runAcquire runs script, a hash kind's acquire (a permit's, a read-write
 // hold's), for c: KEYS = {the key, its fence counter when fenced}, ARGV =
 // args(the fence counter's TTL in ms, 0 when unfenced). It returns the
-// script's reply as {code, a, b} (ok false: another shape, v), or the
-// request's error, classified.
+// script's reply {code, a, b} in r's first three elements (ok false: the
+// reply v has another shape), or the request's error, classified.
 func (p *proto) runAcquire(ctx context.Context, c *driver.Claim[ref], script *redisclient.Script, args func(fenceTTL int64) []any) (r [4]int64, ok bool, v any, err error) {
 	k := p.prefix + c.Key
 	c.Data.set(k, c.Token)
