@@ -158,26 +158,25 @@ func TestLogQuiet(t *testing.T) {
 }
 
 // TestLogNoAllocs: a logger costs no allocation on the paths that log
-// nothing: acquire, release, and contention allocate the same with and
-// without one. testing.AllocsPerRun counts the whole process's
+// nothing: acquire, release, and contention allocate no more with one
+// than without. testing.AllocsPerRun counts the whole process's
 // allocations, so another goroutine that allocates meanwhile (the
 // runtime's, a timer of an earlier test) adds to a measure on a busy
-// machine (CI once saw 11 against 10): each figure is the least of 5
-// measures, since noise only adds.
+// machine (CI saw 11 against 10, on either side): the measures with and
+// without a logger alternate, each figure is the least of 10, since noise
+// only adds, and the check is the promise itself, that the logger adds
+// nothing (noise that lands on the side without one is not its cost).
 func TestLogNoAllocs(t *testing.T) {
 	ctx := context.Background()
-	allocs := func(logger *slog.Logger) (free, held float64) {
-		free, held = math.Inf(1), math.Inf(1)
-		for range 5 {
-			f, h := allocsOnce(t, ctx, logger)
-			free, held = min(free, f), min(held, h)
-		}
-		return free, held
+	freeNil, heldNil, freeLog, heldLog := math.Inf(1), math.Inf(1), math.Inf(1), math.Inf(1)
+	for range 10 {
+		f, h := allocsOnce(t, ctx, nil)
+		freeNil, heldNil = min(freeNil, f), min(heldNil, h)
+		f, h = allocsOnce(t, ctx, logtest.New().Logger())
+		freeLog, heldLog = min(freeLog, f), min(heldLog, h)
 	}
-	freeNil, heldNil := allocs(nil)
-	freeLog, heldLog := allocs(logtest.New().Logger())
-	if freeLog != freeNil || heldLog != heldNil {
-		t.Errorf("allocations per acquire+release / contended attempt: %v / %v with a logger, %v / %v without; want the same", freeLog, heldLog, freeNil, heldNil)
+	if freeLog > freeNil || heldLog > heldNil {
+		t.Errorf("allocations per acquire+release / contended attempt: %v / %v with a logger, %v / %v without; want no more", freeLog, heldLog, freeNil, heldNil)
 	}
 	t.Logf("allocations per acquire+release %v, per contended attempt %v", freeNil, heldNil)
 }
