@@ -52,10 +52,12 @@ func (lk *Locker[D]) prepare(key string, opts []lockswap.Option) (lockswap.Optio
 // this Locker queue in arrival order and only the first of them asks the
 // backend; when a lock taken through this Locker is released, the first
 // waiter tries at once (or, with a [HandOver] driver, is handed the lock
-// in the releasing request). A retry policy that never retries
-// (lockswap.NoRetry) makes one attempt without queueing. The order is
-// local to this Locker: other processes and Lockers still poll and may
-// take the key first.
+// in the releasing request). Waiters for permits line up apart from the
+// key's mutex (no hand-over; the waiter behind one that took a permit
+// tries at once); read-write holds poll without a line. A retry policy
+// that never retries (lockswap.NoRetry) makes one attempt without
+// queueing. The order is local to this Locker: other processes and
+// Lockers still poll and may take the key first.
 func (lk *Locker[D]) Acquire(ctx context.Context, key string, opts ...lockswap.Option) (lockswap.Lock, error) {
 	if err := acquire.ValidateContext(ctx); err != nil {
 		return nil, lk.fail("acquire", key, err)
@@ -85,7 +87,8 @@ func (lk *Locker[D]) Acquire(ctx context.Context, key string, opts ...lockswap.O
 		return l, err
 	})
 	retry := outage.Strategy(o.Retry)
-	if lk.q == nil || o.Permits > 0 || o.RW != lockswap.NotRW {
+	q := lk.queueOf(a)
+	if q == nil {
 		l, err := acquire.Retry(ctx, retry, try)
 		if err != nil && marked {
 			lk.unmark(ctx, key, a.writer)
@@ -93,13 +96,13 @@ func (lk *Locker[D]) Acquire(ctx context.Context, key string, opts ...lockswap.O
 		return l, lk.name(key, err)
 	}
 	offer := localq.Offer{GiveBack: lk.giveBackHanded}
-	if lk.ho != nil {
+	if lk.ho != nil && q == lk.q {
 		offer.TTL = o.TTL // a releasing holder may take the lock for us
 		if n != nil {
 			offer.Delivered = n.add // its attempt counts as ours
 		}
 	}
-	l, err := lk.q.AcquireOffer(ctx, key, retry, offer, try)
+	l, err := q.AcquireOffer(ctx, key, retry, offer, try)
 	return l, lk.name(key, err)
 }
 

@@ -368,7 +368,10 @@ type Config struct {
 	// Queue lines up the Locker's Acquire calls for one key in arrival
 	// order, only the first of them asking the backend (see the package
 	// internal/localq): for a backend that polls. A [Waiter] has no use
-	// for it: it is ignored then.
+	// for it: it is ignored then, except for permits when the Waiter does
+	// not wait for them (WaitPermits unset). The permits of a key line up
+	// apart from its mutex, and a waiter behind one that took a permit
+	// tries at once; read-write holds do not queue.
 	Queue bool
 	// Uncertain reports whether a request that failed with err may
 	// nevertheless have been applied (a transport error, as opposed to an
@@ -437,6 +440,7 @@ type Locker[D any] struct {
 	closed   atomic.Bool
 	answers  acquire.LastAnswer // when the backend last answered an Acquire (the outage bound)
 	q        *localq.Queue      // nil unless cfg.Queue
+	pq       *localq.Queue      // permits' queue (localq.NewShared); nil unless cfg.Queue and cfg.Permits
 	// giveBackHanded gives back a lock handed over to a waiter that had
 	// gone (localq.Offer.GiveBack), even while Close runs.
 	giveBackHanded func(context.Context, lockswap.Lock)
@@ -507,7 +511,33 @@ func New[D any](d Driver[D], cfg Config) (*Locker[D], error) {
 			}
 		}
 	}
+	if cfg.Queue && cfg.Permits && !cfg.WaitPermits {
+		lk.pq = localq.NewShared(cfg.Name)
+	}
 	return lk, nil
+}
+
+// queueOf returns the local queue of a's kind: the mutex's, the permits'
+// or none (read-write holds do not queue). Nil: none.
+func (lk *Locker[D]) queueOf(a ask) *localq.Queue {
+	switch {
+	case a.rw != lockswap.NotRW:
+		return nil
+	case a.permits > 0:
+		return lk.pq
+	}
+	return lk.q
+}
+
+// queues returns the Locker's local queues.
+func (lk *Locker[D]) queues() []*localq.Queue {
+	var qs []*localq.Queue
+	for _, q := range []*localq.Queue{lk.q, lk.pq} {
+		if q != nil {
+			qs = append(qs, q)
+		}
+	}
+	return qs
 }
 
 // Guarantees returns Config.Guarantees, whose Permits is Config.Permits
@@ -521,25 +551,28 @@ func (lk *Locker[D]) TTLRange() (min, max time.Duration) { return lk.min, lk.max
 // lockswap.WithTTL.
 func (lk *Locker[D]) DefaultTTL() time.Duration { return lk.cfg.TTL }
 
-// Waiting returns how many Acquire calls of this Locker wait for key, the
-// one asking the backend included (always 0 without Config.Queue).
+// Waiting returns how many Acquire calls of this Locker wait for key in
+// its local queues (its mutex's and its permits'), the ones asking the
+// backend included (always 0 without Config.Queue).
 func (lk *Locker[D]) Waiting(key string) int {
-	if lk.q == nil {
-		return 0
+	n := 0
+	for _, q := range lk.queues() {
+		n += q.Waiting(key)
 	}
-	return lk.q.Waiting(key)
+	return n
 }
 
 // Parked returns how many Acquire calls of this Locker wait for key
-// between attempts (always 0 without Config.Queue): a release of key
-// through this Locker makes the first one's attempt in its own request
-// when the driver implements HandOver. Waiting counts also those
+// between attempts (always 0 without Config.Queue): a release of key's
+// mutex through this Locker makes the first one's attempt in its own
+// request when the driver implements HandOver. Waiting counts also those
 // attempting now.
 func (lk *Locker[D]) Parked(key string) int {
-	if lk.q == nil {
-		return 0
+	n := 0
+	for _, q := range lk.queues() {
+		n += q.Parked(key)
 	}
-	return lk.q.Parked(key)
+	return n
 }
 
 // Close marks the Locker closed: Acquire calls still waiting return an
@@ -556,8 +589,8 @@ func (lk *Locker[D]) Close() error {
 		return nil
 	}
 	lk.stopNow()
-	if lk.q != nil {
-		lk.q.Close()
+	for _, q := range lk.queues() {
+		q.Close()
 	}
 	lk.bg.Close()
 	if lk.cfg.Closer != nil {
@@ -569,10 +602,11 @@ func (lk *Locker[D]) Close() error {
 // WaitingKeys returns how many keys have Acquire calls of this Locker
 // waiting: 0 once every wait has ended (the queue keeps nothing behind).
 func (lk *Locker[D]) WaitingKeys() int {
-	if lk.q == nil {
-		return 0
+	n := 0
+	for _, q := range lk.queues() {
+		n += q.Keys()
 	}
-	return lk.q.Keys()
+	return n
 }
 
 // Closed reports whether Close was called.

@@ -281,8 +281,8 @@ func (l *lock[D]) settle(released bool) {
 		l.released.Store(true)
 	}
 	l.End()
-	if l.lk.q != nil {
-		l.lk.q.Released(l.c.Key, l)
+	if q := l.lk.queueOf(ask{permits: l.c.Permits, rw: l.c.RW}); q != nil {
+		q.Released(l.c.Key, l)
 	}
 }
 

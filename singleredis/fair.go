@@ -106,11 +106,12 @@ type fair struct {
 	wakeRefused atomic.Bool // a refused wake-up was logged (once per Locker)
 }
 
-// handoff is a wake-up: the lock was handed to the waiter at the server
-// time at (ms), with fence.
+// handoff is a wake-up: the lock (a permit: of slot) was handed to the
+// waiter at the server time at (ms), with fence.
 type handoff struct {
 	fence uint64
 	at    int64
+	slot  int
 }
 
 func newFair(p *proto, sub redisclient.Subscriber) *fair {
@@ -156,14 +157,19 @@ func (f *fair) subscribe(ctx context.Context, o *driver.Outage) error {
 	return nil
 }
 
-// deliver passes a wake-up ("token fence at") to its waiter, if it still
-// waits.
+// deliver passes a wake-up ("token fence at", a permit's "token fence at
+// slot") to its waiter, if it still waits.
 func (f *fair) deliver(payload string) {
 	token, rest, _ := strings.Cut(payload, " ")
-	fs, at, _ := strings.Cut(rest, " ")
+	fs, rest, _ := strings.Cut(rest, " ")
+	at, ss, permit := strings.Cut(rest, " ")
 	fence, err1 := strconv.ParseUint(fs, 10, 64)
 	ms, err2 := strconv.ParseInt(at, 10, 64)
-	if err1 != nil || err2 != nil {
+	slot, err3 := 0, error(nil)
+	if permit {
+		slot, err3 = strconv.Atoi(ss)
+	}
+	if err1 != nil || err2 != nil || err3 != nil {
 		return
 	}
 	f.mu.Lock()
@@ -171,7 +177,7 @@ func (f *fair) deliver(payload string) {
 	f.mu.Unlock()
 	if ch != nil {
 		select {
-		case ch <- handoff{fence: fence, at: ms}:
+		case ch <- handoff{fence: fence, at: ms, slot: slot}:
 		default:
 		}
 	}
@@ -200,14 +206,14 @@ func requestCtx(ctx context.Context, o *driver.Outage) (context.Context, context
 	return context.WithTimeout(ctx, d)
 }
 
-// fairReply is a reply of the fair scripts: two to four integers (the
-// ones missing are 0).
-func fairReply(v any) (r [4]int64, ok bool) {
+// fairReply is a reply of the fair scripts (and of the hash kinds'
+// acquire scripts): two to five integers (the ones missing are 0).
+func fairReply(v any) (r [5]int64, ok bool) {
 	a, isArr := v.([]any)
 	if !isArr || len(a) < 2 {
 		return r, false
 	}
-	for i := range min(len(a), 4) {
+	for i := range min(len(a), len(r)) {
 		if r[i], ok = a[i].(int64); !ok {
 			return r, false
 		}
@@ -215,10 +221,10 @@ func fairReply(v any) (r [4]int64, ok bool) {
 	return r, true
 }
 
-// grant is the Grant of a lock that a request sent at sent found ours with
-// pttl left.
-func (f *fair) grant(fence int64, sent time.Time, pttl time.Duration, ttl time.Duration) driver.Grant {
-	g := driver.Grant{Deadline: sent.Add(min(pttl, ttl) - lockstate.Drift(ttl))}
+// grant is the Grant of a lock (a permit: of slot) that a request sent
+// at sent found ours with pttl left.
+func (f *fair) grant(fence int64, slot int64, sent time.Time, pttl time.Duration, ttl time.Duration) driver.Grant {
+	g := driver.Grant{Deadline: sent.Add(min(pttl, ttl) - lockstate.Drift(ttl)), Slot: int(slot)}
 	if f.fence {
 		g.Fence = uint64(fence)
 	}
@@ -226,13 +232,15 @@ func (f *fair) grant(fence int64, sent time.Time, pttl time.Duration, ttl time.D
 }
 
 // Wait is the fair wait (driver.Waiter): one request takes the free lock
+// (a permit, for c.Permits > 0: the permit scripts, fair_permits.go)
 // or registers c at the tail of the key's queue in Redis; then it waits
 // for its wake-up (the release that handed it the lock publishes on the
 // Locker's channel), renewing its registration every 3/4 of its TTL (the
 // registration lives one TTL; the renewals also notice an outage), or
 // every half of the outage bound when that is sooner.
 // The first live waiter also asks again when the holder's key expires
-// (its PTTL), so that a holder that died costs no more than its TTL. A
+// (its PTTL; for permits, the first live permit), so that a holder that
+// died costs no more than its TTL. A
 // renewal finds out whether a wake-up was lost. When ctx ends it leaves
 // the queue; a lock it had been handed by then is returned, for the kit
 // to give back.
@@ -270,7 +278,11 @@ func (f *fair) Wait(ctx context.Context, c *driver.Claim[ref], o *driver.Outage)
 	for {
 		rctx, cancel := requestCtx(ctx, o)
 		start := time.Now()
-		v, err := f.c.Run(rctx, fairWait, keys, c.Token, ttl.Milliseconds(), reg.Milliseconds(), f.channel, fairWaitersLimit, fenceCounterTTL.Milliseconds())
+		script, args := fairWait, []any{c.Token, ttl.Milliseconds(), reg.Milliseconds(), f.channel, fairWaitersLimit, fenceCounterTTL.Milliseconds()}
+		if c.Permits > 0 {
+			script, args = permitFairWait, append(args, c.Permits)
+		}
+		v, err := f.c.Run(rctx, script, keys, args...)
 		cancel()
 		if err != nil {
 			if redisclient.IsWrongType(err) {
@@ -302,9 +314,9 @@ func (f *fair) Wait(ctx context.Context, c *driver.Claim[ref], o *driver.Outage)
 		}
 		switch {
 		case r[0] == 1:
-			return f.grant(r[1], start, ttl, ttl), nil
+			return f.grant(r[1], r[4], start, ttl, ttl), nil
 		case r[0] == 2:
-			return f.grant(r[1], start, time.Duration(r[2])*time.Millisecond, ttl), nil
+			return f.grant(r[1], r[4], start, time.Duration(r[2])*time.Millisecond, ttl), nil
 		case r[0] == 3:
 			// The queue is full: not queued (nothing written).
 			return driver.Grant{}, fmt.Errorf("%w (the fair queue holds %d waiters, the most it takes: see MaxFairWaiters)", lockswap.ErrHeld, fairWaitersLimit)
@@ -314,6 +326,11 @@ func (f *fair) Wait(ctx context.Context, c *driver.Claim[ref], o *driver.Outage)
 				// waiter that has gone.
 				if g, held := f.leave(ctx, keys, c, o); held {
 					return g, nil
+				}
+			}
+			if c.Permits > 0 {
+				if err := f.permitRefused(ctx, k, c, r[0], r[1]); err != nil {
+					return driver.Grant{}, err
 				}
 			}
 			return driver.Grant{}, fenceError(FenceKey(k), r[0])
@@ -340,7 +357,7 @@ func (f *fair) Wait(ctx context.Context, c *driver.Claim[ref], o *driver.Outage)
 			// Handed to us at server time h.at: serverNow corresponds to
 			// a local time no earlier than sent.
 			at := sent.Add(time.Duration(h.at-serverNow) * time.Millisecond)
-			g := driver.Grant{Deadline: at.Add(ttl - lockstate.Drift(ttl))}
+			g := driver.Grant{Deadline: at.Add(ttl - lockstate.Drift(ttl)), Slot: h.slot}
 			if f.fence {
 				g.Fence = h.fence
 			}
@@ -381,7 +398,11 @@ func (f *fair) leave(ctx context.Context, keys []string, c *driver.Claim[ref], o
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), attempt.Grace)
 	defer cancel()
 	start := time.Now()
-	v, err := f.c.Run(lctx, fairLeave, keys, c.Token)
+	script := fairLeave
+	if c.Permits > 0 {
+		script = permitFairLeave
+	}
+	v, err := f.c.Run(lctx, script, keys, c.Token)
 	if err != nil {
 		// The registration expires on its own.
 		return driver.Grant{}, false
@@ -391,17 +412,22 @@ func (f *fair) leave(ctx context.Context, keys []string, c *driver.Claim[ref], o
 	if !ok || r[0] != 1 {
 		return driver.Grant{}, false
 	}
-	return f.grant(r[1], start, time.Duration(r[2])*time.Millisecond, c.TTL), true
+	return f.grant(r[1], r[4], start, time.Duration(r[2])*time.Millisecond, c.TTL), true
 }
 
 // Release is compare-and-delete that hands the key to the first live
-// waiter of the queue in the same request and wakes it.
+// waiter of the queue in the same request and wakes it; a permit's frees
+// its slot and hands the free slots to the first live waiters.
 func (f *fair) Release(ctx context.Context, c *driver.Claim[ref]) error {
-	if c.Permits > 0 || c.RW != lockswap.NotRW {
+	if c.RW != lockswap.NotRW {
 		return f.proto.Release(ctx, c)
 	}
 	k := c.Data.keys[0]
-	v, err := f.c.Run(ctx, fairRelease, f.keys(k), c.Token, fenceCounterTTL.Milliseconds())
+	script := fairRelease
+	if c.Permits > 0 {
+		script = permitFairRelease
+	}
+	v, err := f.c.Run(ctx, script, f.keys(k), c.Token, fenceCounterTTL.Milliseconds())
 	if err != nil {
 		return redisclient.ClassifyHeld(f.c, err)
 	}

@@ -94,7 +94,7 @@ const (
 // args(the fence counter's TTL in ms, 0 when unfenced). It returns the
 // script's reply {code, a, b} in r's first three elements (ok false: the
 // reply v has another shape), or the request's error, classified.
-func (p *proto) runAcquire(ctx context.Context, c *driver.Claim[ref], script *redisclient.Script, args func(fenceTTL int64) []any) (r [4]int64, ok bool, v any, err error) {
+func (p *proto) runAcquire(ctx context.Context, c *driver.Claim[ref], script *redisclient.Script, args func(fenceTTL int64) []any) (r [5]int64, ok bool, v any, err error) {
 	k := p.prefix + c.Key
 	c.Data.set(k, c.Token)
 	keys, fenceTTL := c.Data.keys[:], int64(0)
@@ -132,12 +132,24 @@ func (p *proto) acquirePermit(ctx context.Context, c *driver.Claim[ref]) (driver
 		return g, nil
 	case r[0] == permitsHeld:
 		return driver.Grant{}, fmt.Errorf("all %d permits held: %w", r[1], lockswap.ErrHeld)
-	case r[0] == permitMutexHeld:
-		return driver.Grant{}, fmt.Errorf("key %s holds a string (a mutex's lock, or a value that is no lock), not a counting semaphore's permits; it was left untouched: %w", lockstate.QuoteKey(k), lockswap.ErrInvalid)
-	case r[0] == permitOtherLimit:
-		return driver.Grant{}, fmt.Errorf("limit %d, but the permits of key %s are held with limit %d; it was left untouched: %w", c.Permits, lockstate.QuoteKey(k), r[1], lockswap.ErrInvalid)
-	case r[0] == permitNotSem:
-		return driver.Grant{}, p.notLock(ctx, k)
+	}
+	if err := p.permitRefused(ctx, k, c, r[0], r[1]); err != nil {
+		return driver.Grant{}, err
 	}
 	return driver.Grant{}, fenceError(FenceKey(k), r[0])
+}
+
+// permitRefused is the error of a permit script's refusal with code (a:
+// the key's limit for permitOtherLimit) for the Redis key k, nil for a
+// code that is no refusal (a grant, a wait, a fence code).
+func (p *proto) permitRefused(ctx context.Context, k string, c *driver.Claim[ref], code, a int64) error {
+	switch code {
+	case permitMutexHeld:
+		return fmt.Errorf("key %s holds a string (a mutex's lock, or a value that is no lock), not a counting semaphore's permits; it was left untouched: %w", lockstate.QuoteKey(k), lockswap.ErrInvalid)
+	case permitOtherLimit:
+		return fmt.Errorf("limit %d, but the permits of key %s are held with limit %d; it was left untouched: %w", c.Permits, lockstate.QuoteKey(k), a, lockswap.ErrInvalid)
+	case permitNotSem:
+		return p.notLock(ctx, k)
+	}
+	return nil
 }

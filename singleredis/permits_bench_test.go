@@ -43,34 +43,52 @@ func BenchmarkPermitCyclePaired(b *testing.B) {
 }
 
 // BenchmarkPermitsContended is issue 33's throughput scenario: 8
-// goroutines, each with a Locker and a client of its own, on one key,
-// holding what they take for 5 ms; the key's mutex, then permits of
-// limit 4. It reports acquisitions per second and fairness (min ÷ max
-// acquisitions per goroutine); the target is permits ≥ 3× the mutex's
-// acq/s with fairness ≥ 0.9. Run:
+// goroutines on one key, holding what they take for 5 ms; the key's
+// mutex, then permits of limit 4. It reports acquisitions per second and
+// fairness (min ÷ max acquisitions per goroutine); the target is permits
+// ≥ 3× the mutex's acq/s with fairness ≥ 0.9. Three shapes: one-locker,
+// the goroutines of one Locker (the contended shape of docs/benchmarks.md,
+// where they wait in the Locker's local queue); separate, each goroutine
+// with a Locker and a client of its own (what 8 processes see: they
+// poll); and separate-fair, the same with FairWait (the queue in Redis).
+// Run:
 //
 //	go test -run '^$' -bench PermitsContended -benchtime 3s -count 3 ./singleredis/
 func BenchmarkPermitsContended(b *testing.B) {
 	srv := testserver.RedisT(b, testserver.RedisOptions{})
 	const goroutines, ttl, hold = 8, 10 * time.Second, 5 * time.Millisecond
 	for _, c := range redistest.Clients {
-		for _, limit := range []int{0, 4} {
-			name := "mutex"
-			var opts []lockswap.Option
-			if limit > 0 {
-				name, opts = "permits4", []lockswap.Option{lockswap.WithPermits(limit)}
-			}
-			b.Run(c.Name+"/"+name, func(b *testing.B) {
-				loop := benchloop.Loop{Shape: benchloop.Contended(goroutines), Warm: 2, NewCycle: func() benchloop.Cycle {
-					lk, err := singleredis.New(c.New(b, srv.Addr()), singleredis.Options{Fence: true})
-					if err != nil {
-						b.Fatal(err)
+		for _, shape := range []string{"one-locker", "separate", "separate-fair"} {
+			separate := shape != "one-locker"
+			for _, limit := range []int{0, 4} {
+				name := "mutex"
+				var opts []lockswap.Option
+				if limit > 0 {
+					name, opts = "permits4", []lockswap.Option{lockswap.WithPermits(limit)}
+				}
+				b.Run(c.Name+"/"+shape+"/"+name, func(b *testing.B) {
+					newLocker := func() *singleredis.Locker {
+						lk, err := singleredis.New(c.New(b, srv.Addr()), singleredis.Options{Fence: true, FairWait: shape == "separate-fair"})
+						if err != nil {
+							b.Fatal(err)
+						}
+						b.Cleanup(func() { lk.Close() })
+						return lk
 					}
-					b.Cleanup(func() { lk.Close() })
-					return benchloop.HoldCycle(lk.Acquire, ttl, hold, opts...)
-				}}
-				loop.Bench(b, b.N)
-			})
+					var shared *singleredis.Locker
+					if !separate {
+						shared = newLocker()
+					}
+					loop := benchloop.Loop{Shape: benchloop.Contended(goroutines), Warm: 2, NewCycle: func() benchloop.Cycle {
+						lk := shared
+						if separate {
+							lk = newLocker()
+						}
+						return benchloop.HoldCycle(lk.Acquire, ttl, hold, opts...)
+					}}
+					loop.Bench(b, b.N)
+				})
+			}
 		}
 	}
 }

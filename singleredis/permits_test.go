@@ -198,59 +198,79 @@ func TestPermitReleaseShortensKey(t *testing.T) {
 // fenced permit acquire needs (SET of the fence counter, HSET, PEXPIRE)
 // gets ErrInvalid naming the permission, and the refused acquire leaves
 // no permit and no key without an expiry: a correctly configured user
-// then gets every permit.
+// then gets every permit. With FairWait, Acquire takes a free permit
+// through the fair wait's script, which keeps the same order of writes.
 func TestPermitACLDenialLeavesNothing(t *testing.T) {
 	srv := testserver.RedisT(t, testserver.RedisOptions{})
 	admin := redistest.GoRedisClient(t, srv.Addr())
 	ctx := context.Background()
-	const rights = "+set +get +del +pexpire +type +exists +time +hgetall +hset +hdel +eval +evalsha"
+	const (
+		rights     = "+set +get +del +pexpire +type +exists +time +hgetall +hset +hdel +eval +evalsha"
+		fairRights = rights + " +pttl +lindex +lpop +rpush +hget +hexists +hlen +publish +subscribe"
+	)
 	good, err := singleredis.New(redistest.GoRedis(t, srv.Addr()), singleredis.Options{Prefix: "app:", Fence: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer good.Close()
-	for _, drop := range []string{"+set", "+hset", "+pexpire"} {
-		t.Run(drop, func(t *testing.T) {
-			lk := aclLocker(t, srv.Addr(), admin, rights, drop)
-			for _, key := range []string{"new", "live"} {
-				var held lockswap.Lock
-				if key == "live" {
-					if held, err = good.TryAcquire(ctx, key, lockswap.WithPermits(2), lockswap.WithTTL(time.Minute)); err != nil {
-						t.Fatal(err)
+	for _, fair := range []bool{false, true} {
+		for _, drop := range []string{"+set", "+hset", "+pexpire"} {
+			t.Run(fmt.Sprintf("fair=%v/%s", fair, drop), func(t *testing.T) {
+				r := rights
+				if fair {
+					r = fairRights
+				}
+				lk := aclLocker(t, srv.Addr(), admin, r, drop, fair)
+				acquire := lk.TryAcquire
+				if fair {
+					acquire = lk.Acquire // through the fair wait's script
+				}
+				for _, key := range []string{"new", "live"} {
+					var held lockswap.Lock
+					if key == "live" {
+						if held, err = good.TryAcquire(ctx, key, lockswap.WithPermits(2), lockswap.WithTTL(time.Minute)); err != nil {
+							t.Fatal(err)
+						}
+					}
+					actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+					_, err := acquire(actx, key, lockswap.WithPermits(2), lockswap.WithTTL(time.Minute))
+					cancel()
+					if !errors.Is(err, lockswap.ErrInvalid) || !strings.Contains(err.Error(), "permission") {
+						t.Errorf("%s: err = %v, want ErrInvalid naming the permission", key, err)
+					}
+					if pttl := admin.PTTL(ctx, "app:"+key).Val(); pttl == -1 {
+						t.Errorf("%s: the hash was left without an expiry", key)
+					}
+					// Every permit the refused call did not take is free.
+					var ls []lockswap.Lock
+					for len(ls)+btoi(held != nil) < 2 {
+						l, err := good.TryAcquire(ctx, key, lockswap.WithPermits(2), lockswap.WithTTL(time.Minute))
+						if err != nil {
+							t.Fatalf("%s: permit %d of a correct user after the refused call: %v", key, len(ls)+1, err)
+						}
+						ls = append(ls, l)
+					}
+					for _, l := range append(ls, held) {
+						if l != nil {
+							l.Release(ctx)
+						}
 					}
 				}
-				_, err := lk.TryAcquire(ctx, key, lockswap.WithPermits(2), lockswap.WithTTL(time.Minute))
-				if !errors.Is(err, lockswap.ErrInvalid) || !strings.Contains(err.Error(), "permission") {
-					t.Errorf("%s: err = %v, want ErrInvalid naming the permission", key, err)
-				}
-				if pttl := admin.PTTL(ctx, "app:"+key).Val(); pttl == -1 {
-					t.Errorf("%s: the hash was left without an expiry", key)
-				}
-				// Every permit the refused call did not take is free.
-				var ls []lockswap.Lock
-				for len(ls)+btoi(held != nil) < 2 {
-					l, err := good.TryAcquire(ctx, key, lockswap.WithPermits(2), lockswap.WithTTL(time.Minute))
-					if err != nil {
-						t.Fatalf("%s: permit %d of a correct user after the refused call: %v", key, len(ls)+1, err)
-					}
-					ls = append(ls, l)
-				}
-				for _, l := range append(ls, held) {
-					if l != nil {
-						l.Release(ctx)
-					}
-				}
-			}
-		})
+			})
+		}
 	}
 }
 
 // aclLocker returns a fenced Locker (prefix app:) of a user that has
-// rights but drop, on the server at addr, set up by admin; the test
-// closes it.
-func aclLocker(t *testing.T, addr string, admin *redis.Client, rights, drop string) *singleredis.Locker {
+// rights but drop, on the server at addr, set up by admin; with fair, a
+// Locker with FairWait, whose user may also use the fair wait's keys and
+// channels. The test closes it.
+func aclLocker(t *testing.T, addr string, admin *redis.Client, rights, drop string, fair bool) *singleredis.Locker {
 	t.Helper()
 	args := []any{"ACL", "SETUSER", "locker", "reset", "on", ">pw", "~app:*", "~{app:*}:fence", "-@all"}
+	if fair {
+		args = append(args, "~{app:*}:fairq", "~{app:*}:fairw", "&app:lockswap:fairwait:*")
+	}
 	for _, r := range strings.Fields(rights) {
 		if r != drop {
 			args = append(args, r)
@@ -261,7 +281,7 @@ func aclLocker(t *testing.T, addr string, admin *redis.Client, rights, drop stri
 	}
 	uc := redis.NewClient(&redis.Options{Addr: addr, Username: "locker", Password: "pw", MaxRetries: -1})
 	t.Cleanup(func() { uc.Close() })
-	lk, err := singleredis.New(goredis.New(uc), singleredis.Options{Prefix: "app:", Fence: true})
+	lk, err := singleredis.New(goredis.New(uc), singleredis.Options{Prefix: "app:", Fence: true, FairWait: fair})
 	if err != nil {
 		t.Fatal(err)
 	}

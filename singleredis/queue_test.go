@@ -168,9 +168,9 @@ func TestTryAcquireBarges(t *testing.T) {
 }
 
 // TestLocalQueue runs the shared checks of the local queue
-// (internal/queuetest): arrival order with wake-ups by release, and
-// fairness of 8 goroutines cycling on one key (the bench's contended
-// scenario).
+// (internal/queuetest): arrival order with wake-ups by release, for the
+// mutex and for permits, and fairness of 8 goroutines cycling on one key
+// (the bench's contended scenario).
 func TestLocalQueue(t *testing.T) {
 	srv := testserver.RedisT(t, testserver.RedisOptions{})
 	for _, c := range redistest.Clients {
@@ -183,5 +183,6 @@ func TestLocalQueue(t *testing.T) {
 		t.Run(c.Name+"/fifo", func(t *testing.T) { queuetest.FIFO(t, s) })
 		t.Run(c.Name+"/fairness", func(t *testing.T) { queuetest.Fairness(t, s) })
 		t.Run(c.Name+"/close", func(t *testing.T) { queuetest.CloseEndsWaits(t, s) })
+		t.Run(c.Name+"/permit-fifo", func(t *testing.T) { queuetest.PermitFIFO(t, s) })
 	}
 }

@@ -240,7 +240,7 @@ func TestRWACLDenialLeavesNothing(t *testing.T) {
 	defer good.Close()
 	for _, drop := range []string{"+set", "+hset", "+pexpire"} {
 		t.Run(drop, func(t *testing.T) {
-			lk := aclLocker(t, srv.Addr(), admin, rights, drop)
+			lk := aclLocker(t, srv.Addr(), admin, rights, drop, false)
 			for i, mode := range []lockswap.Option{lockswap.WithRead(), lockswap.WithWrite()} {
 				key := fmt.Sprintf("new%d", i)
 				_, err := lk.TryAcquire(ctx, key, mode, lockswap.WithTTL(time.Minute))

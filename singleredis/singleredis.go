@@ -17,7 +17,9 @@
 // With Options.FairWait, Acquire waits in a queue in Redis shared by every
 // Locker on the key (in any process) instead of polling: a release hands
 // the key to the first waiter in the same script and wakes it over Pub/Sub
-// (see fair.go and docs/singleredis.md, "Fair wait across processes").
+// (see fair.go and docs/singleredis.md, "Fair wait across processes");
+// permits wait the same way, a release handing its slot over
+// (fair_permits.go).
 //
 // One Redis is one point of failure: a restart without persistence or a
 // failover to an asynchronous replica loses the lock (see Guarantees).
@@ -67,8 +69,10 @@ type Options struct {
 	// the key to the first waiter in the same request and wakes only it
 	// (Redis Pub/Sub); waiters send one request per two TTLs while they
 	// wait. It needs a client that implements redisclient.Subscriber (the
-	// go-redis, redigo and rueidis adapters do). See docs/singleredis.md, "Fair
-	// wait across processes".
+	// go-redis, redigo and rueidis adapters do). Permits
+	// (lockswap.WithPermits) wait the same way, a release handing its
+	// slot to the first waiter; read-write holds still poll. See
+	// docs/singleredis.md, "Fair wait across processes".
 	FairWait bool
 }
 
@@ -214,21 +218,22 @@ func New(c redisclient.Client, opts Options) (*Locker, error) {
 	// TTLs: Redis keeps expiries to the millisecond, and at lockswap.MinTTL
 	// the clock drift allowance still leaves most of the TTL as validity.
 	kit, err := driver.New[ref](d, driver.Config{
-		Name:       "singleredis",
-		Guarantees: g,
-		TTL:        opts.TTL,
-		Retry:      opts.Retry,
-		CheckKey:   redisclient.CheckKey(opts.Prefix),
-		Fence:      opts.Fence,
-		Queue:      true,
-		Permits:    true,
-		ReadWrite:  true,
-		Uncertain:  redisclient.Uncertain,
-		Undo:       redisclient.MaybeApplied,
-		Closer:     closer,
-		Logger:     opts.Logger,
-		LogKeys:    opts.LogKeys,
-		Background: &p.bg,
+		Name:        "singleredis",
+		Guarantees:  g,
+		TTL:         opts.TTL,
+		Retry:       opts.Retry,
+		CheckKey:    redisclient.CheckKey(opts.Prefix),
+		Fence:       opts.Fence,
+		Queue:       true,
+		Permits:     true,
+		WaitPermits: opts.FairWait,
+		ReadWrite:   true,
+		Uncertain:   redisclient.Uncertain,
+		Undo:        redisclient.MaybeApplied,
+		Closer:      closer,
+		Logger:      opts.Logger,
+		LogKeys:     opts.LogKeys,
+		Background:  &p.bg,
 	})
 	if err != nil {
 		p.bg.Close()
@@ -472,6 +477,11 @@ func notLockType(k, typ string) error {
 	what := "another Redis type"
 	if typ != "" && typ != "string" && typ != "none" {
 		what = "a Redis " + typ
+	}
+	if typ == "hash" {
+		// The shape of a semaphore's permits and of a read-write lock's
+		// holds: the likely cause is a mix of kinds on one name.
+		return fmt.Errorf("key %s holds a Redis hash, not a lock of the kind asked for (a counting semaphore, WithPermits, and a read-write lock, WithRead or WithWrite, keep their holds in one); it was left untouched: %w", lockstate.QuoteKey(k), lockswap.ErrInvalid)
 	}
 	return fmt.Errorf("key %s holds %s, not a lock; it was left untouched: %w", lockstate.QuoteKey(k), what, lockswap.ErrInvalid)
 }

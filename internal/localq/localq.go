@@ -20,6 +20,11 @@
 // take the key between two local holders; fairness across processes needs a
 // server-side queue (etcdlease).
 //
+// A Queue made with [NewShared] lines up waiters for shared holds (the
+// permits of a counting semaphore): a waiter that took a hold does not
+// exclude the next one, which tries at once instead of after its retry
+// delay; a release still wakes the head.
+//
 // No goroutine is started: each waiter waits in its caller's goroutine. The
 // line of a key is deleted when its last waiter leaves.
 package localq
@@ -40,6 +45,7 @@ import (
 // with [New]; it is safe for concurrent use.
 type Queue struct {
 	backend string
+	shared  bool // NewShared: a hold taken does not exclude the next waiter
 
 	mu     sync.Mutex
 	lines  map[string]*line
@@ -96,6 +102,16 @@ func New(backend string) *Queue {
 	return &Queue{backend: backend, lines: make(map[string]*line)}
 }
 
+// NewShared returns an empty Queue for shared holds, such as the permits
+// of a counting semaphore: when the head takes a hold, the next waiter
+// becomes head and tries at once (the key may have room for it), where a
+// Queue from [New] has it wait as after a failed attempt.
+func NewShared(backend string) *Queue {
+	q := New(backend)
+	q.shared = true
+	return q
+}
+
 // Acquire waits in key's line and, as its head, calls try (one attempt at
 // the backend) until it returns a lock, fails with an error that is neither
 // [lockswap.ErrHeld] nor [lockswap.ErrUnavailable], the strategy gives up,
@@ -111,7 +127,8 @@ func New(backend string) *Queue {
 //   - a head that got the lock, gave up or was cancelled leaves the line and
 //     the next waiter becomes head: after a give-up or cancellation it tries
 //     at once, after a success it waits as after a failed attempt (the key
-//     was just taken);
+//     was just taken), except in a shared Queue ([NewShared]), where it
+//     tries at once;
 //   - when ctx ends the wait, the error matches ctx.Err() and the last
 //     attempt's cause; a caller that ended before its first attempt gets
 //     an error matching [lockswap.ErrHeld] (it waited behind holders of
@@ -385,8 +402,8 @@ func (q *Queue) join(key string, ttl time.Duration, deadline time.Time) (*waiter
 
 // leave removes w from key's line. got is the lock w took, or nil. When w
 // was the head, the next waiter becomes head: it tries at once unless w took
-// the lock. The line is deleted when empty. w's signal channel is drained:
-// nothing signals a waiter that left.
+// the lock and the Queue is not shared. The line is deleted when empty.
+// w's signal channel is drained: nothing signals a waiter that left.
 func (q *Queue) leave(key string, w *waiter, got lockswap.Lock) {
 	q.mu.Lock()
 	l := q.lines[key]
@@ -406,7 +423,7 @@ func (q *Queue) leave(key string, w *waiter, got lockswap.Lock) {
 			l.holder = got
 		}
 		if nx := l.first; nx != nil {
-			nx.head, nx.kick = true, got == nil
+			nx.head, nx.kick = true, got == nil || q.shared
 			signal(nx)
 		}
 	}

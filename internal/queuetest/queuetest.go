@@ -2,7 +2,8 @@
 // the polling backends (singleredis, redlock, legacysetnx) put in front of
 // Acquire: goroutines of one Locker that wait for a key get it in arrival
 // order, a release through the Locker wakes the next waiter at once,
-// goroutines cycling on one key share it fairly, and Close ends the waits. It is used by those
+// goroutines cycling on one key share it fairly, and Close ends the waits;
+// waiters for permits get them in arrival order too. It is used by those
 // packages' tests.
 package queuetest
 
@@ -90,6 +91,78 @@ func FIFO(t *testing.T, s Subject) {
 		}
 		if err := r.l.Release(ctx); err != nil {
 			t.Fatal(err)
+		}
+	}
+	if w := s.Waiting(lk, key); w != 0 {
+		t.Errorf("%d callers still queued after every waiter left", w)
+	}
+}
+
+// PermitFIFO: callers of one Locker that wait for permits of a key get
+// them in arrival order, and a caller behind one that just took a permit
+// tries at once (the key may have room for it too) instead of after its
+// retry delay. Limit 2: another Locker holds one permit and lk the other;
+// the callers would wait an hour between attempts. The other Locker's
+// release wakes nobody; lk's release then wakes the first caller, which
+// takes a permit, and the second takes the other only because it tried
+// as the first took one. The third and fourth get theirs only because a
+// release through lk woke them.
+func PermitFIFO(t *testing.T, s Subject) {
+	ctx, key := context.Background(), "permit-fifo"
+	other, lk := s.NewLocker(t), s.NewLocker(t)
+	permits := lockswap.WithPermits(2)
+	theirs, err := other.TryAcquire(ctx, key, lockswap.WithTTL(ttl), permits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours, err := lk.TryAcquire(ctx, key, lockswap.WithTTL(ttl), permits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 4
+	out := make(chan acquired, n)
+	for i := 0; i < n; i++ {
+		go func() {
+			// A minute: a caller behind a holder of the line waits no
+			// longer than its Deadline, and the check is that the
+			// second caller does not wait for anything.
+			l, err := lk.Acquire(ctx, key, lockswap.WithTTL(time.Minute), lockswap.WithRetry(lockswap.ConstantRetry(time.Hour)), permits)
+			out <- acquired{i, l, err}
+		}()
+		WaitUntil(t, fmt.Sprintf("caller %d queued", i), func() bool { return s.Waiting(lk, key) == i+1 })
+	}
+	if err := theirs.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := []lockswap.Lock{ours}
+	defer func() {
+		for _, l := range got {
+			_ = l.Release(ctx)
+		}
+	}()
+	for i := 0; i < n; i++ {
+		if i != 1 {
+			// The next caller gets a permit when we release one
+			// through lk (the first, ours; then the callers').
+			if err := got[max(i-1, 0)].Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var r acquired
+		select {
+		case r = <-out:
+		case <-time.After(10 * time.Second):
+			if i == 1 {
+				t.Fatal("the second caller did not take the permit free beside the first caller's: a caller behind one that took a permit must try at once")
+			}
+			t.Fatalf("acquisition %d: no waiter got a permit (a release through the Locker must wake the next one)", i)
+		}
+		if r.err != nil {
+			t.Fatalf("caller %d: %v", r.id, r.err)
+		}
+		got = append(got, r.l)
+		if r.id != i {
+			t.Fatalf("permit %d went to caller %d, want %d: local waiters must get permits in arrival order", i, r.id, i)
 		}
 	}
 	if w := s.Waiting(lk, key); w != 0 {

@@ -70,6 +70,9 @@ var aclCases = []aclCase{
 		"locker on >PASSWORD resetkeys resetchannels ~app:* -@all +set +get +del +pexpire +type +time +hgetall +hset +hdel +eval +evalsha", 3, false},
 	{"singleredis-semaphore-fence", "singleredis", 1, "fence=true", time.Second,
 		"locker on >PASSWORD resetkeys resetchannels ~app:* ~{app:*}:fence -@all +set +get +del +pexpire +type +exists +time +hgetall +hset +hdel +eval +evalsha", 3, false},
+	// Permits with fair_wait: the fair wait's rules and +hgetall.
+	{"singleredis-semaphore-fair-wait-fence", "singleredis", 1, "fair_wait=true&fence=true", time.Second,
+		"locker on >PASSWORD resetkeys resetchannels ~app:* ~{app:*}:fairq ~{app:*}:fairw ~{app:*}:fence &app:lockswap:fairwait:* -@all +set +get +del +pexpire +type +exists +time +pttl +lindex +lpop +rpush +hget +hset +hdel +hexists +hlen +hgetall +publish +subscribe +eval +evalsha", 3, false},
 	// Read-write locks need the semaphores' rules.
 	{"singleredis-rwlock", "singleredis", 1, "", time.Second,
 		"locker on >PASSWORD resetkeys resetchannels ~app:* -@all +set +get +del +pexpire +type +time +hgetall +hset +hdel +eval +evalsha", 0, true},
