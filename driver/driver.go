@@ -599,8 +599,9 @@ func (lk *Locker[D]) Close() error {
 	return nil
 }
 
-// WaitingKeys returns how many keys have Acquire calls of this Locker
-// waiting: 0 once every wait has ended (the queue keeps nothing behind).
+// WaitingKeys returns how many lines of Acquire calls of this Locker wait
+// (a key's mutex and its permits have one each): 0 once every wait has
+// ended (the queues keep nothing behind).
 func (lk *Locker[D]) WaitingKeys() int {
 	n := 0
 	for _, q := range lk.queues() {

@@ -398,11 +398,11 @@ func (f *fair) leave(ctx context.Context, keys []string, c *driver.Claim[ref], o
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), attempt.Grace)
 	defer cancel()
 	start := time.Now()
-	script := fairLeave
+	script, args := fairLeave, []any{c.Token}
 	if c.Permits > 0 {
-		script = permitFairLeave
+		script, args = permitFairLeave, append(args, fenceCounterTTL.Milliseconds())
 	}
-	v, err := f.c.Run(lctx, script, keys, c.Token)
+	v, err := f.c.Run(lctx, script, keys, args...)
 	if err != nil {
 		// The registration expires on its own.
 		return driver.Grant{}, false

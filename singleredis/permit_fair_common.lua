@@ -4,8 +4,11 @@
 -- permit waiter's registration is "p<expiry> <ttl> <limit> <channel>"
 -- (expiry in the server's milliseconds), which the mutex's scripts take
 -- for a dead one, as these take the mutex's: a queue serves one kind.
--- Once handed a permit it is "h <slot> <fence>" until its waiter reads it,
--- releases the permit or leaves, or the slot goes to another token.
+-- A hand-over removes the waiter's registration and records the permit
+-- it handed in the field "h<slot>" of the registrations (no token is
+-- named so): "<token> <fence>", for a waiter that was not woken to find
+-- its fence. There is at most one such field per slot: the slot's next
+-- holder, its release or its leave removes it.
 local pf_keep -- the fence counter's life (ms), from ARGV
 local pf_refused = 0 -- set to 1 when a wake-up's PUBLISH was refused
 local function pf_fenced() return #KEYS >= 4 end
@@ -31,11 +34,18 @@ local function pf_first(now)
     redis.call("HDEL", KEYS[3], w)
   end
 end
--- pf_fence(w) is the fence of the permit handed to w, nil when unknown.
-local function pf_fence(w)
-  local h = redis.call("HGET", KEYS[3], w)
+-- pf_fence(w, s) is the fence of the permit of slot s handed to w, nil
+-- when none is recorded for w.
+local function pf_fence(w, s)
+  local h = redis.call("HGET", KEYS[3], "h" .. s)
   if not h then return nil end
-  return tonumber(string.match(h, "^h %d+ (%d+)$"))
+  local tok, fence = string.match(h, "^(%S+) (%d+)$")
+  if tok ~= w then return nil end
+  return tonumber(fence)
+end
+-- pf_unhand(w, s) removes the record of slot s's hand-over if it names w.
+local function pf_unhand(w, s)
+  if pf_fence(w, s) then redis.call("HDEL", KEYS[3], "h" .. s) end
 end
 -- pf_free(f, limit, now) is the slot a permit of limit takes in the
 -- semaphore f (permit_fields; nil: none): the first free one, 0 when no
@@ -55,11 +65,11 @@ local function pf_free(f, limit, now)
 end
 -- pf_take(f, s, w, ttl, limit, now) gives slot s (pf_free) of a semaphore
 -- of limit to token w for ttl ms, and returns the fence (0 unfenced) or a
--- negative fence code with nothing written. The slot's previous token
--- loses its handed entry, if any. As in permit_acquire.lua, PEXPIRE comes
--- first (a no-op on a key that does not exist yet), so that an ACL that
--- denies a write stops the script before it wrote a field without an
--- expiry.
+-- negative fence code with nothing written. The record of the slot's last
+-- hand-over goes (of every slot's below the larger limit, for a fresh
+-- semaphore). As in permit_acquire.lua, PEXPIRE comes first (a no-op on
+-- a key that does not exist yet), so that an ACL that denies a write
+-- stops the script before it wrote a field without an expiry.
 local function pf_take(f, s, w, ttl, limit, now)
   local fence = 0
   if pf_fenced() then
@@ -76,10 +86,13 @@ local function pf_take(f, s, w, ttl, limit, now)
     redis.call("SET", KEYS[4], string.format("%.0f", fence), "PX", pf_keep)
   end
   if fresh then
+    local n, hs = limit, {}
+    if f then n = math.max(n, f.n) end
+    for k = 0, n - 1 do hs[#hs + 1] = "h" .. k end
+    redis.call("HDEL", KEYS[3], unpack(hs))
     redis.call("DEL", KEYS[1])
   else
-    local prev = f["t" .. s]
-    if prev and prev ~= w and pf_fence(prev) then redis.call("HDEL", KEYS[3], prev) end
+    redis.call("HDEL", KEYS[3], "h" .. s)
   end
   redis.call("HSET", KEYS[1], "limit", string.format("%d", limit), "t" .. s, w, "e" .. s, string.format("%.0f", exp))
   if fresh then redis.call("PEXPIRE", KEYS[1], pttl) end
@@ -101,8 +114,12 @@ local function pf_hand(now)
       local fence = pf_take(f, s, w, ttl, limit, now)
       if fence < 0 then return fence end
       redis.call("LPOP", KEYS[2])
-      redis.call("HSET", KEYS[3], w, "h " .. s .. " " .. string.format("%.0f", fence))
-      if redis.call("PTTL", KEYS[3]) < ttl then redis.call("PEXPIRE", KEYS[3], ttl) end
+      redis.call("HDEL", KEYS[3], w)
+      redis.call("HSET", KEYS[3], "h" .. s, w .. " " .. string.format("%.0f", fence))
+      -- The record lives as long as the permit; the queue as long.
+      for i = 2, 3 do
+        if redis.call("PTTL", KEYS[i]) < ttl then redis.call("PEXPIRE", KEYS[i], ttl) end
+      end
       local p = redis.pcall("PUBLISH", ch, w .. " " .. string.format("%.0f", fence) .. " " .. string.format("%.0f", now) .. " " .. s)
       if type(p) == "table" and p.err then pf_refused = 1 end
       return 1

@@ -6,7 +6,7 @@
 pf_keep = ARGV[2]
 local f, s, now = permit_own(KEYS[1], ARGV[1])
 if not f then return {0, 0, 0} end
-redis.call("HDEL", KEYS[3], ARGV[1])
+pf_unhand(ARGV[1], s)
 local e = tonumber(f["e" .. s])
 redis.call("HDEL", KEYS[1], "t" .. s, "e" .. s)
 local handed = 0

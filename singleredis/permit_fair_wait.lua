@@ -27,9 +27,9 @@ if f then
   if e and e > now then
     -- Handed to us and not woken (a wake-up lost or refused): ours from
     -- now, for a whole TTL.
-    local fence = pf_fence(token)
-    redis.call("HDEL", KEYS[3], token)
+    local fence = pf_fence(token, s)
     if fence or not pf_fenced() then
+      pf_unhand(token, s)
       local exp = now + ttl
       redis.call("HSET", KEYS[1], "e" .. s, string.format("%.0f", exp))
       redis.call("PEXPIRE", KEYS[1], math.max(exp, permit_last(f, s, now)) - now)
@@ -66,13 +66,23 @@ if not w or w == token then
 end
 local reg = tonumber(ARGV[3])
 local entry = "p" .. string.format("%.0f", now + reg) .. " " .. ARGV[2] .. " " .. ARGV[7] .. " " .. ARGV[4]
-local cur = redis.call("HGET", KEYS[3], token)
-if cur and string.sub(cur, 1, 1) == "p" then
+-- The expiries first (a no-op on keys that do not exist yet), so that an
+-- ACL that denies PEXPIRE stops the script before it wrote.
+for i = 2, 3 do
+  if redis.call("PTTL", KEYS[i]) < reg then redis.call("PEXPIRE", KEYS[i], reg) end
+end
+if pf_reg(token, now) then
+  -- Alive: renewed in place; the queue still holds us.
   redis.call("HSET", KEYS[3], token, entry)
 else
-  -- New, or handed a permit that expired before we found it (its entry
-  -- is "h ...", and the queue no longer holds us): at the tail.
-  if redis.call("HLEN", KEYS[3]) >= tonumber(ARGV[5]) then return {3, 0, 0, now, 0} end
+  -- New; or renewed too late (our registration died, and the queue may
+  -- have lost us with its expiry); or handed a permit that expired before
+  -- we found it (the hand-over took us out): at the tail. An older entry
+  -- of ours that the queue still holds serves us first; the one left
+  -- behind is dropped when it reaches the head, as a dead one.
+  if redis.call("HEXISTS", KEYS[3], token) == 0 and redis.call("HLEN", KEYS[3]) >= tonumber(ARGV[5]) then
+    return {3, 0, 0, now, 0}
+  end
   redis.call("HSET", KEYS[3], token, entry)
   redis.call("RPUSH", KEYS[2], token)
 end

@@ -134,14 +134,17 @@ func TestACLRulesDocumented(t *testing.T) {
 // TestACLConformance runs the conformance suite for each Redis backend
 // configuration as an ACL user that has exactly the documented rights:
 // the commands (those its scripts run included) and the key patterns.
-// singleredis runs over TLS as well, so the suite also runs over TLS.
+// The base singleredis configurations (and those with fair_wait, whose
+// Pub/Sub connection is another) run over TLS as well, so the suite also
+// runs over TLS; the others over plain TCP, with a shorter TTL (TLS is
+// what needs the longer one), to keep the test's time down.
 func TestACLConformance(t *testing.T) {
 	ca := testserver.CAT(t, "acl")
 	for _, c := range aclCases {
 		t.Run(c.name, func(t *testing.T) {
 			srvs := startTLS(t, c.servers, testserver.RedisTLSOptions{CA: ca, Users: []string{c.rule()}})
 			seedEpochs(t, srvs)
-			tls := c.scheme == "singleredis"
+			tls := c.name == "singleredis" || c.name == "singleredis-fair-wait" || c.name == "singleredis-fair-wait-fence"
 			as := addrs(srvs, tls)
 			extra, ttl := "", c.ttl
 			if tls {
