@@ -247,36 +247,44 @@ func waitingForWakeUp() bool {
 	return false
 }
 
-// TestFairWaitGivenUpAfterHandOver: a lock handed to a waiter as its
-// context ends is given back (released, to the next waiter), never left
-// held by nobody.
+// TestFairWaitGivenUpAfterHandOver: a lock (a permit) handed to a waiter
+// as its context ends is given back (released, to the next waiter),
+// never left held by nobody.
 func TestFairWaitGivenUpAfterHandOver(t *testing.T) {
 	srv := testserver.RedisT(t, testserver.RedisOptions{})
 	raw := redistest.GoRedisClient(t, srv.Addr())
-	ctx, key := context.Background(), "givenup"
-	for i := range 20 {
-		holder := fairLocker(t, redistest.GoRedis(t, srv.Addr()), singleredis.Options{})
-		held, err := holder.Acquire(ctx, key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		w := fairLocker(t, redistest.GoRedis(t, srv.Addr()), singleredis.Options{})
-		wctx, cancel := context.WithCancel(ctx)
-		out := acquireAsync(wctx, w, key)
-		waitFor(t, 5*time.Second, "registered", func() bool { return queued(raw, key) == 1 })
-		// Release and cancel at once: the hand-over and the give-up race.
-		go held.Release(ctx)
-		if i%2 == 0 {
-			time.Sleep(time.Duration(i) * 50 * time.Microsecond)
-		}
-		cancel()
-		r := <-out
-		if r.err == nil {
-			r.l.Release(ctx)
-		}
-		waitFor(t, 5*time.Second, "the key free again", func() bool {
-			n, _ := raw.Exists(ctx, key).Result()
-			return n == 0
+	ctx := context.Background()
+	for _, kind := range []struct {
+		name string
+		opts []lockswap.Option
+	}{{"mutex", nil}, {"permit", []lockswap.Option{lockswap.WithPermits(1)}}} {
+		t.Run(kind.name, func(t *testing.T) {
+			key := "givenup:" + kind.name
+			for i := range 20 {
+				holder := fairLocker(t, redistest.GoRedis(t, srv.Addr()), singleredis.Options{Fence: true})
+				held, err := holder.Acquire(ctx, key, kind.opts...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				w := fairLocker(t, redistest.GoRedis(t, srv.Addr()), singleredis.Options{Fence: true})
+				wctx, cancel := context.WithCancel(ctx)
+				out := acquireAsync(wctx, w, key, kind.opts...)
+				waitFor(t, 5*time.Second, "registered", func() bool { return queued(raw, key) == 1 })
+				// Release and cancel at once: the hand-over and the give-up race.
+				go held.Release(ctx)
+				if i%2 == 0 {
+					time.Sleep(time.Duration(i) * 50 * time.Microsecond)
+				}
+				cancel()
+				r := <-out
+				if r.err == nil {
+					r.l.Release(ctx)
+				}
+				waitFor(t, 5*time.Second, "the key free again", func() bool {
+					n, _ := raw.Exists(ctx, key).Result()
+					return n == 0
+				})
+			}
 		})
 	}
 }

@@ -257,37 +257,6 @@ func TestFairPermitsLostWakeUp(t *testing.T) {
 	}
 }
 
-// TestFairPermitsGivenUpAfterHandOver: a permit handed to a waiter as its
-// context ends is given back (released), never left held by nobody.
-func TestFairPermitsGivenUpAfterHandOver(t *testing.T) {
-	srv := testserver.RedisT(t, testserver.RedisOptions{})
-	raw := redistest.GoRedisClient(t, srv.Addr())
-	ctx, key := context.Background(), "permit-givenup"
-	permits := lockswap.WithPermits(1)
-	for i := range 20 {
-		holder := fairLocker(t, redistest.GoRedis(t, srv.Addr()), singleredis.Options{Fence: true})
-		held, err := holder.Acquire(ctx, key, permits)
-		if err != nil {
-			t.Fatal(err)
-		}
-		w := fairLocker(t, redistest.GoRedis(t, srv.Addr()), singleredis.Options{Fence: true})
-		wctx, cancel := context.WithCancel(ctx)
-		out := acquireAsync(wctx, w, key, permits)
-		waitFor(t, 5*time.Second, "registered", func() bool { return queued(raw, key) == 1 })
-		// Release and cancel at once: the hand-over and the give-up race.
-		go held.Release(ctx)
-		if i%2 == 0 {
-			time.Sleep(time.Duration(i) * 50 * time.Microsecond)
-		}
-		cancel()
-		r := <-out
-		if r.err == nil {
-			r.l.Release(ctx)
-		}
-		waitFor(t, 5*time.Second, "the semaphore gone", func() bool { return raw.Exists(ctx, key).Val() == 0 })
-	}
-}
-
 // TestFairPermitWaiterRefusedWhenKeyBecomesMutex: a fair permit waiter
 // whose key becomes a mutex's while it waits is refused with ErrInvalid
 // and takes its registration out of the queue.
