@@ -81,7 +81,8 @@ const (
 )
 
 // MaxFairWaiters is how many waiters may be registered in one key's fair
-// queue at once (registrations not yet taken out of Redis count too). An
+// queue at once (registrations not yet taken out of Redis count too, and
+// for permits the records of hand-overs, one per slot). An
 // Acquire that finds the queue full is not queued: its attempt fails as
 // contention (lockswap.ErrHeld), and Acquire tries again per its retry
 // policy, polling like a Locker without FairWait until a place is free.

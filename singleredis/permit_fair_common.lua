@@ -114,8 +114,10 @@ local function pf_hand(now)
       local fence = pf_take(f, s, w, ttl, limit, now)
       if fence < 0 then return fence end
       redis.call("LPOP", KEYS[2])
-      redis.call("HDEL", KEYS[3], w)
+      -- The record before the registration goes: w's live registration
+      -- keeps the hash, and its expiry, while the record is written.
       redis.call("HSET", KEYS[3], "h" .. s, w .. " " .. string.format("%.0f", fence))
+      redis.call("HDEL", KEYS[3], w)
       -- The record lives as long as the permit; the queue as long.
       for i = 2, 3 do
         if redis.call("PTTL", KEYS[i]) < ttl then redis.call("PEXPIRE", KEYS[i], ttl) end
@@ -129,12 +131,17 @@ local function pf_hand(now)
   end
 end
 -- pf_settle(now) sets the semaphore's expiry to its latest live permit's,
--- or deletes it when none is live.
+-- or deletes it, and the records of its hand-overs, when none is live.
 local function pf_settle(now)
   local f = permit_fields(KEYS[1])
   local last = 0
   if f then last = permit_last(f, -1, now) end
   if last == 0 then
+    if f then
+      local hs = {}
+      for k = 0, f.n - 1 do hs[#hs + 1] = "h" .. k end
+      redis.call("HDEL", KEYS[3], unpack(hs))
+    end
     redis.call("DEL", KEYS[1])
   else
     redis.call("PEXPIRE", KEYS[1], last - now)

@@ -84,6 +84,9 @@ else
     return {3, 0, 0, now, 0}
   end
   redis.call("HSET", KEYS[3], token, entry)
+  -- The expiry of a hash HSET just made, before a write that an ACL may
+  -- refuse (PTTL and PEXPIRE ran above).
+  if redis.call("PTTL", KEYS[3]) < reg then redis.call("PEXPIRE", KEYS[3], reg) end
   redis.call("RPUSH", KEYS[2], token)
 end
 for i = 2, 3 do

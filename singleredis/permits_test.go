@@ -341,3 +341,62 @@ func TestFairWaiterLeavesWhenKeyBecomesSemaphore(t *testing.T) {
 		t.Errorf("the refused waiter left %d registrations", n)
 	}
 }
+
+// TestFairWaitACLDenialLeavesExpiries: a fair waiter (mutex or permit)
+// whose ACL refuses RPUSH, and a permit holder whose ACL refuses PTTL as
+// its release hands the permit over, stop their scripts half-way, and
+// the registrations hash still expires. Found by review: the hash was
+// made by an HSET whose PEXPIRE came after the refused command.
+func TestFairWaitACLDenialLeavesExpiries(t *testing.T) {
+	const fairRights = "+set +get +del +pexpire +type +exists +time +hgetall +hset +hdel +eval +evalsha +pttl +lindex +lpop +rpush +hget +hexists +hlen +publish +subscribe"
+	srv := testserver.RedisT(t, testserver.RedisOptions{})
+	admin := redistest.GoRedisClient(t, srv.Addr())
+	ctx := context.Background()
+	good := fairLocker(t, redistest.GoRedis(t, srv.Addr()), singleredis.Options{Prefix: "app:", Fence: true})
+	expires := func(t *testing.T, key string) {
+		t.Helper()
+		for _, k := range []string{singleredis.FairWaitersKey("app:" + key), singleredis.FairQueueKey("app:" + key)} {
+			if admin.PTTL(ctx, k).Val() == -1 {
+				t.Errorf("%s left without an expiry: %v", k, admin.HGetAll(ctx, k).Val())
+			}
+		}
+	}
+	for _, kind := range []struct {
+		name string
+		opts []lockswap.Option
+	}{{"mutex", nil}, {"permit", []lockswap.Option{lockswap.WithPermits(1)}}} {
+		t.Run(kind.name+"/register-without-rpush", func(t *testing.T) {
+			key := "deny-rpush-" + kind.name
+			held, err := good.TryAcquire(ctx, key, append(kind.opts, lockswap.WithTTL(time.Minute))...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer held.Release(ctx)
+			lk := aclLocker(t, srv.Addr(), admin, fairRights, "+rpush", true)
+			actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			_, err = lk.Acquire(actx, key, append(kind.opts, lockswap.WithTTL(time.Minute))...)
+			cancel()
+			if !errors.Is(err, lockswap.ErrInvalid) {
+				t.Errorf("acquire without +rpush: err = %v, want ErrInvalid", err)
+			}
+			expires(t, key)
+		})
+	}
+	t.Run("permit/hand-over-without-pttl", func(t *testing.T) {
+		key := "deny-pttl"
+		raw := redistest.GoRedisClient(t, srv.Addr())
+		u := aclLocker(t, srv.Addr(), admin, fairRights, "+pttl", true)
+		held, err := u.Acquire(ctx, key, lockswap.WithPermits(1), lockswap.WithTTL(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		acquireAsync(wctx, good, key, lockswap.WithPermits(1), lockswap.WithTTL(time.Minute))
+		waitFor(t, 5*time.Second, "the waiter registered", func() bool { return queued(raw, "app:"+key) == 1 })
+		if err := held.Release(ctx); err == nil {
+			t.Error("a release without +pttl that had a permit to hand over succeeded, want the permission error")
+		}
+		expires(t, key)
+	})
+}
