@@ -529,16 +529,9 @@ func (lk *Locker[D]) queueOf(a ask) *localq.Queue {
 	return lk.q
 }
 
-// queues returns the Locker's local queues.
-func (lk *Locker[D]) queues() []*localq.Queue {
-	var qs []*localq.Queue
-	for _, q := range []*localq.Queue{lk.q, lk.pq} {
-		if q != nil {
-			qs = append(qs, q)
-		}
-	}
-	return qs
-}
+// queues returns the Locker's local queues, the mutex's and the
+// permits', each nil when the Locker has none.
+func (lk *Locker[D]) queues() [2]*localq.Queue { return [2]*localq.Queue{lk.q, lk.pq} }
 
 // Guarantees returns Config.Guarantees, whose Permits is Config.Permits
 // and ReadWrite Config.ReadWrite.
@@ -557,7 +550,9 @@ func (lk *Locker[D]) DefaultTTL() time.Duration { return lk.cfg.TTL }
 func (lk *Locker[D]) Waiting(key string) int {
 	n := 0
 	for _, q := range lk.queues() {
-		n += q.Waiting(key)
+		if q != nil {
+			n += q.Waiting(key)
+		}
 	}
 	return n
 }
@@ -570,7 +565,9 @@ func (lk *Locker[D]) Waiting(key string) int {
 func (lk *Locker[D]) Parked(key string) int {
 	n := 0
 	for _, q := range lk.queues() {
-		n += q.Parked(key)
+		if q != nil {
+			n += q.Parked(key)
+		}
 	}
 	return n
 }
@@ -590,7 +587,9 @@ func (lk *Locker[D]) Close() error {
 	}
 	lk.stopNow()
 	for _, q := range lk.queues() {
-		q.Close()
+		if q != nil {
+			q.Close()
+		}
 	}
 	lk.bg.Close()
 	if lk.cfg.Closer != nil {
@@ -605,7 +604,9 @@ func (lk *Locker[D]) Close() error {
 func (lk *Locker[D]) WaitingKeys() int {
 	n := 0
 	for _, q := range lk.queues() {
-		n += q.Keys()
+		if q != nil {
+			n += q.Keys()
+		}
 	}
 	return n
 }
