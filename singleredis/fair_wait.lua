@@ -38,17 +38,18 @@ if not cur then
 end
 local reg = tonumber(ARGV[3])
 local entry = (now + reg) .. " " .. ARGV[2] .. " " .. ARGV[4]
--- The expiries before the writes (a no-op on keys that do not exist yet)
--- and right after the HSET that may make the hash, so that an ACL that
--- refuses a command leaves no key without an expiry.
+-- HEXISTS and LINDEX fail on keys of another type before anything is
+-- written. The expiries come before the writes (a no-op on keys that do
+-- not exist yet) and right after the HSET that may make the hash, so that
+-- an ACL that refuses a command leaves no key without an expiry.
+local exists = redis.call("HEXISTS", KEYS[3], token) == 1
+if not exists and redis.call("HLEN", KEYS[3]) >= tonumber(ARGV[5]) then return {3, 0, 0, now} end
+redis.call("LINDEX", KEYS[2], 0)
 for i = 2, 3 do
   if redis.call("PTTL", KEYS[i]) < reg then redis.call("PEXPIRE", KEYS[i], reg) end
 end
-if redis.call("HEXISTS", KEYS[3], token) == 1 then
-  redis.call("HSET", KEYS[3], token, entry)
-else
-  if redis.call("HLEN", KEYS[3]) >= tonumber(ARGV[5]) then return {3, 0, 0, now} end
-  redis.call("HSET", KEYS[3], token, entry)
+redis.call("HSET", KEYS[3], token, entry)
+if not exists then
   if redis.call("PTTL", KEYS[3]) < reg then redis.call("PEXPIRE", KEYS[3], reg) end
   redis.call("RPUSH", KEYS[2], token)
 end

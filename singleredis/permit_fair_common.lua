@@ -7,8 +7,9 @@
 -- A hand-over removes the waiter's registration and records the permit
 -- it handed in the field "h<slot>" of the registrations (no token is
 -- named so): "<token> <fence>", for a waiter that was not woken to find
--- its fence. There is at most one such field per slot: the slot's next
--- holder, its release or its leave removes it.
+-- its fence. There is one such field per slot: the holder's finding it
+-- (the wait script), its release, the slot's next taker, or the
+-- semaphore's end removes it.
 local pf_keep -- the fence counter's life (ms), from ARGV
 local pf_refused = 0 -- set to 1 when a wake-up's PUBLISH was refused
 local function pf_fenced() return #KEYS >= 4 end

@@ -29,10 +29,11 @@ if f then
     -- now, for a whole TTL.
     local fence = pf_fence(token, s)
     if fence or not pf_fenced() then
-      pf_unhand(token, s)
       local exp = now + ttl
-      redis.call("HSET", KEYS[1], "e" .. s, string.format("%.0f", exp))
       redis.call("PEXPIRE", KEYS[1], math.max(exp, permit_last(f, s, now)) - now)
+      redis.call("HSET", KEYS[1], "e" .. s, string.format("%.0f", exp))
+      pf_unhand(token, s)
+      redis.call("HDEL", KEYS[3], token) -- a registration left by a hand-over cut short
       return {2, fence or 0, ttl, now, s}
     end
     -- Its fence is lost: free the slot, and wait on as a new waiter.
@@ -66,26 +67,25 @@ if not w or w == token then
 end
 local reg = tonumber(ARGV[3])
 local entry = "p" .. string.format("%.0f", now + reg) .. " " .. ARGV[2] .. " " .. ARGV[7] .. " " .. ARGV[4]
--- The expiries first (a no-op on keys that do not exist yet), so that an
--- ACL that denies PEXPIRE stops the script before it wrote.
+-- Alive: renewed in place, the queue still holds us. Otherwise new; or
+-- renewed too late (our registration died, and the queue may have lost
+-- us with its expiry); or handed a permit that expired before we found it
+-- (the hand-over took us out): at the tail. An older entry of ours that
+-- the queue still holds serves us first; the one left behind is dropped
+-- when it reaches the head, as a dead one. HGET (pf_reg) and LINDEX
+-- (pf_first, above) fail on keys of another type before anything is
+-- written to them; the expiries come before the writes (a no-op on keys
+-- that do not exist yet) and right after the HSET that may make the hash,
+-- so that an ACL that refuses a command leaves no key without an expiry.
+local live = pf_reg(token, now)
+if not live and redis.call("HEXISTS", KEYS[3], token) == 0 and redis.call("HLEN", KEYS[3]) >= tonumber(ARGV[5]) then
+  return {3, 0, 0, now, 0}
+end
 for i = 2, 3 do
   if redis.call("PTTL", KEYS[i]) < reg then redis.call("PEXPIRE", KEYS[i], reg) end
 end
-if pf_reg(token, now) then
-  -- Alive: renewed in place; the queue still holds us.
-  redis.call("HSET", KEYS[3], token, entry)
-else
-  -- New; or renewed too late (our registration died, and the queue may
-  -- have lost us with its expiry); or handed a permit that expired before
-  -- we found it (the hand-over took us out): at the tail. An older entry
-  -- of ours that the queue still holds serves us first; the one left
-  -- behind is dropped when it reaches the head, as a dead one.
-  if redis.call("HEXISTS", KEYS[3], token) == 0 and redis.call("HLEN", KEYS[3]) >= tonumber(ARGV[5]) then
-    return {3, 0, 0, now, 0}
-  end
-  redis.call("HSET", KEYS[3], token, entry)
-  -- The expiry of a hash HSET just made, before a write that an ACL may
-  -- refuse (PTTL and PEXPIRE ran above).
+redis.call("HSET", KEYS[3], token, entry)
+if not live then
   if redis.call("PTTL", KEYS[3]) < reg then redis.call("PEXPIRE", KEYS[3], reg) end
   redis.call("RPUSH", KEYS[2], token)
 end

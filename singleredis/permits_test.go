@@ -400,3 +400,43 @@ func TestFairWaitACLDenialLeavesExpiries(t *testing.T) {
 		expires(t, key)
 	})
 }
+
+// TestFairWaitForeignQueueKeysUntouched: a fair waiter (mutex or permit)
+// whose queue keys hold someone else's data of another type is refused
+// with ErrInvalid and leaves that data as it was, without an expiry it
+// did not have. Found by review: the registration path set the keys'
+// expiries before a command that checks their type.
+func TestFairWaitForeignQueueKeysUntouched(t *testing.T) {
+	srv := testserver.RedisT(t, testserver.RedisOptions{})
+	raw := redistest.GoRedisClient(t, srv.Addr())
+	ctx := context.Background()
+	holder := fairLocker(t, redistest.GoRedis(t, srv.Addr()), singleredis.Options{})
+	w := fairLocker(t, redistest.GoRedis(t, srv.Addr()), singleredis.Options{})
+	for _, kind := range []struct {
+		name string
+		opts []lockswap.Option
+	}{{"mutex", nil}, {"permit", []lockswap.Option{lockswap.WithPermits(1)}}} {
+		for _, foreign := range []func(string) string{singleredis.FairWaitersKey, singleredis.FairQueueKey} {
+			key := "foreign-" + kind.name + "-" + strings.TrimPrefix(foreign(""), "{}")
+			t.Run(key, func(t *testing.T) {
+				held, err := holder.TryAcquire(ctx, key, append(kind.opts, lockswap.WithTTL(time.Minute))...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer held.Release(ctx)
+				if err := raw.Set(ctx, foreign(key), "user data", 0).Err(); err != nil {
+					t.Fatal(err)
+				}
+				actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				_, err = w.Acquire(actx, key, kind.opts...)
+				cancel()
+				if !errors.Is(err, lockswap.ErrInvalid) {
+					t.Errorf("acquire with %s holding a string: err = %v, want ErrInvalid", foreign(key), err)
+				}
+				if v, pttl := raw.Get(ctx, foreign(key)).Val(), raw.PTTL(ctx, foreign(key)).Val(); v != "user data" || pttl != -1 {
+					t.Errorf("%s: %q with PTTL %v, want the user's data untouched, without an expiry", foreign(key), v, pttl)
+				}
+			})
+		}
+	}
+}
