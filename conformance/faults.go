@@ -2,6 +2,9 @@ package conformance
 
 import (
 	"context"
+	"fmt"
+	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -85,6 +88,32 @@ func (o *Overruns) Worst() map[string]time.Duration {
 		out[k] = v
 	}
 	return out
+}
+
+// Summary returns the n worst overruns recorded, worst first, on one
+// line with the number of cases: short enough that a failing suite's own
+// errors stay in view above it in a test log.
+func (o *Overruns) Summary(n int) string {
+	worst := o.Worst()
+	names := make([]string, 0, len(worst))
+	for k := range worst {
+		names = append(names, k)
+	}
+	sort.Slice(names, func(i, j int) bool {
+		if worst[names[i]] != worst[names[j]] {
+			return worst[names[i]] > worst[names[j]]
+		}
+		return names[i] < names[j]
+	})
+	var b strings.Builder
+	fmt.Fprintf(&b, "worst overruns of %d cases:", len(names))
+	for i, k := range names[:min(n, len(names))] {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, " %s %v", k, worst[k].Round(time.Millisecond))
+	}
+	return b.String()
 }
 
 // RunFaults runs the promise matrix ([RunMatrix]) of a backend with one

@@ -30,11 +30,7 @@ const faultTTL = MinTTL
 func TestFaults(t *testing.T) {
 	t.Parallel()
 	var o conformance.Overruns
-	t.Cleanup(func() {
-		for k, v := range o.Worst() {
-			t.Logf("worst overrun %s: %v", k, v.Round(time.Millisecond))
-		}
-	})
+	t.Cleanup(func() { t.Log(o.Summary(5)) })
 	// The proxied faults share one etcd: each Locker has a proxy of its
 	// own, which is what the fault affects, and keys of its own.
 	srv := testserver.EtcdT(t)

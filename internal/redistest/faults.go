@@ -2,7 +2,6 @@ package redistest
 
 import (
 	"context"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -108,21 +107,10 @@ func RunFaults(t *testing.T, n int, ttl time.Duration, newLocker func(t *testing
 }
 
 // RunMatrix runs conformance.RunMatrix for a Redis backend on every
-// client of [FaultClients], and logs the worst overrun measured per
-// cell.
+// client of [FaultClients], and logs the five worst overruns measured.
 func RunMatrix(t *testing.T, b Backend) {
 	var o conformance.Overruns
-	t.Cleanup(func() {
-		worst := o.Worst()
-		names := make([]string, 0, len(worst))
-		for k := range worst {
-			names = append(names, k)
-		}
-		sort.Strings(names)
-		for _, k := range names {
-			t.Logf("worst overrun %s: %v", k, worst[k].Round(time.Millisecond))
-		}
-	})
+	t.Cleanup(func() { t.Log(o.Summary(5)) })
 	m := conformance.Matrix{TTL: b.TTL, Overruns: &o}
 	for _, c := range FaultClients {
 		m.Clients = append(m.Clients, conformance.MatrixClient{Name: c.Name, Faults: MatrixFaults(b, c.Name, c.New)})
