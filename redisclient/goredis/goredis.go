@@ -317,6 +317,9 @@ func (g *goRedis) Run(ctx context.Context, s *redisclient.Script, keys []string,
 	if g.unguarded(ctx) {
 		return g.runOnce(ctx, s, keys, args...)
 	}
+	if !g.guard {
+		return g.runCall(ctx, s, keys, args)
+	}
 	keys, args = slices.Clone(keys), adapt.Detach(args)
 	return bounded(g, ctx, func(ctx context.Context) (any, error) { return g.runOnce(ctx, s, keys, args...) })
 }

@@ -1,0 +1,108 @@
+package goredis_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockswap/lockswap/internal/redistest"
+	"github.com/lockswap/lockswap/internal/testserver"
+	"github.com/lockswap/lockswap/redisclient"
+	"github.com/lockswap/lockswap/redisclient/goredis"
+)
+
+// slowScript keeps the server busy for ARGV[1] microseconds, then answers
+// ARGV[2].
+var slowScript = redisclient.NewScript(`
+local t = redis.call("TIME")
+local start = t[1] * 1000000 + t[2]
+repeat t = redis.call("TIME") until t[1] * 1000000 + t[2] - start >= tonumber(ARGV[1])
+return ARGV[2]`)
+
+var echoScript = redisclient.NewScript(`return ARGV[1]`)
+
+// TestAbandonedCallNotReused: a script call (the release's path) whose
+// caller's context is cancelled while the server runs it returns at once,
+// and what the adapter keeps for it (the pooled call, with its copies of
+// the arguments and the reply it will write) is not handed to another
+// caller until its command has returned: calls made meanwhile, which
+// finish at the same time as the abandoned one, each get their own reply
+// (and -race sees no shared write). The client has ContextTimeoutEnabled,
+// the way the adapter pools its hot path's calls.
+func TestAbandonedCallNotReused(t *testing.T) {
+	srv := testserver.RedisT(t, testserver.RedisOptions{})
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1, PoolSize: 1})
+	t.Cleanup(func() { rdb.Close() })
+	slow := goredis.New(rdb)
+	others := goredis.New(redistest.GoRedisClient(t, srv.Addr()))
+	bg := context.Background()
+	for _, s := range []*redisclient.Script{slowScript, echoScript} { // load both: no NOSCRIPT round below
+		if _, err := others.Run(bg, s, nil, 0, "warm"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := slow.Run(bg, echoScript, nil, "warm"); err != nil { // slow's one connection is up
+		t.Fatal(err)
+	}
+
+	ctx, cancel := context.WithCancel(bg)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := slow.Run(ctx, slowScript, nil, int64(300_000), "abandoned")
+		errc <- err
+	}()
+	// Cancel once the command holds slow's only connection: go-redis no
+	// longer looks at the context then.
+	for until := time.Now().Add(5 * time.Second); rdb.PoolStats().IdleConns != 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(until) {
+			t.Fatal("the slow script never took the connection")
+		}
+	}
+	cancel()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("the cancelled call returned %v, want context.Canceled", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the cancelled call had not returned 5 s after its cancellation")
+	}
+
+	// These wait behind the slow script on the server, and return as the
+	// abandoned command does.
+	var wg sync.WaitGroup
+	for i := range 16 {
+		wg.Go(func() {
+			want := fmt.Sprintf("reply-%d", i)
+			v, err := others.Run(cancellable(t), echoScript, nil, want)
+			if err != nil || v != want {
+				t.Errorf("call %d: %v, %v; want its own reply %q", i, v, err, want)
+			}
+		})
+	}
+	wg.Wait()
+	for until := time.Now().Add(5 * time.Second); rdb.PoolStats().IdleConns != 1; time.Sleep(time.Millisecond) {
+		if time.Now().After(until) {
+			t.Fatal("the abandoned script never returned its connection")
+		}
+	}
+	for i := range 16 {
+		want := fmt.Sprintf("after-%d", i)
+		if v, err := slow.Run(cancellable(t), echoScript, nil, want); err != nil || v != want {
+			t.Errorf("call %d after the abandoned one returned: %v, %v; want %q", i, v, err, want)
+		}
+	}
+}
+
+// cancellable returns a context that can be cancelled, as a caller's usually is,
+// so that the adapter takes its pooled path.
+func cancellable(t *testing.T) context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	return ctx
+}
