@@ -12,11 +12,16 @@ import (
 )
 
 // call is one command of a lock's hot path (the acquire's SET NX PX GET,
-// the release's and extend's scripts) on a client with
-// ContextTimeoutEnabled under a context that can be cancelled: the command
-// runs on a goroutine of its own, which keeps ctx's deadline on its socket,
-// and the caller returns at the cancellation (see bounded, which serves
-// the other commands the same way). A call holds what bounded allocates
+// the release's and extend's scripts) under a context that can be
+// cancelled: the command runs on a goroutine of its own and the caller
+// returns when ctx ends (see bounded, which serves the other commands the
+// same way). With ContextTimeoutEnabled go-redis keeps ctx's deadline on
+// the socket; without it go-redis still obeys ctx between its retries and
+// while it waits for a connection, so an abandoned command is not sent
+// again once ctx has ended, and ends on the client's own timeouts. (A
+// context with a deadline and no Done channel, which go-redis without
+// ContextTimeoutEnabled would never see end, goes through bounded.) A
+// call holds what bounded allocates
 // per command — the closure, the channel, the copies of the arguments —
 // and is pooled: it goes back to the pool only once its command has
 // returned, put there by the caller once it has read the result or, when
@@ -100,6 +105,7 @@ func (c *call) execute() {
 // soon as ctx is cancelled; c then belongs to the command's goroutine and
 // the caller must not touch it again.
 func (c *call) wait(ctx context.Context) error {
+	guard := c.g.guard // c is not ours to read once abandoned
 	go c.exec()
 	select {
 	case <-c.done:
@@ -108,6 +114,9 @@ func (c *call) wait(ctx context.Context) error {
 		if !c.state.CompareAndSwap(callRunning, callAbandoned) {
 			<-c.done // it returned meanwhile: its result counts
 			return nil
+		}
+		if guard {
+			return fmt.Errorf("%w (go-redis command abandoned: the client ignores contexts, set ContextTimeoutEnabled)", ctx.Err())
 		}
 		return fmt.Errorf("%w (go-redis command abandoned: go-redis does not watch a context's cancellation)", ctx.Err())
 	}

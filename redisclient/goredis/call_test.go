@@ -32,11 +32,16 @@ var echoScript = redisclient.NewScript(`return ARGV[1]`)
 // the arguments and the reply it will write) is not handed to another
 // caller until its command has returned: calls made meanwhile, which
 // finish at the same time as the abandoned one, each get their own reply
-// (and -race sees no shared write). The client has ContextTimeoutEnabled,
-// the way the adapter pools its hot path's calls.
+// (and -race sees no shared write). With ContextTimeoutEnabled and
+// without (go-redis's default).
 func TestAbandonedCallNotReused(t *testing.T) {
+	t.Run("context-timeout", func(t *testing.T) { abandonedCallNotReused(t, true) })
+	t.Run("defaults", func(t *testing.T) { abandonedCallNotReused(t, false) })
+}
+
+func abandonedCallNotReused(t *testing.T, contexts bool) {
 	srv := testserver.RedisT(t, testserver.RedisOptions{})
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1, PoolSize: 1})
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: contexts, MaxRetries: -1, PoolSize: 1})
 	t.Cleanup(func() { rdb.Close() })
 	slow := goredis.New(rdb)
 	others := goredis.New(redistest.GoRedisClient(t, srv.Addr()))

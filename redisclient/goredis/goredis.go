@@ -317,7 +317,7 @@ func (g *goRedis) Run(ctx context.Context, s *redisclient.Script, keys []string,
 	if g.unguarded(ctx) {
 		return g.runOnce(ctx, s, keys, args...)
 	}
-	if !g.guard {
+	if ctx.Done() != nil {
 		return g.runCall(ctx, s, keys, args)
 	}
 	keys, args = slices.Clone(keys), adapt.Detach(args)
@@ -355,12 +355,13 @@ func (g *goRedis) Do(ctx context.Context, args ...any) (any, error) {
 
 // CostNote implements [redisclient.CostNoter]: a client without
 // Options.ContextTimeoutEnabled (or one whose options New cannot read)
-// costs each command a goroutine, a context and a timer; with it, only a
-// command that can be cancelled takes a goroutine (go-redis does not
-// watch a cancellation), without the context and the timer.
+// costs each command a goroutine (and a context and a timer when it
+// cannot be cancelled), and an abandoned command holds its connection to
+// ReadTimeout; with it, only a command that can be cancelled takes a
+// goroutine (go-redis does not watch a cancellation).
 func (g *goRedis) CostNote() string {
 	if !g.guard {
 		return ""
 	}
-	return "go-redis ignores contexts without Options.ContextTimeoutEnabled (or New cannot read the client's options), so each command runs in a goroutine of its own with a context and a timer to keep the call's deadline; with ContextTimeoutEnabled: true go-redis keeps the deadline itself and only a command that can be cancelled takes the goroutine (docs/configuration.md)"
+	return "go-redis ignores contexts without Options.ContextTimeoutEnabled (or New cannot read the client's options), so each command runs in a goroutine of its own to keep the call's deadline (with a context and a timer of its own when the call cannot be cancelled), and a command abandoned at its deadline runs on to the client's ReadTimeout; with ContextTimeoutEnabled: true go-redis keeps the deadline itself and only a command that can be cancelled takes the goroutine (docs/configuration.md)"
 }

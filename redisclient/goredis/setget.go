@@ -33,7 +33,7 @@ func (g *goRedis) SetNXPXGet(ctx context.Context, key, value string, ttl time.Du
 	if g.unguarded(ctx) {
 		return g.setGetOnce(ctx, key, value, ttl)
 	}
-	if !g.guard {
+	if ctx.Done() != nil {
 		return g.setGetCall(ctx, key, value, ttl)
 	}
 	return bounded(g, ctx, func(ctx context.Context) (bool, error) { return g.setGetOnce(ctx, key, value, ttl) })
