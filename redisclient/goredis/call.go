@@ -46,6 +46,7 @@ type call struct {
 	state atomic.Uint32 // callRunning, callFinished or callAbandoned
 	done  chan struct{} // one value when the command has returned to a caller still waiting
 	exec  func()        // c.execute, bound once per call value
+	timer *time.Timer   // stopped; armed by wait for a client that ignores contexts
 }
 
 type callOp uint8
@@ -72,7 +73,8 @@ var calls sync.Pool
 
 func init() {
 	calls.New = func() any {
-		c := &call{done: make(chan struct{}, 1)}
+		c := &call{done: make(chan struct{}, 1), timer: time.NewTimer(time.Hour)}
+		c.timer.Stop()
 		c.exec = c.execute
 		return c
 	}
@@ -101,25 +103,42 @@ func (c *call) execute() {
 }
 
 // wait starts the command and returns nil once it has returned (its
-// results are in c, which the caller then recycles), or ctx's error as
-// soon as ctx is cancelled; c then belongs to the command's goroutine and
-// the caller must not touch it again.
+// results are in c, which the caller then recycles), or an error as soon
+// as ctx is cancelled or, for a client that ignores contexts, its
+// deadline passes (a context's Done may close late: the call keeps the
+// deadline with a timer of its own, as bounded does); c then belongs to
+// the command's goroutine and the caller must not touch it again.
 func (c *call) wait(ctx context.Context) error {
 	guard := c.g.guard // c is not ours to read once abandoned
+	var expired <-chan time.Time
+	if d, ok := ctx.Deadline(); ok && guard {
+		c.timer.Reset(time.Until(d))
+		expired = c.timer.C
+	}
 	go c.exec()
+	var err error
 	select {
 	case <-c.done:
+		if expired != nil {
+			c.timer.Stop()
+		}
 		return nil
 	case <-ctx.Done():
-		if !c.state.CompareAndSwap(callRunning, callAbandoned) {
-			<-c.done // it returned meanwhile: its result counts
-			return nil
-		}
-		if guard {
-			return fmt.Errorf("%w (go-redis command abandoned: the client ignores contexts, set ContextTimeoutEnabled)", ctx.Err())
-		}
-		return fmt.Errorf("%w (go-redis command abandoned: go-redis does not watch a context's cancellation)", ctx.Err())
+		err = ctx.Err()
+	case <-expired:
+		err = context.DeadlineExceeded
 	}
+	if expired != nil {
+		c.timer.Stop() // before c may go back to the pool
+	}
+	if !c.state.CompareAndSwap(callRunning, callAbandoned) {
+		<-c.done // it returned meanwhile: its result counts
+		return nil
+	}
+	if guard {
+		return fmt.Errorf("%w (go-redis command abandoned: the client ignores contexts, set ContextTimeoutEnabled)", err)
+	}
+	return fmt.Errorf("%w (go-redis command abandoned: go-redis does not watch a context's cancellation)", err)
 }
 
 // recycle clears c and puts it back in the pool; its command has returned

@@ -14,6 +14,7 @@ import (
 	"github.com/lockswap/lockswap/internal/testserver"
 	"github.com/lockswap/lockswap/redisclient"
 	"github.com/lockswap/lockswap/redisclient/goredis"
+	"github.com/lockswap/lockswap/redisclient/internal/stalltest"
 )
 
 // slowScript keeps the server busy for ARGV[1] microseconds, then answers
@@ -110,4 +111,66 @@ func cancellable(t *testing.T) context.Context {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// lateDoneCtx has a deadline its Done does not keep: Done closes only
+// when its parent is cancelled, as a context of another library might.
+type lateDoneCtx struct {
+	context.Context
+	deadline time.Time
+}
+
+func (c lateDoneCtx) Deadline() (time.Time, bool) { return c.deadline, true }
+
+// TestCallKeepsDeadlineOfLateDone: on a client that ignores contexts
+// (go-redis's defaults) a lock's command returns at its context's
+// deadline with context.DeadlineExceeded even when the context's Done has
+// not closed then, and the server is busy for far longer.
+func TestCallKeepsDeadlineOfLateDone(t *testing.T) {
+	srv := testserver.RedisT(t, testserver.RedisOptions{})
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
+	t.Cleanup(func() { rdb.Close() })
+	c := goredis.New(rdb)
+	busy := goredis.New(redistest.GoRedisClient(t, srv.Addr()))
+	bg := context.Background()
+	if _, err := c.Run(bg, slowScript, nil, 0, "warm"); err != nil { // c's connection is up, the script loaded
+		t.Fatal(err)
+	}
+	busyFor := 3 * stalltest.CancelBound
+	errc := make(chan error, 1)
+	go func() {
+		_, err := busy.Run(bg, slowScript, nil, busyFor.Microseconds(), "busy")
+		errc <- err
+	}()
+	t.Cleanup(func() { <-errc })
+	// The server is busy once it no longer answers a PING in time.
+	for until := time.Now().Add(5 * time.Second); ; {
+		pctx, cancel := context.WithTimeout(bg, 50*time.Millisecond)
+		_, err := busy.Do(pctx, "PING")
+		cancel()
+		if err != nil {
+			break
+		}
+		if time.Now().After(until) {
+			t.Fatal("the server never got busy")
+		}
+	}
+	const timeout = 100 * time.Millisecond
+	ctx := lateDoneCtx{Context: cancellable(t), deadline: time.Now().Add(timeout)}
+	for name, call := range map[string]func() error{
+		"SetNXPXGet": func() error {
+			_, err := c.(redisclient.SetGetter).SetNXPXGet(ctx, "late", "v", time.Minute)
+			return err
+		},
+		"Run": func() error { _, err := c.Run(ctx, echoScript, nil, "late"); return err },
+	} {
+		start := time.Now()
+		err := call()
+		if took := time.Since(start); took > timeout+stalltest.CancelBound {
+			t.Errorf("%s returned %v after it began, want within its %v deadline and %v", name, took, timeout, stalltest.CancelBound)
+		}
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("%s: %v, want context.DeadlineExceeded", name, err)
+		}
+	}
 }

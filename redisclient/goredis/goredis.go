@@ -355,13 +355,14 @@ func (g *goRedis) Do(ctx context.Context, args ...any) (any, error) {
 
 // CostNote implements [redisclient.CostNoter]: a client without
 // Options.ContextTimeoutEnabled (or one whose options New cannot read)
-// costs each command a goroutine (and a context and a timer when it
-// cannot be cancelled), and an abandoned command holds its connection to
-// ReadTimeout; with it, only a command that can be cancelled takes a
-// goroutine (go-redis does not watch a cancellation).
+// costs each command a goroutine (and, but for the lock's own commands
+// under a context that can be cancelled, a context and a timer), and an
+// abandoned command holds its connection to ReadTimeout; with it, only a
+// command that can be cancelled takes a goroutine (go-redis does not
+// watch a cancellation).
 func (g *goRedis) CostNote() string {
 	if !g.guard {
 		return ""
 	}
-	return "go-redis ignores contexts without Options.ContextTimeoutEnabled (or New cannot read the client's options), so each command runs in a goroutine of its own to keep the call's deadline (with a context and a timer of its own when the call cannot be cancelled), and a command abandoned at its deadline runs on to the client's ReadTimeout; with ContextTimeoutEnabled: true go-redis keeps the deadline itself and only a command that can be cancelled takes the goroutine (docs/configuration.md)"
+	return "go-redis ignores contexts without Options.ContextTimeoutEnabled (or New cannot read the client's options), so each command runs in a goroutine of its own to keep the call's deadline, with a timer (and a context, but for the lock's own commands under a context that can be cancelled), and a command abandoned at its deadline runs on to the client's ReadTimeout; with ContextTimeoutEnabled: true go-redis keeps the deadline itself and only a command that can be cancelled takes the goroutine (docs/configuration.md)"
 }
