@@ -13,7 +13,7 @@ import (
 
 // call is one command of a lock's hot path (the acquire's SET NX PX GET,
 // the release's and extend's scripts) under a context that can be
-// cancelled: the command runs on a goroutine of its own and the caller
+// cancelled: the command runs on a worker goroutine (runOnWorker) and the caller
 // returns when ctx ends (see bounded, which serves the other commands the
 // same way). With ContextTimeoutEnabled go-redis keeps ctx's deadline on
 // the socket; without it go-redis still obeys ctx between its retries and
@@ -115,7 +115,7 @@ func (c *call) wait(ctx context.Context) error {
 		c.timer.Reset(time.Until(d))
 		expired = c.timer.C
 	}
-	go c.exec()
+	runOnWorker(c.exec)
 	var err error
 	select {
 	case <-c.done:

@@ -23,8 +23,8 @@ type goRedis struct {
 	name string
 	addr string // Addr
 	// guard: the client ignores contexts (ContextTimeoutEnabled is off, or
-	// unknown), so each command runs in a goroutine of its own and the
-	// adapter returns when the context ends.
+	// unknown), so each command runs on another goroutine (a worker, see
+	// runOnWorker) and the adapter returns when the context ends.
 	guard bool
 }
 
@@ -36,9 +36,11 @@ type goRedis struct {
 // deadline bounds each command on the socket. Without it go-redis ignores
 // contexts (a command to a server that hangs waits for ReadTimeout, 3 s by
 // default, per retry), and the adapter keeps the deadlines another way: it
-// runs each command in a goroutine of its own and returns when the context
+// hands each command to another goroutine and returns when the context
 // ends, while the abandoned command finishes on the client's own timeouts.
-// That costs a goroutine per command. The same goes, with
+// That costs a hand-over per command: the goroutines are workers the
+// adapter keeps, shared by the process's adapters, and a worker exits
+// after 100–200 ms without a command. The same goes, with
 // ContextTimeoutEnabled, for a context that can be cancelled (with or
 // without a deadline): go-redis would not notice the cancellation until
 // the deadline or ReadTimeout.
@@ -150,10 +152,10 @@ func bounded[T any](g *goRedis, ctx context.Context, f func(context.Context) (T,
 		// watching, and f can have ctx as it is (it has ended when f is
 		// abandoned).
 		ch := make(chan result, 1)
-		go func() {
+		runOnWorker(func() {
 			v, err := f(ctx)
 			ch <- result{v, err}
-		}()
+		})
 		select {
 		case r := <-ch:
 			return r.v, r.err
@@ -176,11 +178,11 @@ func bounded[T any](g *goRedis, ctx context.Context, f func(context.Context) (T,
 		fctx, cancel = context.WithCancel(context.WithoutCancel(ctx))
 	}
 	ch := make(chan result, 1)
-	go func() {
+	runOnWorker(func() {
 		defer cancel()
 		v, err := f(fctx)
 		ch <- result{v, err}
-	}()
+	})
 	var zero T
 	const why = "go-redis command abandoned: the client ignores contexts, set ContextTimeoutEnabled"
 	select {
@@ -355,14 +357,14 @@ func (g *goRedis) Do(ctx context.Context, args ...any) (any, error) {
 
 // CostNote implements [redisclient.CostNoter]: a client without
 // Options.ContextTimeoutEnabled (or one whose options New cannot read)
-// costs each command a goroutine (and, but for the lock's own commands
+// costs each command a hand-over to another goroutine (and, but for the lock's own commands
 // under a context that can be cancelled, a context and a timer), and an
 // abandoned command holds its connection to ReadTimeout; with it, only a
-// command that can be cancelled takes a goroutine (go-redis does not
+// command that can be cancelled is handed over (go-redis does not
 // watch a cancellation).
 func (g *goRedis) CostNote() string {
 	if !g.guard {
 		return ""
 	}
-	return "go-redis ignores contexts without Options.ContextTimeoutEnabled (or New cannot read the client's options), so each command runs in a goroutine of its own to keep the call's deadline, with a timer (and a context, but for the lock's own commands under a context that can be cancelled), and a command abandoned at its deadline runs on to the client's ReadTimeout; with ContextTimeoutEnabled: true go-redis keeps the deadline itself and only a command that can be cancelled takes the goroutine (docs/configuration.md)"
+	return "go-redis ignores contexts without Options.ContextTimeoutEnabled (or New cannot read the client's options), so each command is handed to another goroutine to keep the call's deadline, with a timer (and a context, but for the lock's own commands under a context that can be cancelled), and a command abandoned at its deadline runs on to the client's ReadTimeout; with ContextTimeoutEnabled: true go-redis keeps the deadline itself and only a command that can be cancelled is handed over (docs/configuration.md)"
 }
