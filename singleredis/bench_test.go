@@ -7,12 +7,15 @@ import (
 	"time"
 
 	redigo "github.com/gomodule/redigo/redis"
+	goredislib "github.com/redis/go-redis/v9"
+	rueidislib "github.com/redis/rueidis"
 
 	"github.com/lockswap/lockswap"
 	"github.com/lockswap/lockswap/internal/benchloop"
 	"github.com/lockswap/lockswap/internal/redisscript"
 	"github.com/lockswap/lockswap/internal/redistest"
 	"github.com/lockswap/lockswap/internal/testserver"
+	lsrueidis "github.com/lockswap/lockswap/redisclient/rueidis"
 	"github.com/lockswap/lockswap/singleredis"
 )
 
@@ -69,19 +72,25 @@ func benchClients(b *testing.B) []benchClient {
 	token := "0123456789abcdef0123456789abcdef"
 	ttl := 10 * time.Second
 
-	// go-redis
-	gr := redistest.GoRedisClient(b, addr)
-	grLocker, _ := singleredis.New(redistest.GoRedis(b, addr), singleredis.Options{})
-	sha := gr.ScriptLoad(context.Background(), redisscript.CompareAndDelete.Source()).Val()
-	goredisFloor := func() benchloop.Cycle {
-		return func(ctx context.Context, key string) error {
-			ok, err := gr.SetNX(ctx, key, token, ttl).Result()
-			if err != nil || !ok {
-				return fmt.Errorf("floor SET: %v %v", ok, err)
+	// go-redis, with ContextTimeoutEnabled (as the docs recommend) and as
+	// it comes (without it): each floor on its own client, lockswap on
+	// another built the same way.
+	sha := redistest.GoRedisClient(b, addr).ScriptLoad(context.Background(), redisscript.CompareAndDelete.Source()).Val()
+	goredisFloor := func(gr *goredislib.Client) func() benchloop.Cycle {
+		return func() benchloop.Cycle {
+			return func(ctx context.Context, key string) error {
+				ok, err := gr.SetNX(ctx, key, token, ttl).Result()
+				if err != nil || !ok {
+					return fmt.Errorf("floor SET: %v %v", ok, err)
+				}
+				return gr.EvalSha(ctx, sha, []string{key}, token).Err()
 			}
-			return gr.EvalSha(ctx, sha, []string{key}, token).Err()
 		}
 	}
+	grLocker, _ := singleredis.New(redistest.GoRedis(b, addr), singleredis.Options{})
+	grDefLocker, _ := singleredis.New(redistest.GoRedisDefaults(b, addr), singleredis.Options{})
+	grDefault := goredislib.NewClient(&goredislib.Options{Addr: addr})
+	b.Cleanup(func() { grDefault.Close() })
 
 	// redigo
 	pool := redistest.RedigoPool(b, addr)
@@ -107,27 +116,39 @@ func benchClients(b *testing.B) []benchClient {
 		}
 	}
 
-	// rueidis (auto-pipelining: concurrent callers share writes)
-	rc := redistest.RueidisClient(b, addr)
-	rcLocker, _ := singleredis.New(redistest.Rueidis(b, addr), singleredis.Options{})
-	rueidisFloor := func() benchloop.Cycle {
-		return func(ctx context.Context, key string) error {
-			err := rc.Do(ctx, rc.B().Set().Key(key).Value(token).Nx().PxMilliseconds(ttl.Milliseconds()).Build()).Error()
-			if err != nil {
-				return fmt.Errorf("floor SET: %v", err)
+	// rueidis (auto-pipelining: concurrent callers share writes): the
+	// floor on a client as rueidis builds it by default and on one with
+	// AlwaysPipelining (which lsrueidis.NewClient sets, as the docs
+	// recommend); lockswap on the adapter NewClient returns.
+	rueidisFloor := func(rc rueidislib.Client) func() benchloop.Cycle {
+		return func() benchloop.Cycle {
+			return func(ctx context.Context, key string) error {
+				err := rc.Do(ctx, rc.B().Set().Key(key).Value(token).Nx().PxMilliseconds(ttl.Milliseconds()).Build()).Error()
+				if err != nil {
+					return fmt.Errorf("floor SET: %v", err)
+				}
+				return rc.Do(ctx, rc.B().Evalsha().Sha1(sha).Numkeys(1).Key(key).Arg(token).Build()).Error()
 			}
-			return rc.Do(ctx, rc.B().Evalsha().Sha1(sha).Numkeys(1).Key(key).Arg(token).Build()).Error()
 		}
 	}
+	rcPipelined, rcAdapter, err := lsrueidis.NewClient(rueidislib.ClientOption{InitAddress: []string{addr},
+		ForceSingleClient: true, DisableRetry: true, DisableCache: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(rcPipelined.Close)
+	rcLocker, _ := singleredis.New(rcAdapter, singleredis.Options{})
 
 	lockswapCycle := func(lk lockswap.Locker) func() benchloop.Cycle {
 		return func() benchloop.Cycle { return benchloop.TryCycle(lk, ttl) }
 	}
 
 	return []benchClient{
-		{"goredis", goredisFloor, lockswapCycle(grLocker)},
+		{"goredis", goredisFloor(redistest.GoRedisClient(b, addr)), lockswapCycle(grLocker)},
+		{"goredis-default", goredisFloor(grDefault), lockswapCycle(grDefLocker)},
 		{"redigo", redigoFloor, lockswapCycle(rgLocker)},
-		{"rueidis", rueidisFloor, lockswapCycle(rcLocker)},
+		{"rueidis", rueidisFloor(redistest.RueidisClient(b, addr)), lockswapCycle(rcLocker)},
+		{"rueidis-pipelined", rueidisFloor(rcPipelined), lockswapCycle(rcLocker)},
 	}
 }
 

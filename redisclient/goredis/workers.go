@@ -12,7 +12,9 @@ import "time"
 //
 //   - a command goes to a worker waiting for one, if there is one, and
 //     otherwise starts a new worker, so a command never waits for a worker
-//     and there are never more workers than commands that ran at once;
+//     and there are never more workers than the commands in flight plus
+//     the workers between finishing a command and waiting for the next
+//     (a command that arrives then starts a worker of its own);
 //   - a worker exits between workerIdle and twice that long after its
 //     last command, so the workers of a burst end soon after it, and a
 //     process that stops using the adapter keeps none.

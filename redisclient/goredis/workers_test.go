@@ -20,7 +20,7 @@ const workerFrame = "redisclient/goredis.worker("
 
 // workerIdle is the adapter's: a worker exits between it and twice it
 // after its last command.
-const workerIdle = 100 * time.Millisecond
+const workerIdle = goredis.WorkerIdle
 
 // workers returns the stacks of the adapter's worker goroutines, and how
 // many of them wait for a command (blocked in their select).
