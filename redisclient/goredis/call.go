@@ -9,11 +9,12 @@ import (
 
 	"github.com/lockswap/lockswap/redisclient"
 	"github.com/lockswap/lockswap/redisclient/internal/adapt"
+	"github.com/lockswap/lockswap/redisclient/internal/workers"
 )
 
 // call is one command of a lock's hot path (the acquire's SET NX PX GET,
 // the release's and extend's scripts) under a context that can be
-// cancelled: the command runs on a worker goroutine (runOnWorker) and the caller
+// cancelled: the command runs on a worker goroutine (workers.Run) and the caller
 // returns when ctx ends (see bounded, which serves the other commands the
 // same way). With ContextTimeoutEnabled go-redis keeps ctx's deadline on
 // the socket; without it go-redis still obeys ctx between its retries and
@@ -115,7 +116,7 @@ func (c *call) wait(ctx context.Context) error {
 		c.timer.Reset(time.Until(d))
 		expired = c.timer.C
 	}
-	runOnWorker(c.exec)
+	workers.Run(c.exec)
 	var err error
 	select {
 	case <-c.done:

@@ -15,6 +15,7 @@ import (
 
 	"github.com/lockswap/lockswap/redisclient"
 	"github.com/lockswap/lockswap/redisclient/internal/adapt"
+	"github.com/lockswap/lockswap/redisclient/internal/workers"
 )
 
 // goRedis adapts any go-redis v9 command interface.
@@ -24,7 +25,7 @@ type goRedis struct {
 	addr string // Addr
 	// guard: the client ignores contexts (ContextTimeoutEnabled is off, or
 	// unknown), so each command runs on another goroutine (a worker, see
-	// runOnWorker) and the adapter returns when the context ends.
+	// package workers) and the adapter returns when the context ends.
 	guard bool
 }
 
@@ -152,7 +153,7 @@ func bounded[T any](g *goRedis, ctx context.Context, f func(context.Context) (T,
 		// watching, and f can have ctx as it is (it has ended when f is
 		// abandoned).
 		ch := make(chan result, 1)
-		runOnWorker(func() {
+		workers.Run(func() {
 			v, err := f(ctx)
 			ch <- result{v, err}
 		})
@@ -178,7 +179,7 @@ func bounded[T any](g *goRedis, ctx context.Context, f func(context.Context) (T,
 		fctx, cancel = context.WithCancel(context.WithoutCancel(ctx))
 	}
 	ch := make(chan result, 1)
-	runOnWorker(func() {
+	workers.Run(func() {
 		defer cancel()
 		v, err := f(fctx)
 		ch <- result{v, err}

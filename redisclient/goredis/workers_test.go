@@ -13,18 +13,19 @@ import (
 	"github.com/lockswap/lockswap/redisclient"
 	"github.com/lockswap/lockswap/redisclient/goredis"
 	"github.com/lockswap/lockswap/redisclient/internal/stalltest"
+	"github.com/lockswap/lockswap/redisclient/internal/workers"
 )
 
 // workerFrame is on the stack of each of the adapter's worker goroutines.
-const workerFrame = "redisclient/goredis.worker("
+const workerFrame = "redisclient/internal/workers.worker("
 
 // workerIdle is the adapter's: a worker exits between it and twice it
 // after its last command.
-const workerIdle = goredis.WorkerIdle
+const workerIdle = workers.Idle
 
-// workers returns the stacks of the adapter's worker goroutines, and how
+// workerStacks returns the stacks of the adapter's worker goroutines, and how
 // many of them wait for a command (blocked in their select).
-func workers() (stacks []string, parked int) {
+func workerStacks() (stacks []string, parked int) {
 	stacks = stalltest.Goroutines(workerFrame)
 	for _, g := range stacks {
 		if header, _, _ := strings.Cut(g, "\n"); strings.Contains(header, "[select") {
@@ -38,7 +39,7 @@ func workers() (stacks []string, parked int) {
 func waitWorkers(t *testing.T, what string, ok func(n, parked int) bool) {
 	t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
-		stacks, parked := workers()
+		stacks, parked := workerStacks()
 		if ok(len(stacks), parked) {
 			return
 		}
@@ -76,9 +77,9 @@ func TestWorkers(t *testing.T) {
 			start := time.Now()
 			setGet("first")
 			waitWorkers(t, "after one command", func(n, parked int) bool { return parked >= 1 })
-			before, _ := workers()
+			before, _ := workerStacks()
 			setGet("second")
-			after, _ := workers()
+			after, _ := workerStacks()
 			if time.Since(start) >= workerIdle {
 				if round == 20 {
 					t.Fatalf("no round took less than %v", workerIdle)

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+
+	"github.com/lockswap/lockswap/redisclient/internal/workers"
 )
 
 // group is the adapter's group commit: while one of its commands (or
@@ -27,15 +29,16 @@ import (
 // context ends returns at once, and its command is not sent if its batch
 // has not gone yet (its outcome is unknown if it has). A batch goes under
 // a context of its own that ends at the latest deadline of its commands,
-// in a goroutine that lives until the batch's replies come or that
-// deadline passes, so no caller's end cuts short another caller's command.
+// on a worker goroutine (package workers) that serves it until the
+// batch's replies come or that deadline passes, so no caller's end cuts
+// short another caller's command.
 // That context carries no caller's values: a rueidis hook (tracing, for
 // one) sees the batch as one DoMulti outside any caller's trace.
 //
 // The grouped adapter's split conns ([splitter], split.go) use the same
 // batches without a caller waiting in do: start adds a command to the
 // batch in the making, or, when nothing is in flight, sends it at once
-// from a goroutine of its own (sendAlone), and the caller waits for the
+// from a worker goroutine (sendAlone), and the caller waits for the
 // replies afterwards.
 //
 // A blocking command (BLPOP and the like) goes alone, as it would hold up
@@ -201,11 +204,11 @@ func (a *adapter) send(ctx context.Context, cmd rueidis.Completed) rueidis.Redis
 }
 
 // sendPending is called by the caller whose command was in flight, when
-// it returns: a goroutine sends the commands that gathered meanwhile,
+// it returns: a worker goroutine sends the commands that gathered meanwhile,
 // batch after batch, and then nothing is in flight.
 func (a *adapter) sendPending() {
 	if batch := a.nextBatch(); batch != nil {
-		go a.sendBatches(batch)
+		workers.Run(func() { a.sendBatches(batch) })
 	}
 }
 

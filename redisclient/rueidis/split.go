@@ -10,6 +10,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/lockswap/lockswap/redisclient"
+	"github.com/lockswap/lockswap/redisclient/internal/workers"
 )
 
 // splitter is the grouped adapter of a single-server client (Grouped): it
@@ -22,8 +23,8 @@ type splitter struct{ *adapter }
 // Split implements [redisclient.Splitter]. The conn it returns holds no
 // connection: its commands go in the adapter's batches (group.go), a
 // command flushed while nothing else of the adapter's is in flight in a
-// batch of its own, sent by a goroutine. Each command is bounded by ctx,
-// as with [redisclient.Client.Do], and Receive by its timeout. A command
+// batch of its own, sent by a worker goroutine. Each command is bounded
+// by ctx, as with [redisclient.Client.Do], and Receive by its timeout. A command
 // flushed after ctx has ended still goes, bounded by [lateSend] of its
 // own, and Receive waits for its reply that long even when given a
 // shorter timeout: on a connection a request written after the deadline
@@ -186,7 +187,7 @@ func (a *adapter) start(ctx context.Context, q *queued, late bool) *member {
 	}
 	g.busy = true
 	g.mu.Unlock()
-	go a.sendAlone(m)
+	workers.Run(func() { a.sendAlone(m) })
 	return m
 }
 
