@@ -16,39 +16,6 @@ import (
 	"github.com/lockswap/lockswap/redisclient/internal/workers"
 )
 
-// workerFrame is on the stack of each of the adapter's worker goroutines.
-const workerFrame = "redisclient/internal/workers.worker("
-
-// workerIdle is the adapter's: a worker exits between it and twice it
-// after its last command.
-const workerIdle = workers.Idle
-
-// workerStacks returns the stacks of the adapter's worker goroutines, and how
-// many of them wait for a command (blocked in their select).
-func workerStacks() (stacks []string, parked int) {
-	stacks = stalltest.Goroutines(workerFrame)
-	for _, g := range stacks {
-		if header, _, _ := strings.Cut(g, "\n"); strings.Contains(header, "[select") {
-			parked++
-		}
-	}
-	return stacks, parked
-}
-
-// waitWorkers waits, up to 5 s, until ok holds of the workers.
-func waitWorkers(t *testing.T, what string, ok func(n, parked int) bool) {
-	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
-		stacks, parked := workerStacks()
-		if ok(len(stacks), parked) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %d workers after 5 s (%d waiting):\n%s", what, len(stacks), parked, strings.Join(stacks, "\n\n"))
-		}
-	}
-}
-
 // TestWorkers: a command under a context that can be cancelled runs on one
 // of the adapter's worker goroutines; the next command goes to a worker
 // that waits instead of starting a goroutine (whose stack would grow again
@@ -68,21 +35,21 @@ func TestWorkers(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		waitWorkers(t, "workers left by earlier tests", func(n, _ int) bool { return n == 0 })
+		stalltest.WaitWorkers(t, "workers left by earlier tests", func(n, _ int) bool { return n == 0 })
 
 		// A second command reaches the waiting worker. The worker cannot
-		// have ended before workerIdle has passed since the first command
+		// have ended before workers.Idle has passed since the first command
 		// started; a round that took longer proves nothing and is run again.
 		for round := 0; ; round++ {
 			start := time.Now()
 			setGet("first")
-			waitWorkers(t, "after one command", func(n, parked int) bool { return parked >= 1 })
-			before, _ := workerStacks()
+			stalltest.WaitWorkers(t, "after one command", func(n, parked int) bool { return parked >= 1 })
+			before, _ := stalltest.Workers()
 			setGet("second")
-			after, _ := workerStacks()
-			if time.Since(start) >= workerIdle {
+			after, _ := stalltest.Workers()
+			if time.Since(start) >= workers.Idle {
 				if round == 20 {
-					t.Fatalf("no round took less than %v", workerIdle)
+					t.Fatalf("no round took less than %v", workers.Idle)
 				}
 				continue
 			}
@@ -101,6 +68,6 @@ func TestWorkers(t *testing.T) {
 			})
 		}
 		wg.Wait()
-		waitWorkers(t, "the burst's workers did not end", func(n, _ int) bool { return n == 0 })
+		stalltest.WaitWorkers(t, "the burst's workers did not end", func(n, _ int) bool { return n == 0 })
 	}
 }

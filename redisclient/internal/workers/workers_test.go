@@ -1,7 +1,6 @@
 package workers_test
 
 import (
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -10,41 +9,12 @@ import (
 	"github.com/lockswap/lockswap/redisclient/internal/workers"
 )
 
-// workerFrame is on the stack of each worker goroutine.
-const workerFrame = "redisclient/internal/workers.worker("
-
-// workerStacks returns the stacks of the workers, and how many of them
-// wait for a command (blocked in their select).
-func workerStacks() (stacks []string, parked int) {
-	stacks = stalltest.Goroutines(workerFrame)
-	for _, g := range stacks {
-		if header, _, _ := strings.Cut(g, "\n"); strings.Contains(header, "[select") {
-			parked++
-		}
-	}
-	return stacks, parked
-}
-
-// waitWorkers waits, up to 5 s, until ok holds of the workers.
-func waitWorkers(t *testing.T, what string, ok func(n, parked int) bool) {
-	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
-		stacks, parked := workerStacks()
-		if ok(len(stacks), parked) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %d workers after 5 s (%d waiting):\n%s", what, len(stacks), parked, strings.Join(stacks, "\n\n"))
-		}
-	}
-}
-
 // TestRun: Run runs its function on another goroutine without waiting
 // for it, even when every worker is busy; a function handed over while a
 // worker waits goes to that worker rather than to a new one; and the
 // workers of a burst end once it is over, none left behind.
 func TestRun(t *testing.T) {
-	waitWorkers(t, "workers left by earlier tests", func(n, _ int) bool { return n == 0 })
+	stalltest.WaitWorkers(t, "workers left by earlier tests", func(n, _ int) bool { return n == 0 })
 	run := func() {
 		done := make(chan struct{})
 		workers.Run(func() { close(done) })
@@ -57,10 +27,10 @@ func TestRun(t *testing.T) {
 	for round := 0; ; round++ {
 		start := time.Now()
 		run()
-		waitWorkers(t, "after one function", func(_, parked int) bool { return parked >= 1 })
-		before, _ := workerStacks()
+		stalltest.WaitWorkers(t, "after one function", func(_, parked int) bool { return parked >= 1 })
+		before, _ := stalltest.Workers()
 		run()
-		after, _ := workerStacks()
+		after, _ := stalltest.Workers()
 		if time.Since(start) >= workers.Idle {
 			if round == 20 {
 				t.Fatalf("no round took less than %v", workers.Idle)
@@ -85,9 +55,9 @@ func TestRun(t *testing.T) {
 		})
 	}
 	started.Wait()
-	if stacks, _ := workerStacks(); len(stacks) < 16 {
+	if stacks, _ := stalltest.Workers(); len(stacks) < 16 {
 		t.Errorf("%d workers for 16 functions running at once", len(stacks))
 	}
 	close(release)
-	waitWorkers(t, "the burst's workers did not end", func(n, _ int) bool { return n == 0 })
+	stalltest.WaitWorkers(t, "the burst's workers did not end", func(n, _ int) bool { return n == 0 })
 }

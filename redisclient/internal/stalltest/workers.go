@@ -1,0 +1,39 @@
+package stalltest
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// workerFrame is on the stack of each of the adapters' worker goroutines
+// (package redisclient/internal/workers).
+const workerFrame = "redisclient/internal/workers.worker("
+
+// Workers returns the stacks of the adapters' worker goroutines, and how
+// many of them wait for a command (blocked in their select).
+func Workers() (stacks []string, parked int) {
+	stacks = Goroutines(workerFrame)
+	for _, g := range stacks {
+		if header, _, _ := strings.Cut(g, "\n"); strings.Contains(header, "[select") {
+			parked++
+		}
+	}
+	return stacks, parked
+}
+
+// WaitWorkers waits, up to 5 s, until ok holds of the workers (how many,
+// and how many wait for a command), and fails t with what and their
+// stacks if it does not.
+func WaitWorkers(t *testing.T, what string, ok func(n, parked int) bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		stacks, parked := Workers()
+		if ok(len(stacks), parked) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %d workers after 5 s (%d waiting):\n%s", what, len(stacks), parked, strings.Join(stacks, "\n\n"))
+		}
+	}
+}
