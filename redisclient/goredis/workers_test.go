@@ -2,6 +2,7 @@ package goredis_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -13,7 +14,6 @@ import (
 	"github.com/lockswap/lockswap/redisclient"
 	"github.com/lockswap/lockswap/redisclient/goredis"
 	"github.com/lockswap/lockswap/redisclient/internal/stalltest"
-	"github.com/lockswap/lockswap/redisclient/internal/workers"
 )
 
 // TestWorkers: a command under a context that can be cancelled runs on one
@@ -37,27 +37,8 @@ func TestWorkers(t *testing.T) {
 		}
 		stalltest.WaitWorkers(t, "workers left by earlier tests", func(n, _ int) bool { return n == 0 })
 
-		// A second command reaches the waiting worker. The worker cannot
-		// have ended before workers.Idle has passed since the first command
-		// started; a round that took longer proves nothing and is run again.
-		for round := 0; ; round++ {
-			start := time.Now()
-			setGet("first")
-			stalltest.WaitWorkers(t, "after one command", func(n, parked int) bool { return parked >= 1 })
-			before, _ := stalltest.Workers()
-			setGet("second")
-			after, _ := stalltest.Workers()
-			if time.Since(start) >= workers.Idle {
-				if round == 20 {
-					t.Fatalf("no round took less than %v", workers.Idle)
-				}
-				continue
-			}
-			if len(after) > len(before) {
-				t.Errorf("contexts=%v: a command started a worker while one waited (%d before, %d after)", contexts, len(before), len(after))
-			}
-			break
-		}
+		// A second command reaches the waiting worker.
+		stalltest.CheckWorkerReuse(t, fmt.Sprintf("contexts=%v", contexts), func() { setGet("first") }, func() { setGet("second") })
 
 		var wg sync.WaitGroup
 		for g := range 16 {

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lockswap/lockswap/redisclient/internal/workers"
 )
 
 // workerFrame is on the stack of each of the adapters' worker goroutines
@@ -35,5 +37,32 @@ func WaitWorkers(t *testing.T, what string, ok func(n, parked int) bool) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: %d workers after 5 s (%d waiting):\n%s", what, len(stacks), parked, strings.Join(stacks, "\n\n"))
 		}
+	}
+}
+
+// CheckWorkerReuse fails t unless second, run while the worker first used
+// waits for a command, goes to that worker rather than starting another.
+// The worker cannot have ended before workers.Idle has passed since first
+// started; a round that takes longer proves nothing and is run again, up
+// to 20 times.
+func CheckWorkerReuse(t *testing.T, what string, first, second func()) {
+	t.Helper()
+	for round := 0; ; round++ {
+		start := time.Now()
+		first()
+		WaitWorkers(t, what+": after the first", func(_, parked int) bool { return parked >= 1 })
+		before, _ := Workers()
+		second()
+		after, _ := Workers()
+		if time.Since(start) >= workers.Idle {
+			if round == 20 {
+				t.Fatalf("%s: no round took less than %v", what, workers.Idle)
+			}
+			continue
+		}
+		if len(after) > len(before) {
+			t.Errorf("%s: the second started a worker while one waited (%d before, %d after)", what, len(before), len(after))
+		}
+		return
 	}
 }

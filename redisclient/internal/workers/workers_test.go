@@ -3,7 +3,6 @@ package workers_test
 import (
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/lockswap/lockswap/redisclient/internal/stalltest"
 	"github.com/lockswap/lockswap/redisclient/internal/workers"
@@ -21,27 +20,7 @@ func TestRun(t *testing.T) {
 		<-done
 	}
 
-	// The worker cannot have ended before Idle has passed since the
-	// first function started; a round that took longer proves nothing
-	// and is run again.
-	for round := 0; ; round++ {
-		start := time.Now()
-		run()
-		stalltest.WaitWorkers(t, "after one function", func(_, parked int) bool { return parked >= 1 })
-		before, _ := stalltest.Workers()
-		run()
-		after, _ := stalltest.Workers()
-		if time.Since(start) >= workers.Idle {
-			if round == 20 {
-				t.Fatalf("no round took less than %v", workers.Idle)
-			}
-			continue
-		}
-		if len(after) > len(before) {
-			t.Errorf("a function started a worker while one waited (%d before, %d after)", len(before), len(after))
-		}
-		break
-	}
+	stalltest.CheckWorkerReuse(t, "Run", run, run)
 
 	// 16 functions that block until released: Run returns for each at
 	// once, so each has a worker of its own.
