@@ -176,7 +176,8 @@ func redigoFloorCycle(pool *redigo.Pool, retry lockswap.RetryStrategy) cycleFunc
 // redis1Impls: one redis-server (the first), through go-redis, redigo and
 // rueidis. The -default impls are go-redis as it comes (without
 // ContextTimeoutEnabled): its floor, and singleredis on it, whose adapter
-// then pays a goroutine per command to keep the deadlines.
+// then pays a hand-over to a worker goroutine per command to keep the
+// deadlines.
 func redis1Impls(b *testing.B, s *servers) []impl {
 	gr, grDef, pool := s.goredis[0], s.goredisDefault, s.redigo[0]
 	retry := singleredis.DefaultRetry

@@ -111,7 +111,7 @@ func rueidisLockCycle(lk rueidislock.Locker) cycleFunc {
 // lsrueidis.NewClient returned with the floor's client (the recommended
 // way), singleredis on lsrueidis.NewNamed of the same client (the old
 // way: the adapter cannot tell the client pipelines always, and pays a
-// goroutine per command), the floor on a client built without
+// hand-over to a worker goroutine per command), the floor on a client built without
 // AlwaysPipelining (rueidis's default), and rueidislock.
 func redis1RueidisImpls(b *testing.B, s *servers) []impl {
 	c, retry := s.rueidis[0], singleredis.DefaultRetry

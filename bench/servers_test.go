@@ -58,7 +58,7 @@ type servers struct {
 // goredisOptions are the options of the shared go-redis clients: no
 // retries, a pool for 32 goroutines and more, and ContextTimeoutEnabled,
 // the setting the docs recommend (without it, go-redis's default, the
-// adapter runs each command in a goroutine of its own).
+// adapter hands each command to another goroutine, one of its workers).
 func goredisOptions(addr string) *goredis.Options {
 	return &goredis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1, DialTimeout: time.Second, PoolSize: 64}
 }

@@ -140,8 +140,8 @@ func (a *adapter) do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisRe
 // (watchHandshake). While a connection of the client comes up, though,
 // rueidis has the other commands bound for it wait for that handshake
 // without looking at their own contexts: those go through doWatched
-// (a.rising). Watching every command from a goroutine would cost each
-// lock cycle a goroutine and a channel.
+// (a.rising). Watching every command from another goroutine would cost
+// each lock cycle two hand-overs and two channels.
 func (a *adapter) unwatched(ctx context.Context) bool {
 	if ctx.Done() == nil {
 		return false
@@ -167,19 +167,20 @@ func withDone(ctx context.Context) (context.Context, context.CancelFunc) {
 }
 
 // doWatched sends cmd under ctx, which can be cancelled and which rueidis
-// may not watch (unwatched), from a goroutine, and returns its reply, or
-// the context's error as soon as ctx is cancelled: the command then
-// finishes in the background (its outcome unknown), and after runs when it
-// has. A goroutine per such command; a context that cannot be cancelled,
-// or one with a deadline on a client Dial made, goes without.
+// may not watch (unwatched), from a worker goroutine (package workers),
+// and returns its reply, or the context's error as soon as ctx is
+// cancelled: the command then finishes in the background (its outcome
+// unknown), and after runs when it has. A hand-over to a worker per such
+// command; a context that cannot be cancelled, or one with a deadline on
+// a client Dial made, goes without.
 func (a *adapter) doWatched(ctx context.Context, cmd rueidis.Completed, after func()) rueidis.RedisResult {
 	done := make(chan rueidis.RedisResult, 1)
-	go func() {
+	workers.Run(func() {
 		if after != nil {
 			defer after()
 		}
 		done <- a.send(ctx, cmd)
-	}()
+	})
 	select {
 	case r := <-done:
 		return r

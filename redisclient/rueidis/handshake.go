@@ -32,7 +32,7 @@ var aLongTimeAgo = time.Unix(1, 0)
 // Only the command that makes the connection is watched so: the others
 // that land on the connection while it comes up wait for its handshake,
 // bounded by that command's context and the dial timeout, as rueidis
-// has them do; the adapter sends those from a goroutine of their own
+// has them do; the adapter sends those from another goroutine (a worker)
 // meanwhile (adapter.unwatched), which up, when not nil, ends: it is
 // called once, when the server first answers or the connection is
 // closed.

@@ -22,10 +22,10 @@ import (
 // requests; see the package doc) and watches each connection's handshake
 // under the context of the command that dials it (opt.DialCtxFn or
 // DialFn, when set, still dials). The adapter then leaves a command with
-// a deadline to rueidis, which watches its cancellation: no goroutine per
-// command, where an adapter from [New] or [NewNamed], which cannot tell
-// how its client was made, pays a goroutine and a channel for every
-// command that can be cancelled. A DialCtxFn of opt's must return when
+// a deadline to rueidis, which watches its cancellation: no hand-over
+// per command, where an adapter from [New] or [NewNamed], which cannot
+// tell how its client was made, pays a hand-over to a worker goroutine
+// and a channel for every command that can be cancelled. A DialCtxFn of opt's must return when
 // its context ends. The adapter watches every command itself, as New's
 // does, where it cannot leave them to rueidis: with DisableAutoPipelining
 // (rueidis then turns AlwaysPipelining off), with the deprecated DialFn

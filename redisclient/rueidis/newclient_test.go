@@ -33,8 +33,8 @@ func dialNewClient(_ context.Context, s registry.RedisServer) (redisclient.Clien
 }
 
 // TestNewClientCancel: NewClient's adapter sends a command with a
-// deadline without a goroutine of its own (it knows the client pipelines
-// always), and a command still returns soon after its context is
+// deadline without handing it to another goroutine (it knows the client
+// pipelines always), and a command still returns soon after its context is
 // cancelled with the server hung, before the connection is up (the
 // handshake is watched), after, and while a TLS handshake waits.
 func TestNewClientCancel(t *testing.T) {
@@ -48,7 +48,7 @@ func TestNewClientCancel(t *testing.T) {
 // has the server's address as its identity; an adapter from NewNamed of a
 // client made without NewClient says what each command costs more
 // (MsgClientCost), and costs it: more allocations per command under a
-// context that can be cancelled, the goroutine and channel of the watch.
+// context that can be cancelled, the hand-over and channel of the watch.
 func TestNewClientCost(t *testing.T) {
 	srv := testserver.RedisT(t, testserver.RedisOptions{})
 	c, fast, err := rueidis.NewClient(rueidislib.ClientOption{InitAddress: []string{srv.Addr()}, ForceSingleClient: true, DisableCache: true})
@@ -61,7 +61,7 @@ func TestNewClientCost(t *testing.T) {
 		t.Errorf("NewClient's adapter notes a cost: %q", n)
 	}
 	if n := slow.(redisclient.CostNoter).CostNote(); n == "" {
-		t.Error("NewNamed's adapter notes no cost, but it watches every command from a goroutine")
+		t.Error("NewNamed's adapter notes no cost, but it hands every command to another goroutine")
 	}
 	if !redisclient.SameServer(fast, slow) || fast.Addr() == "" {
 		t.Errorf("NewClient's adapter has address %q, want the server's, %q", fast.Addr(), slow.Addr())

@@ -17,7 +17,8 @@
 // unknown (a transport error, see [redisclient.IsTransport]).
 //
 // Make the client with [NewClient], which sets what follows and lets the
-// adapter send a request with a deadline without a goroutine of its own;
+// adapter send a request with a deadline without handing it to another
+// goroutine;
 // or give [New] a client made with ClientOption.AlwaysPipelining set, as
 // client=rueidis URLs make it. Otherwise rueidis runs a request that is
 // alone on its connection by itself, with the context's deadline on the
@@ -67,10 +68,10 @@ type adapter struct {
 // client, which the backends reject with lockswap.ErrInvalid. Make c with
 // ClientOption.AlwaysPipelining set (see the package doc): without it one
 // caller's deadline can close the connection under the other callers. As
-// New cannot tell how c was made, its adapter sends every command under a
-// context that can be cancelled from a goroutine of its own, which returns
-// at the cancellation: a command rueidis runs by itself watches its
-// context's deadline only.
+// New cannot tell how c was made, its adapter hands every command under a
+// context that can be cancelled to another goroutine (one of the workers
+// the adapters keep) and returns at the cancellation: a command rueidis
+// runs by itself watches its context's deadline only.
 func New(c rueidis.Client) redisclient.Client {
 	if redisclient.IsNil(c) {
 		return nil
@@ -352,11 +353,11 @@ func appendStrs(out []string, args []any) []string {
 }
 
 // CostNote implements [redisclient.CostNoter]: an adapter from [New] or
-// [NewNamed] cannot tell that its client pipelines always, so it runs
-// each command that can be cancelled from a goroutine of its own.
+// [NewNamed] cannot tell that its client pipelines always, so it hands
+// each command that can be cancelled to another goroutine.
 func (a *adapter) CostNote() string {
 	if a.pipelined {
 		return ""
 	}
-	return "the adapter of a rueidis client from New or NewNamed (or from NewClient with DisableAutoPipelining, the deprecated DialFn, or a cluster or sentinel client) cannot leave a command's cancellation to rueidis, so each command that can be cancelled runs in a goroutine of its own; make a client of one server with lockswap's rueidis.NewClient (docs/configuration.md)"
+	return "the adapter of a rueidis client from New or NewNamed (or from NewClient with DisableAutoPipelining, the deprecated DialFn, or a cluster or sentinel client) cannot leave a command's cancellation to rueidis, so each command that can be cancelled is handed to another goroutine; make a client of one server with lockswap's rueidis.NewClient (docs/configuration.md)"
 }

@@ -163,8 +163,9 @@ func (sc *splitConn) Close() error {
 
 // start hands cmd to the adapter's next batch and returns its member,
 // whose done channel gets the reply: the batch in the making when one is
-// in flight, else a batch of its own, sent at once by a goroutine. late
-// marks a command flushed after its Split's context ended.
+// in flight, else a batch of its own, sent at once by a worker goroutine
+// (package workers). late marks a command flushed after its Split's
+// context ended.
 func (a *adapter) start(ctx context.Context, q *queued, late bool) *member {
 	m := members.Get().(*member)
 	m.ctx, m.cmd, m.late, m.fb = ctx, q.cmd, late, q.fb
@@ -175,7 +176,7 @@ func (a *adapter) start(ctx context.Context, q *queued, late bool) *member {
 	}
 	if cmd.IsBlock() {
 		// It would hold up a batch: alone, beside the batches.
-		go func() { m.done <- a.send(m.ctx, m.cmd) }()
+		workers.Run(func() { m.done <- a.send(m.ctx, m.cmd) })
 		return m
 	}
 	g := &a.group

@@ -3,9 +3,10 @@
 // a goroutine started per command.
 //
 // A command that must let its caller return when its context ends (the
-// go-redis adapter's calls and bounded commands, a rueidis split conn's
-// command sent alone or its batch) runs on a goroutine other than the
-// caller's. Starting a goroutine per command costs more than the
+// go-redis adapter's calls and bounded commands; the rueidis adapter's
+// commands that it watches itself, its group commit's batches, and a
+// split conn's command sent alone or blocking) runs on a goroutine other
+// than the caller's. Starting a goroutine per command costs more than the
 // goroutine: its stack starts small and is grown (copied) to the client's
 // depth on every command, which a CPU profile of 32 goroutines cycling
 // locks on go-redis put at 12–13% of the time. The package keeps those
