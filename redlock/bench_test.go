@@ -352,6 +352,51 @@ func BenchmarkCyclePaired(b *testing.B) {
 	}
 }
 
+// BenchmarkClientsPaired compares the client libraries under Redlock at
+// N = 3 and 5, serially, in alternating blocks as BenchmarkCyclePaired
+// does: redigo and rueidis (through lsrueidis.NewClient, as the docs
+// recommend), each paired with go-redis with ContextTimeoutEnabled (the
+// default client=), "ratio" being the other's time per cycle ÷
+// go-redis's; and rueidis as redlock uses it (redisclient.Grouper: the
+// group commit, whose adapter is also a redisclient.Splitter that
+// pipelines a round) paired with the adapter of another client of the
+// same kind seen without Grouper (redlock then sends each instance's
+// command through its fan-out), "ratio" being grouped ÷ ungrouped: the
+// serial price of the group commit and its split path.
+// Run:
+//
+//	go test -run '^$' -bench ClientsPaired -benchtime=3000x -count 5 ./redlock/
+func BenchmarkClientsPaired(b *testing.B) {
+	for _, n := range []int{3, 5} {
+		addrs := benchServers(b, n)
+		goredisCycle := benchloop.TryCycle(benchLocker(b, addrs, redistest.GoRedis, redlock.Options{}), benchTTL)
+		ungrouped := func(t testing.TB, addr string) redisclient.Client {
+			a := redistest.RueidisFast(t, addr)
+			// Only the methods of Client and SetGetter: redlock sees no
+			// Grouper, and uses the adapter as it is.
+			return struct {
+				redisclient.Client
+				redisclient.SetGetter
+			}{a, a.(redisclient.SetGetter)}
+		}
+		for _, c := range []struct {
+			name, base string
+			baseCycle  benchloop.Cycle
+			newClient  redistest.NewClient
+		}{
+			{"redigo", "goredis", goredisCycle, redistest.Redigo},
+			{"rueidis", "goredis", goredisCycle, redistest.RueidisFast},
+			{"rueidis-grouped", "ungrouped",
+				benchloop.TryCycle(benchLocker(b, addrs, ungrouped, redlock.Options{}), benchTTL), redistest.RueidisFast},
+		} {
+			ours := benchloop.TryCycle(benchLocker(b, addrs, c.newClient, redlock.Options{}), benchTTL)
+			b.Run(fmt.Sprintf("%s/N=%d", c.name, n), func(b *testing.B) {
+				benchloop.Paired(b, b.N, benchloop.Pair{Base: c.baseCycle, Ours: ours, BaseName: c.base, OursName: c.name})
+			})
+		}
+	}
+}
+
 // fenceBenchClients are the clients the fencing benchmarks run on.
 var fenceBenchClients = []struct {
 	name string

@@ -15,6 +15,7 @@ import (
 	"github.com/lockswap/lockswap/internal/redisscript"
 	"github.com/lockswap/lockswap/internal/redistest"
 	"github.com/lockswap/lockswap/internal/testserver"
+	"github.com/lockswap/lockswap/redisclient"
 	lsrueidis "github.com/lockswap/lockswap/redisclient/rueidis"
 	"github.com/lockswap/lockswap/singleredis"
 )
@@ -28,12 +29,20 @@ import (
 // and compare each BenchmarkCycle/<client>/<serial|parallel>/lockswap with
 // its .../floor sibling.
 
-// benchClient is one client's floor and lockswap cycle.
+// benchClient is one client's floor cycle and a Locker on the same
+// client library.
 type benchClient struct {
-	name  string
-	floor func() benchloop.Cycle
-	ours  func() benchloop.Cycle
+	name   string
+	addr   string // the server's
+	floor  func() benchloop.Cycle
+	locker lockswap.Locker
 }
+
+// ours returns a new lockswap cycle on c's Locker.
+func (c benchClient) ours() benchloop.Cycle { return benchloop.TryCycle(c.locker, benchTTL) }
+
+// benchTTL is the TTL of the benchmarks' locks.
+const benchTTL = 10 * time.Second
 
 func BenchmarkCycle(b *testing.B) {
 	for _, client := range benchClients(b) {
@@ -64,13 +73,22 @@ func BenchmarkCyclePaired(b *testing.B) {
 	}
 }
 
+// benchLocker returns a singleredis Locker on c, closed at cleanup.
+func benchLocker(b *testing.B, c redisclient.Client) *singleredis.Locker {
+	lk, err := singleredis.New(c, singleredis.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { lk.Close() })
+	return lk
+}
+
 // benchClients starts a redis-server and returns the floor and lockswap
 // cycles of each client on it.
 func benchClients(b *testing.B) []benchClient {
 	srv := testserver.RedisT(b, testserver.RedisOptions{})
 	addr := srv.Addr()
 	token := "0123456789abcdef0123456789abcdef"
-	ttl := 10 * time.Second
 
 	// go-redis, with ContextTimeoutEnabled (as the docs recommend) and as
 	// it comes (without it): each floor on its own client, lockswap on
@@ -79,7 +97,7 @@ func benchClients(b *testing.B) []benchClient {
 	goredisFloor := func(gr *goredislib.Client) func() benchloop.Cycle {
 		return func() benchloop.Cycle {
 			return func(ctx context.Context, key string) error {
-				ok, err := gr.SetNX(ctx, key, token, ttl).Result()
+				ok, err := gr.SetNX(ctx, key, token, benchTTL).Result()
 				if err != nil || !ok {
 					return fmt.Errorf("floor SET: %v %v", ok, err)
 				}
@@ -87,21 +105,21 @@ func benchClients(b *testing.B) []benchClient {
 			}
 		}
 	}
-	grLocker, _ := singleredis.New(redistest.GoRedis(b, addr), singleredis.Options{})
-	grDefLocker, _ := singleredis.New(redistest.GoRedisDefaults(b, addr), singleredis.Options{})
+	grLocker := benchLocker(b, redistest.GoRedis(b, addr))
+	grDefLocker := benchLocker(b, redistest.GoRedisDefaults(b, addr))
 	grDefault := goredislib.NewClient(&goredislib.Options{Addr: addr})
 	b.Cleanup(func() { grDefault.Close() })
 
 	// redigo
 	pool := redistest.RedigoPool(b, addr)
-	rgLocker, _ := singleredis.New(redistest.Redigo(b, addr), singleredis.Options{})
+	rgLocker := benchLocker(b, redistest.Redigo(b, addr))
 	redigoFloor := func() benchloop.Cycle {
 		return func(ctx context.Context, key string) error {
 			c, err := pool.GetContext(ctx)
 			if err != nil {
 				return err
 			}
-			v, err := redigo.DoContext(c, ctx, "SET", key, token, "NX", "PX", ttl.Milliseconds())
+			v, err := redigo.DoContext(c, ctx, "SET", key, token, "NX", "PX", benchTTL.Milliseconds())
 			c.Close()
 			if err != nil || v == nil {
 				return fmt.Errorf("floor SET: %v %v", v, err)
@@ -123,7 +141,7 @@ func benchClients(b *testing.B) []benchClient {
 	rueidisFloor := func(rc rueidislib.Client) func() benchloop.Cycle {
 		return func() benchloop.Cycle {
 			return func(ctx context.Context, key string) error {
-				err := rc.Do(ctx, rc.B().Set().Key(key).Value(token).Nx().PxMilliseconds(ttl.Milliseconds()).Build()).Error()
+				err := rc.Do(ctx, rc.B().Set().Key(key).Value(token).Nx().PxMilliseconds(benchTTL.Milliseconds()).Build()).Error()
 				if err != nil {
 					return fmt.Errorf("floor SET: %v", err)
 				}
@@ -137,18 +155,45 @@ func benchClients(b *testing.B) []benchClient {
 		b.Fatal(err)
 	}
 	b.Cleanup(rcPipelined.Close)
-	rcLocker, _ := singleredis.New(rcAdapter, singleredis.Options{})
-
-	lockswapCycle := func(lk lockswap.Locker) func() benchloop.Cycle {
-		return func() benchloop.Cycle { return benchloop.TryCycle(lk, ttl) }
-	}
+	rcLocker := benchLocker(b, rcAdapter)
 
 	return []benchClient{
-		{"goredis", goredisFloor(redistest.GoRedisClient(b, addr)), lockswapCycle(grLocker)},
-		{"goredis-default", goredisFloor(grDefault), lockswapCycle(grDefLocker)},
-		{"redigo", redigoFloor, lockswapCycle(rgLocker)},
-		{"rueidis", rueidisFloor(redistest.RueidisClient(b, addr)), lockswapCycle(rcLocker)},
-		{"rueidis-pipelined", rueidisFloor(rcPipelined), lockswapCycle(rcLocker)},
+		{"goredis", addr, goredisFloor(redistest.GoRedisClient(b, addr)), grLocker},
+		{"goredis-default", addr, goredisFloor(grDefault), grDefLocker},
+		{"redigo", addr, redigoFloor, rgLocker},
+		{"rueidis", addr, rueidisFloor(redistest.RueidisClient(b, addr)), rcLocker},
+		{"rueidis-pipelined", addr, rueidisFloor(rcPipelined), rcLocker},
+	}
+}
+
+// BenchmarkClientsPaired compares the client libraries under lockswap:
+// the serial cycle of singleredis on redigo and on rueidis (through
+// lsrueidis.NewClient, as the docs recommend), each paired with
+// singleredis on go-redis with ContextTimeoutEnabled (the default
+// client=) in alternating blocks as BenchmarkCyclePaired does. "ratio" is
+// the other client's time per cycle ÷ go-redis's. "rueidis-named" pairs
+// singleredis on lsrueidis.NewNamed of a client rueidis builds as it
+// comes (without AlwaysPipelining: a request alone on its connection is
+// written and read on the caller's goroutine, and the adapter, which
+// cannot tell how the client was made, hands each command to a worker
+// goroutine to watch its cancellation) with singleredis on NewClient's
+// adapter: what building the client and adapter the other way costs
+// serially. Run:
+//
+//	go test -run '^$' -bench ClientsPaired -benchtime=6000x -count 6 ./singleredis/
+func BenchmarkClientsPaired(b *testing.B) {
+	lockers := map[string]lockswap.Locker{}
+	var addr string
+	for _, c := range benchClients(b) {
+		lockers[c.name], addr = c.locker, c.addr
+	}
+	lockers["rueidis-named"] = benchLocker(b, lsrueidis.NewNamed(redistest.RueidisClient(b, addr), addr))
+	for _, p := range []struct{ base, name string }{{"goredis", "redigo"}, {"goredis", "rueidis"}, {"rueidis", "rueidis-named"}} {
+		b.Run(p.name, func(b *testing.B) {
+			benchloop.Paired(b, b.N, benchloop.Pair{
+				Base: benchloop.TryCycle(lockers[p.base], benchTTL), Ours: benchloop.TryCycle(lockers[p.name], benchTTL),
+				BaseName: p.base, OursName: p.name})
+		})
 	}
 }
 

@@ -304,6 +304,12 @@ func TestPairedReportsBothAndTheRatio(t *testing.T) {
 			t.Errorf("median=%v: ratio %v, want lockswap ÷ floor = %v", median, b.metrics["ratio"], got)
 		}
 	}
+	// OursName names the second side (a client against another).
+	b := &fakeB{}
+	benchloop.Paired(b, 64, benchloop.Pair{Base: counting(&base), Ours: counting(&ours), BaseName: "goredis", OursName: "rueidis", Block: 4})
+	if _, ok := b.metrics["lockswap-ns/cycle"]; ok || b.metrics["rueidis-ns/cycle"] == 0 || b.metrics["goredis-ns/cycle"] == 0 {
+		t.Errorf("with OursName rueidis: metrics %v, want goredis-ns/cycle and rueidis-ns/cycle", b.metrics)
+	}
 }
 
 // A benchmark's serial, parallel and contended loops over one Locker.

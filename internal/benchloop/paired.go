@@ -12,10 +12,11 @@ import (
 // land in different modes; alternating puts both in the same ones.
 type Pair struct {
 	// Base runs first in every turn and is reported as
-	// "<BaseName>-ns/cycle"; Ours is reported as "lockswap-ns/cycle", and
-	// "ratio" is ours ÷ base.
-	Base, Ours Cycle
-	BaseName   string
+	// "<BaseName>-ns/cycle"; Ours is reported as "<OursName>-ns/cycle"
+	// ("lockswap-ns/cycle" when OursName is ""), and "ratio" is ours ÷
+	// base.
+	Base, Ours         Cycle
+	BaseName, OursName string
 	// Block is how many cycles each runs in a turn (0 means 16).
 	Block int
 	// Median reports the median of the blocks' per-cycle times rather
@@ -100,6 +101,10 @@ func Paired(b B, n int, p Pair) {
 		}
 	}
 	b.ReportMetric(per[0], p.BaseName+"-ns/cycle")
-	b.ReportMetric(per[1], "lockswap-ns/cycle")
+	ours := p.OursName
+	if ours == "" {
+		ours = "lockswap"
+	}
+	b.ReportMetric(per[1], ours+"-ns/cycle")
 	b.ReportMetric(per[1]/per[0], "ratio")
 }
