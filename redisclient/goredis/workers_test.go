@@ -3,8 +3,6 @@ package goredis_test
 import (
 	"context"
 	"fmt"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -40,15 +38,7 @@ func TestWorkers(t *testing.T) {
 		// A second command reaches the waiting worker.
 		stalltest.CheckWorkerReuse(t, fmt.Sprintf("contexts=%v", contexts), func() { setGet("first") }, func() { setGet("second") })
 
-		var wg sync.WaitGroup
-		for g := range 16 {
-			wg.Go(func() {
-				for i := range 20 {
-					setGet(strings.Repeat("k", g+1) + string(rune('a'+i)))
-				}
-			})
-		}
-		wg.Wait()
+		stalltest.Burst(setGet)
 		stalltest.WaitWorkers(t, "the burst's workers did not end", func(n, _ int) bool { return n == 0 })
 	}
 }

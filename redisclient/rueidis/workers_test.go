@@ -2,8 +2,6 @@ package rueidis_test
 
 import (
 	"context"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -33,14 +31,6 @@ func TestWorkers(t *testing.T) {
 	stalltest.CheckWorkerReuse(t, "NewNamed", func() { set("first") }, func() { set("second") })
 
 	before, _ := stalltest.Workers()
-	var wg sync.WaitGroup
-	for g := range 16 {
-		wg.Go(func() {
-			for i := range 20 {
-				set(strings.Repeat("k", g+1) + string(rune('a'+i)))
-			}
-		})
-	}
-	wg.Wait()
+	stalltest.Burst(set)
 	stalltest.WaitWorkers(t, "the burst's workers did not end", func(n, _ int) bool { return n <= len(before) })
 }

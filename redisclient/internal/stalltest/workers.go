@@ -2,6 +2,7 @@ package stalltest
 
 import (
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -65,4 +66,20 @@ func CheckWorkerReuse(t *testing.T, what string, first, second func()) {
 		}
 		return
 	}
+}
+
+// Burst runs 20 commands on each of 16 goroutines at once, command being
+// given a key of the goroutine's own each time, and returns when all have
+// returned: enough concurrent commands to start workers beyond the ones
+// that wait.
+func Burst(command func(key string)) {
+	var wg sync.WaitGroup
+	for g := range 16 {
+		wg.Go(func() {
+			for i := range 20 {
+				command(strings.Repeat("k", g+1) + string(rune('a'+i)))
+			}
+		})
+	}
+	wg.Wait()
 }
