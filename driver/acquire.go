@@ -145,8 +145,8 @@ func (lk *Locker[D]) try(ctx context.Context, key string, a ask, first bool, n *
 	// Close ends the request at once: a waiter whose attempt hangs on a
 	// server that does not answer gets ErrClosed then, not at the
 	// request's deadline.
-	rctx := attempt.Once(&l.acqReq, ctx, timeout).EndAtClose(lk.stop)
 	start := time.Now()
+	rctx := attempt.OnceAt(&l.acqReq, ctx, start, timeout).EndAtClose(lk.stop)
 	g, err := lk.d.Acquire(rctx, &l.c)
 	rctx.Stop()
 	if err != nil {

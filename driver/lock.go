@@ -57,13 +57,16 @@ func (lk *Locker[D]) newLock(key string, a ask, first bool) *lock[D] {
 		Writer: a.writer, First: first, l: l}
 	// Until it is granted the lock has no time limit of its own: a Wait
 	// may last longer than the TTL, which counts from the grant.
-	l.Init(key, l.c.Token, 0, false, time.Now().Add(notYetGranted))
+	l.Init(key, l.c.Token, 0, false, notYetGranted)
 	return l
 }
 
-// notYetGranted is the provisional validity of a lock whose attempt is
-// still under way: longer than any wait.
-const notYetGranted = 100 * 365 * 24 * time.Hour
+// notYetGranted is the provisional deadline of a lock whose attempt is
+// still under way: a hundred years after the process started, later than
+// any wait ends. One reading of the clock for the process, not one per
+// attempt; it carries a monotonic reading, so the lock's comparisons with
+// it read the monotonic clock alone.
+var notYetGranted = time.Now().Add(100 * 365 * 24 * time.Hour)
 
 // granted sets up l, whose attempt started at start, as held. A lock the
 // driver already lost (Claim.Lose) stays ended.
@@ -93,10 +96,10 @@ func givenUp(ctxErr error) error {
 // starved of CPU), not bad input: Acquire tries again, and the time counts
 // toward its outage bound (lockswap.WithMaxOutage).
 func (l *lock[D]) expired(ctx context.Context, start time.Time) error {
-	now := time.Now()
-	if now.Before(l.Deadline()) {
+	if time.Until(l.Deadline()) > 0 {
 		return nil
 	}
+	now := time.Now()
 	l.lk.giveBack(ctx, l)
 	return fmt.Errorf("the attempt took %v, which left the ttl %v no validity (a slow server or a busy machine); the lock was given back: %w",
 		now.Sub(start).Round(time.Microsecond), l.c.TTL, lockswap.ErrUnavailable)
@@ -230,7 +233,7 @@ func (l *lock[D]) release(ctx context.Context, afterClose bool) error {
 	// One request answers almost every release; the retries and the
 	// background continuation (attempt.Release) are for the rest.
 	start := time.Now()
-	rctx := attempt.Once(&l.relReq, ctx, time.Until(limit))
+	rctx := attempt.OnceAt(&l.relReq, ctx, start, limit.Sub(start))
 	limit, _ = rctx.Deadline()
 	err := lk.d.Release(rctx, &l.c)
 	rctx.Stop()
@@ -293,9 +296,9 @@ func (l *lock[D]) handOver(ctx context.Context, t *localq.Ticket, limit time.Tim
 	next := lk.newLock(key, ask{ttl: t.TTL()}, false)
 	// The claimed waiter waits for this request whatever its own context
 	// does, so the request is bounded even when ctx is not.
-	hctx := attempt.Once(&l.relReq, ctx, time.Until(limit))
-	defer hctx.Stop()
 	start := time.Now()
+	hctx := attempt.OnceAt(&l.relReq, ctx, start, limit.Sub(start))
+	defer hctx.Stop()
 	g, acqErr, released := lk.ho.HandOver(hctx, &l.c, &next.c)
 	if acqErr == nil {
 		next.granted(start, g)

@@ -162,3 +162,29 @@ func TestOutage(t *testing.T) {
 		t.Fatalf("err = %v: with no outage limit the error should stay retryable", err)
 	}
 }
+
+// TestOutageStrategyBoundsWithoutAllocating: the strategy Strategy returns
+// cuts the wrapped strategy's delay to what is left of the bound once an
+// outage is under way, keeps it before, and is the Outage itself: making
+// it allocates nothing (the fewest of a few runs, since AllocsPerRun counts
+// the whole process's allocations and other goroutines only add).
+func TestOutageStrategyBoundsWithoutAllocating(t *testing.T) {
+	outage := acquire.NewOutage(50*time.Millisecond, nil)
+	s := outage.Strategy(lockswap.ConstantRetry(time.Hour))
+	if d, ok := s.NextDelay(1); !ok || d != time.Hour {
+		t.Fatalf("NextDelay before any failure = %v, %v; want the wrapped strategy's hour", d, ok)
+	}
+	down := fmt.Errorf("down: %w", lockswap.ErrUnavailable)
+	_, _ = outage.Wrap(time.Hour, func(context.Context, time.Duration) (lockswap.Lock, error) { return nil, down })(context.Background())
+	if d, ok := s.NextDelay(1); !ok || d > 50*time.Millisecond {
+		t.Fatalf("NextDelay during an outage = %v, %v; want at most the 50ms bound", d, ok)
+	}
+	inner := lockswap.ConstantRetry(time.Millisecond)
+	fewest := 1.0
+	for range 5 {
+		fewest = min(fewest, testing.AllocsPerRun(100, func() { s = outage.Strategy(inner) }))
+	}
+	if fewest != 0 {
+		t.Fatalf("Strategy allocates %v times per call, want none", fewest)
+	}
+}

@@ -33,10 +33,11 @@ import (
 type Outage struct {
 	max     time.Duration
 	created time.Time
-	answer  time.Time   // this Acquire's last answer
-	shared  *LastAnswer // nil: none
-	since   time.Time   // the start of the current outage; zero: none under way
-	last    error       // the last attempt's error while an outage is under way
+	answer  time.Time              // this Acquire's last answer
+	shared  *LastAnswer            // nil: none
+	since   time.Time              // the start of the current outage; zero: none under way
+	last    error                  // the last attempt's error while an outage is under way
+	retry   lockswap.RetryStrategy // what Strategy bounds
 }
 
 // LastAnswer is when the backend last answered any Acquire of one Locker:
@@ -45,7 +46,10 @@ type Outage struct {
 type LastAnswer struct{ ns atomic.Int64 }
 
 // Answered records an answer now.
-func (a *LastAnswer) Answered() { a.ns.Store(time.Now().UnixNano()) }
+func (a *LastAnswer) Answered() { a.answeredAt(time.Now()) }
+
+// answeredAt records an answer at now, a reading the caller already took.
+func (a *LastAnswer) answeredAt(now time.Time) { a.ns.Store(now.UnixNano()) }
 
 // at returns the time of the last answer (zero: none, or a nil a).
 func (a *LastAnswer) at() time.Time {
@@ -98,9 +102,10 @@ func (o *Outage) left(now time.Time) (time.Duration, bool) {
 // up the bound.
 func (o *Outage) Wrap(limit time.Duration, try func(ctx context.Context, timeout time.Duration) (lockswap.Lock, error)) func(context.Context) (lockswap.Lock, error) {
 	return func(ctx context.Context) (lockswap.Lock, error) {
-		start := time.Now()
 		timeout := limit
-		if left, bounded := o.left(start); bounded {
+		if o.max > 0 {
+			start := time.Now() // no reading of the clock without a bound
+			left, _ := o.left(start)
 			switch {
 			case left > 0:
 				timeout = min(timeout, left)
@@ -113,9 +118,10 @@ func (o *Outage) Wrap(limit time.Duration, try func(ctx context.Context, timeout
 		}
 		l, err := try(ctx, timeout)
 		if err == nil || !errors.Is(err, lockswap.ErrUnavailable) || errors.Is(err, lockswap.ErrHeld) {
-			o.since, o.last, o.answer = time.Time{}, nil, time.Now()
+			now := time.Now()
+			o.since, o.last, o.answer = time.Time{}, nil, now
 			if o.shared != nil {
-				o.shared.Answered()
+				o.shared.answeredAt(now)
 			}
 			return l, err
 		}
@@ -135,23 +141,27 @@ func (o *Outage) Wrap(limit time.Duration, try func(ctx context.Context, timeout
 // Strategy returns s with its delays cut to what is left of the bound, so
 // that a wait does not sleep past it: the attempt after such a delay ends
 // the wait at the bound.
+// An Outage serves one Acquire, which calls Strategy once: the strategy
+// it returns is the Outage itself (its retry field set to s), so that it
+// costs no allocation of its own.
 func (o *Outage) Strategy(s lockswap.RetryStrategy) lockswap.RetryStrategy {
 	if o.max <= 0 || s == nil {
 		return s
 	}
-	return boundedStrategy{s: s, o: o}
+	o.retry = s
+	return (*boundedStrategy)(o)
 }
 
-type boundedStrategy struct {
-	s lockswap.RetryStrategy
-	o *Outage
-}
+// boundedStrategy is an Outage seen as the strategy Strategy returns:
+// o.retry's delays, cut to what is left of the bound.
+type boundedStrategy Outage
 
-func (b boundedStrategy) NextDelay(attempt int) (time.Duration, bool) {
-	d, ok := b.s.NextDelay(attempt)
-	if !ok || b.o.last == nil {
+func (b *boundedStrategy) NextDelay(attempt int) (time.Duration, bool) {
+	o := (*Outage)(b)
+	d, ok := o.retry.NextDelay(attempt)
+	if !ok || o.last == nil {
 		return d, ok
 	}
-	left, _ := b.o.left(time.Now())
+	left, _ := o.left(time.Now())
 	return min(d, max(left, 0)), true
 }

@@ -159,7 +159,7 @@ var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); retu
 // Stop method releases its resources.
 func New(ctx context.Context, max time.Duration) *Request {
 	r := new(Request)
-	r.init(ctx, max)
+	r.init(ctx, time.Now(), max)
 	return r
 }
 
@@ -196,15 +196,24 @@ func Until(parent context.Context, deadline time.Time) *Request {
 // the one request such a value usually makes, and a Request still serves
 // one request only.
 func Once(r *Request, ctx context.Context, max time.Duration) *Request {
+	return OnceAt(r, ctx, time.Now(), max)
+}
+
+// OnceAt is [Once] for a caller that has just read the clock: now, a
+// reading of time.Now (with its monotonic clock) taken before the call,
+// stands for "now", so the request's bound is max from now. A caller that
+// times the request from the same reading spares one: the clock is read
+// about ten times per lock, and reading it is not free (a system call on
+// some virtual machines).
+func OnceAt(r *Request, ctx context.Context, now time.Time, max time.Duration) *Request {
 	if !r.begun.CompareAndSwap(false, true) {
-		return New(ctx, max)
+		r = new(Request)
 	}
-	r.init(ctx, max)
+	r.init(ctx, now, max)
 	return r
 }
 
-func (r *Request) init(ctx context.Context, max time.Duration) {
-	now := time.Now()
+func (r *Request) init(ctx context.Context, now time.Time, max time.Duration) {
 	limit := now.Add(max)
 	ended := ctx.Err() != nil
 	if ended {

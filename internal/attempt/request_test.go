@@ -340,6 +340,29 @@ func TestRequestOnce(t *testing.T) {
 	}
 }
 
+// TestRequestOnceAt: OnceAt takes the caller's reading of the clock as
+// "now": the bound is max from that reading, and a Request already begun
+// gives a new one with the same bound.
+func TestRequestOnceAt(t *testing.T) {
+	var keep attempt.Request
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	now := time.Now().Add(-time.Second)
+	for _, want := range []*attempt.Request{&keep, nil} {
+		r := attempt.OnceAt(&keep, ctx, now, 2*time.Second)
+		if want != nil && r != want || want == nil && r == &keep {
+			t.Fatalf("OnceAt returned %p for the Request at %p (begun: %v)", r, &keep, want == nil)
+		}
+		if d, _ := r.Deadline(); !d.Equal(now.Add(2 * time.Second)) {
+			t.Fatalf("deadline %v after the reading, want 2s", d.Sub(now))
+		}
+		if r.Err() != nil {
+			t.Fatalf("Err = %v before the deadline", r.Err())
+		}
+		r.Stop()
+	}
+}
+
 // TestUntil: a request of Until keeps its parent's values, ends at its
 // own deadline with DeadlineExceeded, takes an earlier deadline of its
 // parent, and its Done is never nil (also under an uncancellable parent).

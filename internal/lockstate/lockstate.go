@@ -146,8 +146,11 @@ func (s *State) EndedAt(now time.Time) bool {
 	return s.ended || !now.Before(s.deadline)
 }
 
+// endedLocked is Ended with s.mu held. time.Until reads the monotonic
+// clock alone when the deadline carries a monotonic reading (as every
+// deadline the kit sets does), where time.Now reads the wall clock too.
 func (s *State) endedLocked() bool {
-	return s.ended || !time.Now().Before(s.deadline)
+	return s.ended || time.Until(s.deadline) <= 0
 }
 
 // SetDeadline moves the deadline (after a successful extension). It returns

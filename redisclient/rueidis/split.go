@@ -123,7 +123,7 @@ func endErr(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+	if d, ok := ctx.Deadline(); ok && time.Until(d) <= 0 { // the monotonic clock alone
 		return context.DeadlineExceeded
 	}
 	return nil
