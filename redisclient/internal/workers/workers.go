@@ -24,9 +24,19 @@
 //
 // An abandoned command keeps its worker until it returns, as it kept its
 // goroutine before (on the client's own timeouts).
+//
+// A worker serves the commands of many callers, so it runs them without
+// profiler labels (runtime/pprof): a goroutine inherits the labels of the
+// one that starts it, and without this every later command of a worker
+// would show in a CPU profile under the labels of the caller that
+// happened to start it.
 package workers
 
-import "time"
+import (
+	"context"
+	"runtime/pprof"
+	"time"
+)
 
 // Idle is how long a worker waits for a command before it checks whether
 // it served one since its last check, and exits if not: a worker exits
@@ -51,6 +61,7 @@ func Run(f func()) {
 // for a whole Idle. (The timer is reset once per Idle, not per command:
 // served says whether the period that ends had one.)
 func worker(f func()) {
+	pprof.SetGoroutineLabels(context.Background()) // none: see the package doc
 	f()
 	idle := time.NewTimer(Idle)
 	defer idle.Stop()

@@ -1,6 +1,10 @@
 package workers_test
 
 import (
+	"bytes"
+	"context"
+	"runtime/pprof"
+	"strings"
 	"sync"
 	"testing"
 
@@ -39,4 +43,36 @@ func TestRun(t *testing.T) {
 	}
 	close(release)
 	stalltest.WaitWorkers(t, "the burst's workers did not end", func(n, _ int) bool { return n == 0 })
+}
+
+// TestRunDropsStarterLabels: a worker started by a goroutine with profiler
+// labels does not keep them: the commands it serves belong to many
+// callers, and a CPU profile would show them all under the starter's. A
+// burst of 16 blocked functions makes new workers whatever waits already;
+// the goroutine profile (its text form lists each goroutine's labels)
+// must show none of them under the starter's label.
+func TestRunDropsStarterLabels(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	var started sync.WaitGroup
+	started.Add(16)
+	pprof.Do(context.Background(), pprof.Labels("lockswap_test_starter", "yes"), func(context.Context) {
+		for range 16 {
+			workers.Run(func() {
+				started.Done()
+				<-release
+			})
+		}
+	})
+	started.Wait()
+	var buf bytes.Buffer
+	if err := pprof.Lookup("goroutine").WriteTo(&buf, 1); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), "workers.worker") {
+		t.Fatal("no worker in the goroutine profile")
+	}
+	if strings.Contains(buf.String(), "lockswap_test_starter") {
+		t.Errorf("a worker runs under the labels of the goroutine that started it:\n%s", buf.String())
+	}
 }
