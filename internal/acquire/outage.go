@@ -143,7 +143,8 @@ func (o *Outage) Wrap(limit time.Duration, try func(ctx context.Context, timeout
 // the wait at the bound.
 // An Outage serves one Acquire, which calls Strategy once: the strategy
 // it returns is the Outage itself (its retry field set to s), so that it
-// costs no allocation of its own.
+// costs no allocation of its own. A second call re-targets the strategy
+// the first returned as well.
 func (o *Outage) Strategy(s lockswap.RetryStrategy) lockswap.RetryStrategy {
 	if o.max <= 0 || s == nil {
 		return s

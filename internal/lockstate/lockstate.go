@@ -147,8 +147,10 @@ func (s *State) EndedAt(now time.Time) bool {
 }
 
 // endedLocked is Ended with s.mu held. time.Until reads the monotonic
-// clock alone when the deadline carries a monotonic reading (as every
-// deadline the kit sets does), where time.Now reads the wall clock too.
+// clock alone when the deadline carries a monotonic reading (a deadline
+// computed from time.Now does), where time.Now reads the wall clock too;
+// for a deadline without one it compares wall clocks, as
+// time.Now().Before would.
 func (s *State) endedLocked() bool {
 	return s.ended || time.Until(s.deadline) <= 0
 }

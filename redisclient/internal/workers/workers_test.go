@@ -50,12 +50,20 @@ func TestRun(t *testing.T) {
 // callers, and a CPU profile would show them all under the starter's. A
 // burst of 16 blocked functions makes new workers whatever waits already;
 // the goroutine profile (its text form lists each goroutine's labels)
-// must show none of them under the starter's label.
+// must show none of them under the starter's label. A goroutine started
+// by a go statement under another label is the control: the profile must
+// show its label, or the check would pass for a profile without labels.
 func TestRunDropsStarterLabels(t *testing.T) {
 	release := make(chan struct{})
 	defer close(release)
 	var started sync.WaitGroup
-	started.Add(16)
+	started.Add(17)
+	pprof.Do(context.Background(), pprof.Labels("lockswap_test_control", "yes"), func(context.Context) {
+		go func() {
+			started.Done()
+			<-release
+		}()
+	})
 	pprof.Do(context.Background(), pprof.Labels("lockswap_test_starter", "yes"), func(context.Context) {
 		for range 16 {
 			workers.Run(func() {
@@ -71,6 +79,9 @@ func TestRunDropsStarterLabels(t *testing.T) {
 	}
 	if !strings.Contains(buf.String(), "workers.worker") {
 		t.Fatal("no worker in the goroutine profile")
+	}
+	if !strings.Contains(buf.String(), "lockswap_test_control") {
+		t.Fatalf("the goroutine profile shows no labels, not even the control goroutine's:\n%s", buf.String())
 	}
 	if strings.Contains(buf.String(), "lockswap_test_starter") {
 		t.Errorf("a worker runs under the labels of the goroutine that started it:\n%s", buf.String())
