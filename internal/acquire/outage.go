@@ -141,6 +141,7 @@ func (o *Outage) Wrap(limit time.Duration, try func(ctx context.Context, timeout
 // Strategy returns s with its delays cut to what is left of the bound, so
 // that a wait does not sleep past it: the attempt after such a delay ends
 // the wait at the bound.
+//
 // An Outage serves one Acquire, which calls Strategy once: the strategy
 // it returns is the Outage itself (its retry field set to s), so that it
 // costs no allocation of its own. A second call re-targets the strategy
