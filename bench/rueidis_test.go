@@ -6,7 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-redsync/redsync/v4"
+	rsredis "github.com/go-redsync/redsync/v4/redis"
+	rsrueidis "github.com/go-redsync/redsync/v4/redis/rueidis"
 	"github.com/redis/rueidis"
+	"github.com/redis/rueidis/rueidiscompat"
 	"github.com/redis/rueidis/rueidislock"
 
 	"github.com/lockswap/lockswap"
@@ -130,15 +134,20 @@ func redis1RueidisImpls(b *testing.B, s *servers) []impl {
 // redlockRueidisImpls: redlock on the first n servers through the rueidis
 // adapters lsrueidis.NewClient returned with the shared clients, which
 // group the concurrent callers' commands to each instance
-// (redisclient.Grouper), and the same without grouping (each command by
-// itself, rueidis's own pipelining only): the A/B of the group commit.
+// (redisclient.Grouper), the same without grouping (each command by
+// itself, rueidis's own pipelining only): the A/B of the group commit, and
+// redsync on the same clients (its rueidis pool, through rueidiscompat):
+// issue 31's Redlock base on rueidis.
 func redlockRueidisImpls(b *testing.B, s *servers, n int) []impl {
 	cs := make([]redisclient.Client, n)
 	plain := make([]redisclient.Client, n)
+	pools := make([]rsredis.Pool, n)
 	for i := range n {
 		cs[i] = s.rueidisAdapters[i]
 		plain[i] = ungrouped{cs[i]}
+		pools[i] = rsrueidis.NewPool(rueidiscompat.NewAdapter(s.rueidis[i]))
 	}
+	rs := redsync.New(pools...)
 	lk, err := redlock.New(cs, redlock.Options{})
 	if err != nil {
 		b.Fatal(err)
@@ -151,6 +160,7 @@ func redlockRueidisImpls(b *testing.B, s *servers, n int) []impl {
 	return []impl{
 		{"lockswap-rueidis", func(*testing.B) cycleFunc { return lockswapCycle(lk) }},
 		{"lockswap-rueidis-ungrouped", func(*testing.B) cycleFunc { return lockswapCycle(lkPlain) }},
+		{"redsync-rueidis", func(*testing.B) cycleFunc { return redsyncCycle(rs, redlock.DefaultRetry) }},
 	}
 }
 
