@@ -12,16 +12,17 @@ import (
 	"github.com/lockswap/lockswap/redisclient/rueidis"
 )
 
-// BenchmarkContextPaired measures what a context that can be cancelled
-// costs rueidis itself, serially, on a client built as NewClient builds
-// it (AlwaysPipelining): the cycle of a SET NX PX and a DEL, each under
-// context.Background (rueidis waits for the reply alone) against the same
-// under a context of its own per request, context.WithCancel ("cancel")
-// or context.WithTimeout ("timeout"), which rueidis watches beside the
-// reply (a select on its Done channel). The two alternate in blocks of 16
-// cycles (benchloop.Paired); "ratio" is the second ÷ the first. No
-// lockswap code runs: this is the share of the request bounds that is
-// the client's. Run:
+// BenchmarkContextPaired measures what a context per request costs
+// serially on rueidis, on a client built as NewClient builds it
+// (AlwaysPipelining), with no lockswap code: the cycle of a SET NX PX and
+// a DEL, each under context.Background (rueidis waits for the reply
+// alone), against the same with a context made per request,
+// context.WithCancel ("cancel") or context.WithTimeout ("timeout"), and
+// given to rueidis, which then waits in a select beside its Done channel;
+// "made-only" makes and cancels a context.WithTimeout per request but
+// gives rueidis context.Background, which tells the making (Go's) from
+// the watching (rueidis's). The two sides alternate in blocks of 16
+// cycles (benchloop.Paired); "ratio" is the second ÷ the first. Run:
 //
 //	go test -run '^$' -bench ContextPaired -benchtime=6000x -count 8 ./redisclient/rueidis/
 func BenchmarkContextPaired(b *testing.B) {
@@ -33,12 +34,14 @@ func BenchmarkContextPaired(b *testing.B) {
 	}
 	b.Cleanup(rc.Close)
 	const token = "0123456789abcdef0123456789abcdef"
-	cycle := func(bound func(context.Context) (context.Context, context.CancelFunc)) benchloop.Cycle {
+	cycle := func(bound func(context.Context) (context.Context, context.CancelFunc), give bool) benchloop.Cycle {
 		do := func(ctx context.Context, cmd rueidislib.Completed) error {
 			if bound != nil {
-				var cancel context.CancelFunc
-				ctx, cancel = bound(ctx)
+				bctx, cancel := bound(ctx)
 				defer cancel()
+				if give {
+					ctx = bctx
+				}
 			}
 			return rc.Do(ctx, cmd).Error()
 		}
@@ -49,17 +52,20 @@ func BenchmarkContextPaired(b *testing.B) {
 			return do(ctx, rc.B().Del().Key(key).Build())
 		}
 	}
+	timeout := func(ctx context.Context) (context.Context, context.CancelFunc) {
+		return context.WithTimeout(ctx, 5*time.Second)
+	}
 	for _, v := range []struct {
 		name  string
 		bound func(context.Context) (context.Context, context.CancelFunc)
+		give  bool // rueidis gets the context made
 	}{
-		{"cancel", context.WithCancel},
-		{"timeout", func(ctx context.Context) (context.Context, context.CancelFunc) {
-			return context.WithTimeout(ctx, 5*time.Second)
-		}},
+		{"cancel", context.WithCancel, true},
+		{"timeout", timeout, true},
+		{"made-only", timeout, false},
 	} {
 		b.Run(v.name, func(b *testing.B) {
-			benchloop.Paired(b, b.N, benchloop.Pair{Base: cycle(nil), Ours: cycle(v.bound), BaseName: "background", OursName: v.name})
+			benchloop.Paired(b, b.N, benchloop.Pair{Base: cycle(nil, false), Ours: cycle(v.bound, v.give), BaseName: "background", OursName: v.name})
 		})
 	}
 }
