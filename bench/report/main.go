@@ -348,7 +348,7 @@ type target15 struct {
 	what          string
 	value, lo, hi float64
 	limit         float64
-	atMost        bool
+	atMost        bool // limit is NaN for a reference row: no verdict
 }
 
 func targets15(w io.Writer, r results) {
@@ -448,16 +448,16 @@ func targets31(w io.Writer, r results) {
 			rs = "redsync-redigo"
 		}
 		add(fmt.Sprintf("%s rueidis serial: latency ÷ %s", g, rs), "serial", g, "lockswap-rueidis", rs, 0.8, true)
-		// For reference: the protocol's least work (floor-redigo, one
-		// goroutine pipelining to the N instances, a fixed token, no
-		// deadline) against the same redsync, the room the protocol
-		// leaves under the limit. Unpaired rounds are no bound; the
-		// paired runs of docs/benchmarks.md are (BenchmarkRedlockPaired).
+		// For reference, with no limit or verdict of their own: the
+		// protocol's least work (floor-redigo, one goroutine pipelining
+		// to the N instances, a fixed token, no deadline) against the
+		// same redsync, the room the protocol leaves under the limit.
+		ref := func(what, b string) { add(what, "serial", g, "floor-redigo", b, math.NaN(), true) }
 		for _, c := range []string{"goredis", "redigo"} {
-			add(fmt.Sprintf("(%s Redlock floor serial: floor-redigo ÷ redsync-%s)", g, c), "serial", g, "floor-redigo", "redsync-"+c, 0.8, true)
+			ref(fmt.Sprintf("(%s Redlock floor serial: floor-redigo ÷ redsync-%s)", g, c), "redsync-"+c)
 		}
 		if rs == "redsync-rueidis" {
-			add(fmt.Sprintf("(%s Redlock floor serial: floor-redigo ÷ %s)", g, rs), "serial", g, "floor-redigo", rs, 0.8, true)
+			ref(fmt.Sprintf("(%s Redlock floor serial: floor-redigo ÷ %s)", g, rs), rs)
 		}
 	}
 	add("redlock3 rueidis parallel: throughput ÷ redsync-redigo", "parallel", "redlock3", "redsync-redigo", "lockswap-rueidis", 2, false)
@@ -527,6 +527,10 @@ func writeRangeTargets(w io.Writer, title string, ts []target15) {
 		rng := "–"
 		if !math.IsNaN(t.lo) {
 			rng = fmt.Sprintf("%.2f … %.2f", t.lo, t.hi)
+		}
+		if math.IsNaN(t.limit) {
+			fmt.Fprintf(w, "| %s | %s | %s | – | reference |\n", t.what, num(t.value, "%.3f"), rng)
+			continue
 		}
 		fmt.Fprintf(w, "| %s | %s | %s | %s %.2f | %s |\n", t.what, num(t.value, "%.3f"), rng, op, t.limit, verdict)
 	}

@@ -21,8 +21,9 @@ import (
 // given to rueidis, which then waits in a select beside its Done channel;
 // "made-only" makes and cancels a context.WithTimeout per request but
 // gives rueidis context.Background, which tells the making (Go's) from
-// the watching (rueidis's). The two sides alternate in blocks of 16
-// cycles (benchloop.Paired); "ratio" is the second ÷ the first. Run:
+// the watching (rueidis's); "again" is context.Background on both
+// sides (A/A), the pairing's own bias. The two sides alternate in blocks
+// of 16 cycles (benchloop.Paired); "ratio" is the second ÷ the first. Run:
 //
 //	go test -run '^$' -bench ContextPaired -benchtime=6000x -count 8 ./redisclient/rueidis/
 func BenchmarkContextPaired(b *testing.B) {
@@ -60,6 +61,7 @@ func BenchmarkContextPaired(b *testing.B) {
 		bound func(context.Context) (context.Context, context.CancelFunc)
 		give  bool // rueidis gets the context made
 	}{
+		{"again", nil, false},
 		{"cancel", context.WithCancel, true},
 		{"timeout", timeout, true},
 		{"made-only", timeout, false},
