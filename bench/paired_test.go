@@ -14,13 +14,13 @@ import (
 // redsync on the same client, target ≤ 0.80); the protocol's least work
 // (floor-redigo) against the same redsync, the room the protocol leaves
 // under that limit; what lockswap on redigo, which pipelines from the
-// caller's goroutine as the floor does, costs over the floor; and the
-// floor against a second floor of its own (A/A), the bias of the pairing
-// itself (the base always runs first in a turn); and floor-redigo-kit,
-// the floor with one memlock TryAcquire and Release (lockswap's kit, no
-// network, about 1.1–1.5 µs in a warm loop) before each cycle, against the
-// floor and against lockswap: what the kit's CPU costs between round
-// trips, where caches have gone cold.
+// caller's goroutine as the floor does, costs over the floor; the floor
+// against a second floor of its own (A/A), the bias of the pairing itself
+// (the base always runs first in a turn); and floor-redigo-kit, the floor
+// with one memlock TryAcquire and Release (lockswap's kit, no network,
+// about 1.1–1.5 µs in a warm loop) before each cycle, against the floor
+// and against lockswap: what the kit's CPU costs between round trips,
+// where caches and branch predictors may have gone cold.
 var redlockPairs = []struct{ ours, base string }{
 	{"lockswap-goredis", "redsync-goredis"},
 	{"lockswap-redigo", "redsync-redigo"},
