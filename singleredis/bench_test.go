@@ -73,6 +73,22 @@ func BenchmarkCyclePaired(b *testing.B) {
 	}
 }
 
+// BenchmarkParallelPaired is issue 31's 32-goroutine target measured in
+// turns: 32 goroutines cycle locks on distinct keys through the floor for
+// a window, then through lockswap on the same client library for as long,
+// turn after turn (benchloop.Alternate), and "ratio" is the median over
+// the turns of lockswap's time per cycle ÷ the floor's in the same turn,
+// "ratio-min" and "ratio-max" its range. Run:
+//
+//	go test -run '^$' -bench ParallelPaired -benchtime=20x -count 3 ./singleredis/
+func BenchmarkParallelPaired(b *testing.B) {
+	for _, client := range benchClients(b) {
+		b.Run(client.name, func(b *testing.B) {
+			benchloop.Alternate(b, b.N, benchloop.Alternation{Shape: benchloop.Parallel(32), Base: client.floor, Ours: client.ours, BaseName: "floor"})
+		})
+	}
+}
+
 // benchLocker returns a singleredis Locker on c, closed at cleanup.
 func benchLocker(b *testing.B, c redisclient.Client) *singleredis.Locker {
 	lk, err := singleredis.New(c, singleredis.Options{})

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -309,6 +311,51 @@ func TestPairedReportsBothAndTheRatio(t *testing.T) {
 	benchloop.Paired(b, 64, benchloop.Pair{Base: counting(&base), Ours: counting(&ours), BaseName: "goredis", OursName: "rueidis", Block: 4})
 	if _, ok := b.metrics["lockswap-ns/cycle"]; ok || b.metrics["rueidis-ns/cycle"] == 0 || b.metrics["goredis-ns/cycle"] == 0 {
 		t.Errorf("with OursName rueidis: metrics %v, want goredis-ns/cycle and rueidis-ns/cycle", b.metrics)
+	}
+}
+
+func TestAlternateRunsTheSidesInTurnsAndReportsTheRatioRange(t *testing.T) {
+	var mu sync.Mutex
+	var made []string // the side of each goroutine's cycle, in the order made
+	side := func(name string) func() benchloop.Cycle {
+		return func() benchloop.Cycle {
+			mu.Lock()
+			made = append(made, name)
+			mu.Unlock()
+			return func(context.Context, string) error {
+				runtime.Gosched() // some work, so that a window takes measurable time
+				return nil
+			}
+		}
+	}
+	b := &fakeB{}
+	benchloop.Alternate(b, 3, benchloop.Alternation{Shape: benchloop.Parallel(2), Base: side("floor"), Ours: side("ours"),
+		BaseName: "floor", Window: 5 * time.Millisecond})
+	if len(b.fatal) != 0 {
+		t.Fatalf("fatal: %v", b.fatal)
+	}
+	want := []string{"floor", "floor", "ours", "ours", "floor", "floor", "ours", "ours", "floor", "floor", "ours", "ours"}
+	if !slices.Equal(made, want) {
+		t.Errorf("cycles made in the order %v, want %v: three turns, the base first in each", made, want)
+	}
+	for _, unit := range []string{"floor-ns/op", "lockswap-ns/op", "ratio", "ratio-min", "ratio-max"} {
+		if b.metrics[unit] <= 0 {
+			t.Errorf("%s = %v, want a positive figure (metrics %v)", unit, b.metrics[unit], b.metrics)
+		}
+	}
+	if lo, mid, hi := b.metrics["ratio-min"], b.metrics["ratio"], b.metrics["ratio-max"]; lo > mid || mid > hi {
+		t.Errorf("ratio %v outside its range [%v, %v]", mid, lo, hi)
+	}
+
+	// A cycle's error fails the benchmark.
+	failing := func() benchloop.Cycle {
+		return func(context.Context, string) error { return errors.New("server gone") }
+	}
+	b = &fakeB{}
+	benchloop.Alternate(b, 2, benchloop.Alternation{Shape: benchloop.Parallel(2), Base: side("floor"), Ours: failing,
+		BaseName: "floor", Window: 5 * time.Millisecond})
+	if len(b.fatal) == 0 || !strings.Contains(fmt.Sprint(b.fatal...), "server gone") {
+		t.Errorf("fatal = %v, want the cycle's error", b.fatal)
 	}
 }
 

@@ -108,3 +108,71 @@ func Paired(b B, n int, p Pair) {
 	b.ReportMetric(per[1], ours+"-ns/cycle")
 	b.ReportMetric(per[1]/per[0], "ratio")
 }
+
+// Alternation is two cycles run by many goroutines at once (a shape such
+// as Parallel(32)) in alternating windows of one duration: the
+// throughput counterpart of [Pair]. Runs one after the other on a shared
+// 2-core machine land in different states of the machine (another
+// tenant's load, the servers' own rhythm) and give ranges as wide as
+// 0.74–1.55 for one ratio; windows a fraction of a second long, taken in
+// turns, see the same states.
+type Alternation struct {
+	Shape Shape
+	// Base runs first in every turn and is reported as
+	// "<BaseName>-ns/op"; Ours as "<OursName>-ns/op" ("lockswap-ns/op"
+	// when OursName is ""): the medians over the turns of each window's
+	// time per cycle (its elapsed time ÷ its cycles, as Count measures).
+	Base, Ours         func() Cycle
+	BaseName, OursName string
+	// Window is how long each side runs in a turn (0 means 150 ms), after
+	// its goroutines have made their cycles and warmed up (Loop.Warm 4).
+	Window time.Duration
+}
+
+// Alternate runs turns turns (b.N) of a's two sides and reports each
+// side's median ns per cycle and, over the turns, the median ratio
+// ("ratio", ours ÷ base within the turn) and its range ("ratio-min",
+// "ratio-max"). A cycle's error fails b.
+func Alternate(b B, turns int, a Alternation) {
+	b.Helper()
+	window := a.Window
+	if window <= 0 {
+		window = 150 * time.Millisecond
+	}
+	sides := [2]func() Cycle{a.Base, a.Ours}
+	per := [2][]float64{make([]float64, 0, turns), make([]float64, 0, turns)}
+	ratios := make([]float64, 0, turns)
+	b.ResetTimer()
+	for range turns {
+		var took [2]float64
+		for s, newCycle := range sides {
+			r, err := Loop{Shape: a.Shape, NewCycle: newCycle, Warm: 4}.For(context.Background(), window, time.Second)
+			if err != nil {
+				b.Fatal(err)
+				return
+			}
+			if r.Ops == 0 {
+				b.Fatal("a window of ", window, " completed no cycle")
+				return
+			}
+			took[s] = float64(r.Elapsed.Nanoseconds()) / float64(r.Ops)
+			per[s] = append(per[s], took[s])
+		}
+		ratios = append(ratios, took[1]/took[0])
+	}
+	b.StopTimer()
+	if len(ratios) == 0 {
+		return
+	}
+	// The median of an even count is the upper of the two middle values.
+	median := func(v []float64) float64 { slices.Sort(v); return v[len(v)/2] }
+	ours := a.OursName
+	if ours == "" {
+		ours = "lockswap"
+	}
+	b.ReportMetric(median(per[0]), a.BaseName+"-ns/op")
+	b.ReportMetric(median(per[1]), ours+"-ns/op")
+	b.ReportMetric(slices.Min(ratios), "ratio-min")
+	b.ReportMetric(slices.Max(ratios), "ratio-max")
+	b.ReportMetric(median(ratios), "ratio")
+}
