@@ -130,7 +130,9 @@ var (
 // CleanupTimeout bounds cleanup that must run even when the caller's context
 // is already cancelled: releasing after a failed attempt, and Release. What
 // is left of it when the caller's deadline comes runs in the background
-// (on the Locker's time, ended by Close), not on the caller's time.
+// (on the Locker's time, ended by Close), not on the caller's time. On
+// rueidis a request under a context that cannot be cancelled may end up
+// to 16 ms sooner (see [RequestTimeout]).
 const CleanupTimeout = 2 * time.Second
 
 // DeadlineGrace is how long any call of a Locker or Lock may run past the
@@ -150,7 +152,9 @@ const DeadlineGrace = 100 * time.Millisecond
 // RequestTimeout bounds one request of the Redis backends whatever the
 // caller's context: a server that accepts and never answers fails the
 // attempt as unavailable after RequestTimeout, so that a wait without a
-// deadline still ends (see [DefaultMaxOutage]).
+// deadline still ends (see [DefaultMaxOutage]). Under a context that
+// cannot be cancelled the request may end up to 16 ms sooner: such
+// requests share one timer per 16 ms slot rather than one each.
 const RequestTimeout = 5 * time.Second
 
 // cleanupContext returns a context for cleanup work: it keeps ctx's values

@@ -146,7 +146,7 @@ func (lk *Locker[D]) try(ctx context.Context, key string, a ask, first bool, n *
 	// server that does not answer gets ErrClosed then, not at the
 	// request's deadline.
 	start := time.Now()
-	rctx := attempt.OnceAt(&l.acqReq, ctx, start, timeout).EndAtClose(lk.stop)
+	rctx := attempt.OnceAt(&l.acqReq, ctx, start, timeout).EndAtClose(lk.deadlines)
 	g, err := lk.d.Acquire(rctx, &l.c)
 	rctx.Stop()
 	if err != nil {

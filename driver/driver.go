@@ -53,6 +53,7 @@ import (
 
 	"github.com/lockswap/lockswap"
 	"github.com/lockswap/lockswap/internal/acquire"
+	"github.com/lockswap/lockswap/internal/attempt"
 	"github.com/lockswap/lockswap/internal/background"
 	"github.com/lockswap/lockswap/internal/localq"
 	"github.com/lockswap/lockswap/internal/lockstate"
@@ -450,7 +451,11 @@ type Locker[D any] struct {
 	// stop ends at Close: the waits of a Waiter.
 	stop    context.Context
 	stopNow context.CancelFunc
-	log     logger // Config.Logger; off when nil
+	// deadlines hands out the Done channels of the acquire requests of
+	// callers whose contexts cannot be cancelled (attempt.Request.EndAtClose);
+	// Close closes them.
+	deadlines *attempt.Deadlines
+	log       logger // Config.Logger; off when nil
 }
 
 var _ lockswap.Locker = (*Locker[struct{}])(nil)
@@ -497,6 +502,7 @@ func New[D any](d Driver[D], cfg Config) (*Locker[D], error) {
 		return nil, fmt.Errorf("%s: Config.WaitRW needs Config.ReadWrite and a driver that implements Waiter: %w", cfg.Name, lockswap.ErrInvalid)
 	}
 	lk.stop, lk.stopNow = context.WithCancel(context.Background())
+	lk.deadlines = attempt.NewDeadlines(lk.stop)
 	lk.log = newLogger(cfg)
 	if cfg.Background != nil {
 		lk.bg = &cfg.Background.g
@@ -586,6 +592,7 @@ func (lk *Locker[D]) Close() error {
 		return nil
 	}
 	lk.stopNow()
+	lk.deadlines.Close()
 	for _, q := range lk.queues() {
 		if q != nil {
 			q.Close()

@@ -81,7 +81,9 @@ func Context(ctx context.Context, max time.Duration) (context.Context, func()) {
 //
 // It costs one allocation ([New]; none with [Once]) until a client asks
 // for Done: then it makes its channel and takes a timer from a pool, so
-// that a waiter wakes at the end. It registers with the caller's context
+// that a waiter wakes at the end (a request that a Locker's Close ends
+// and its caller cannot, [Request.EndAtClose], shares its slot's channel
+// and timer instead). It registers with the caller's context
 // (context.AfterFunc) only when it is still running [Watch] after a
 // client first asked for its Done: a request that ends sooner, nearly all
 // of them, costs the caller's context nothing (registering takes the
@@ -121,7 +123,13 @@ type Request struct {
 	closing     context.Context
 	closingSeen bool        // closing's end was taken into end
 	stopClosing func() bool // undoes context.AfterFunc(closing, wake.fire)
-	begun       atomic.Bool // see Once
+	// shared, when set (EndAtClose, for a caller whose context cannot be
+	// cancelled), is the request's slot in dl, the Locker's Deadlines: its
+	// channel is Done, its end Err. Both are set before the request is
+	// handed to a client and never change.
+	shared *slot
+	dl     *Deadlines
+	begun  atomic.Bool // see Once
 }
 
 // Watch is how long after a client first asks for a request's Done the
@@ -234,20 +242,36 @@ func (r *Request) init(ctx context.Context, now time.Time, max time.Duration) {
 
 // EndAtClose makes r, a Request of [New] or [Once] not yet handed to a
 // client, also end at once, with context.Canceled and without the grace,
-// when closing ends: the kit passes the context its Locker's Close
-// cancels, so that a request in flight at Close returns then (from a
-// client that watches Done) instead of at its deadline. It returns r.
-func (r *Request) EndAtClose(closing context.Context) *Request {
+// when the closing context of d ends: the kit passes its Locker's
+// Deadlines, whose context its Close cancels, so that a request in
+// flight at Close returns then (from a client that watches Done) instead
+// of at its deadline. It returns r.
+//
+// When the caller's context cannot be cancelled and r has at least
+// [MinShared] left, r's Done is the channel of its deadline's slot in d,
+// shared with the Locker's other requests that end within the same
+// [Slot]: no channel and no timer of r's own. It closes up to Slot before
+// r's Deadline (never after, as far as timers run on time) or at Close,
+// and Err is DeadlineExceeded or Canceled from then. Stop does not end
+// such a request as a context: a client or a context derived from it
+// that is still running then ends at its slot or at Close (no later than
+// r's deadline), as the shared channel cannot be closed for one request.
+func (r *Request) EndAtClose(d *Deadlines) *Request {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.closing, r.bound = closing, false
+	r.closing, r.bound = d.closing, false
 	r.noteCancel()
+	if !r.cancellable && !r.closingSeen && time.Until(r.end) >= MinShared {
+		r.dl, r.shared = d, d.slotOf(r.end)
+	}
 	return r
 }
 
 // Stop ends the request and releases what it holds: its registration
 // with the caller's context, its timer, and the caller's context itself. A client still waiting on Done
-// sees it closed, with Err context.Canceled, as after a CancelFunc.
+// sees it closed, with Err context.Canceled, as after a CancelFunc;
+// except for a request that shares its slot's channel
+// ([Request.EndAtClose]), which ends as a context at its slot or at Close.
 func (r *Request) Stop() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -372,8 +396,12 @@ func (r *Request) finish(err error) {
 func (r *Request) Deadline() (time.Time, bool) { return r.deadline, true }
 
 // Done is closed when the request ends; nil when the caller's context
-// cannot be cancelled (for a request of [New]).
+// cannot be cancelled (for a request of [New] that [Request.EndAtClose]
+// did not make the Locker's Close end).
 func (r *Request) Done() <-chan struct{} {
+	if r.shared != nil {
+		return r.shared.ch
+	}
 	if r.bound {
 		return nil
 	}
@@ -411,6 +439,9 @@ func (r *Request) Done() <-chan struct{} {
 // contexts (the timer ends the request); before, Err looks at the clock
 // and the caller's context itself, for clients that only poll it.
 func (r *Request) Err() error {
+	if r.shared != nil {
+		return r.sharedErr()
+	}
 	if r.bound {
 		return nil
 	}
@@ -420,6 +451,19 @@ func (r *Request) Err() error {
 		r.catchUp()
 	}
 	return r.err
+}
+
+// sharedErr is Err for a request whose Done is its slot's channel
+// (EndAtClose): nil while the channel is open, and from its closing on
+// why it was closed, context.DeadlineExceeded (the slot's start) or
+// context.Canceled (the Locker's Close; a Close that has begun closes the
+// slots here, not waiting for its registration with the closing
+// context to run).
+func (r *Request) sharedErr() error {
+	if r.dl.closing.Err() != nil {
+		r.dl.closeAll()
+	}
+	return r.shared.ended()
 }
 
 // Value is the caller's context's value for key.

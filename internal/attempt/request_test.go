@@ -484,30 +484,40 @@ func TestUntilParentEnds(t *testing.T) {
 
 // TestRequestEndAtClose: a request made to end at a Locker's Close ends at
 // once when the closing context is cancelled (no grace), for a waiter on
-// Done and for a client that only polls Err, also when the caller's
-// context can never be cancelled; Stop afterwards is safe.
+// Done and for a client that only polls Err, whether the caller's context
+// can never be cancelled (the request then shares its slot's channel in
+// the Locker's Deadlines) or can; Stop afterwards is safe.
 func TestRequestEndAtClose(t *testing.T) {
-	for _, poll := range []bool{false, true} {
-		closing, closeNow := context.WithCancel(context.Background())
-		r := attempt.New(context.Background(), time.Minute).EndAtClose(closing)
-		var done <-chan struct{}
-		if !poll {
-			if done = r.Done(); done == nil {
-				t.Fatal("Done is nil for a request that Close can end")
+	for _, cancellable := range []bool{false, true} {
+		for _, poll := range []bool{false, true} {
+			closing, closeNow := context.WithCancel(context.Background())
+			parent, cancelParent := context.Background(), context.CancelFunc(func() {})
+			if cancellable {
+				parent, cancelParent = context.WithCancel(parent)
 			}
+			dl := attempt.NewDeadlines(closing)
+			r := attempt.New(parent, time.Minute).EndAtClose(dl)
+			var done <-chan struct{}
+			if !poll {
+				if done = r.Done(); done == nil {
+					t.Fatal("Done is nil for a request that Close can end")
+				}
+			}
+			closeNow()
+			if poll {
+				if err := r.Err(); !errors.Is(err, context.Canceled) {
+					t.Fatalf("cancellable=%v: Err = %v right after Close, want Canceled (no grace)", cancellable, err)
+				}
+			} else {
+				select {
+				case <-done:
+				case <-time.After(attempt.Grace * 20):
+					t.Fatalf("cancellable=%v: the request still running %v after Close", cancellable, attempt.Grace*20)
+				}
+			}
+			r.Stop()
+			cancelParent()
+			dl.Close()
 		}
-		closeNow()
-		if poll {
-			if err := r.Err(); !errors.Is(err, context.Canceled) {
-				t.Fatalf("Err = %v right after Close, want Canceled (no grace)", err)
-			}
-		} else {
-			select {
-			case <-done:
-			case <-time.After(attempt.Grace * 20):
-				t.Fatalf("the request still running %v after Close", attempt.Grace*20)
-			}
-		}
-		r.Stop()
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	rueidislib "github.com/redis/rueidis"
 
+	"github.com/lockswap/lockswap/internal/attempt"
 	"github.com/lockswap/lockswap/internal/benchloop"
 	"github.com/lockswap/lockswap/internal/testserver"
 	"github.com/lockswap/lockswap/redisclient/rueidis"
@@ -22,10 +23,15 @@ import (
 // "made-only" makes and cancels a context.WithTimeout per request but
 // gives rueidis context.Background, which tells the making (Go's) from
 // the watching (rueidis's); "again" is context.Background on both
-// sides (A/A), the pairing's own bias. The two sides alternate in blocks
-// of 16 cycles (benchloop.Paired); "ratio" is the second ÷ the first. Run:
+// sides (A/A), the pairing's own bias; "request" gives rueidis the
+// kit's own request context (attempt.Request, ended at its Locker's Close
+// too, as an acquire's is). The two sides alternate in blocks of 16
+// cycles (benchloop.Paired); "ratio" is the second ÷ the first. The
+// "parallel/" variants run the same cycles on 32 goroutines and distinct
+// keys, the two sides in alternating windows (benchloop.Alternate). Run:
 //
 //	go test -run '^$' -bench ContextPaired -benchtime=6000x -count 8 ./redisclient/rueidis/
+//	go test -run '^$' -bench 'ContextPaired/parallel' -benchtime=20x -count 3 ./redisclient/rueidis/
 func BenchmarkContextPaired(b *testing.B) {
 	srv := testserver.RedisT(b, testserver.RedisOptions{})
 	rc, _, err := rueidis.NewClient(rueidislib.ClientOption{InitAddress: []string{srv.Addr()},
@@ -56,7 +62,14 @@ func BenchmarkContextPaired(b *testing.B) {
 	timeout := func(ctx context.Context) (context.Context, context.CancelFunc) {
 		return context.WithTimeout(ctx, 5*time.Second)
 	}
-	for _, v := range []struct {
+	closing, closeAll := context.WithCancel(context.Background())
+	deadlines := attempt.NewDeadlines(closing)
+	b.Cleanup(func() { closeAll(); deadlines.Close() })
+	request := func(ctx context.Context) (context.Context, context.CancelFunc) {
+		r := attempt.New(ctx, attempt.Timeout).EndAtClose(deadlines)
+		return r, r.Stop
+	}
+	variants := []struct {
 		name  string
 		bound func(context.Context) (context.Context, context.CancelFunc)
 		give  bool // rueidis gets the context made
@@ -65,9 +78,19 @@ func BenchmarkContextPaired(b *testing.B) {
 		{"cancel", context.WithCancel, true},
 		{"timeout", timeout, true},
 		{"made-only", timeout, false},
-	} {
+		{"request", request, true},
+	}
+	for _, v := range variants {
 		b.Run(v.name, func(b *testing.B) {
 			benchloop.Paired(b, b.N, benchloop.Pair{Base: cycle(nil, false), Ours: cycle(v.bound, v.give), BaseName: "background", OursName: v.name})
+		})
+	}
+	for _, v := range variants {
+		b.Run("parallel/"+v.name, func(b *testing.B) {
+			benchloop.Alternate(b, b.N, benchloop.Alternation{Shape: benchloop.Parallel(32),
+				Base:     func() benchloop.Cycle { return cycle(nil, false) },
+				Ours:     func() benchloop.Cycle { return cycle(v.bound, v.give) },
+				BaseName: "background", OursName: v.name})
 		})
 	}
 }

@@ -1,0 +1,204 @@
+package attempt_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lockswap/lockswap/internal/attempt"
+)
+
+// TestDeadlinesShareTheSlot: the requests of one Locker whose callers'
+// contexts cannot be cancelled and that end within the same slot share
+// one Done channel, which closes at the earliest one Slot before their
+// Deadline (timers never fire early) and then reads DeadlineExceeded; a
+// request with a cancellable caller, or with less than MinShared left,
+// has a channel of its own. The slot's timer is gone once it has fired.
+func TestDeadlinesShareTheSlot(t *testing.T) {
+	t.Parallel()
+	dl := attempt.NewDeadlines(context.Background())
+	defer dl.Close()
+	now := time.Now()
+	bg := context.Background()
+	max := attempt.MinShared + attempt.MinShared/2
+	r1 := attempt.OnceAt(new(attempt.Request), bg, now, max).EndAtClose(dl)
+	r2 := attempt.OnceAt(new(attempt.Request), bg, now, max).EndAtClose(dl)
+	defer r1.Stop()
+	defer r2.Stop()
+	if r1.Done() == nil || r1.Done() != r2.Done() {
+		t.Fatalf("two requests ending in the same slot: Done %v and %v, want one shared channel", r1.Done(), r2.Done())
+	}
+	parent, cancel := context.WithCancel(bg)
+	defer cancel()
+	own := attempt.OnceAt(new(attempt.Request), parent, now, max).EndAtClose(dl)
+	short := attempt.OnceAt(new(attempt.Request), bg, now, attempt.MinShared/2).EndAtClose(dl)
+	defer own.Stop()
+	defer short.Stop()
+	for name, r := range map[string]*attempt.Request{"a cancellable caller's": own, "a short one's": short} {
+		if d := r.Done(); d == nil || d == r1.Done() {
+			t.Errorf("%s request: Done %v, want a channel of its own (shared: %v)", name, d, r1.Done())
+		}
+	}
+	if got := attempt.Pending(dl); got != 1 {
+		t.Errorf("%d slots pending, want 1", got)
+	}
+	select {
+	case <-r1.Done():
+	case <-time.After(max + 10*time.Second):
+		t.Fatal("the shared Done not closed 10 s after the deadline")
+	}
+	deadline, _ := r1.Deadline()
+	if early := deadline.Sub(time.Now()); early > attempt.Slot {
+		t.Errorf("the shared Done closed %v before the deadline, more than a slot (%v)", early, attempt.Slot)
+	}
+	for _, r := range []*attempt.Request{r1, r2} {
+		if err := r.Err(); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Err = %v after the slot closed, want DeadlineExceeded", err)
+		}
+	}
+	if got := attempt.Pending(dl); got != 0 {
+		t.Errorf("%d slots pending after the slot fired, want 0", got)
+	}
+	// Err keeps its first value: a Close after the slot ended changes
+	// nothing.
+	dl.Close()
+	if err := r1.Err(); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Err = %v after the slot closed and then Close, want DeadlineExceeded still", err)
+	}
+}
+
+// TestDeadlinesStopAndClose: a stopped request that shares its slot's
+// channel keeps it open (for the others) and reads nil, as a context must
+// while its Done is open; Close closes every channel handed out at once
+// and stops every timer, and a request made afterwards has ended already.
+func TestDeadlinesStopAndClose(t *testing.T) {
+	closing, closeNow := context.WithCancel(context.Background())
+	dl := attempt.NewDeadlines(closing)
+	bg := context.Background()
+	stopped := attempt.New(bg, time.Minute).EndAtClose(dl)
+	running := attempt.New(bg, 2*time.Minute).EndAtClose(dl)
+	if err := running.Err(); err != nil {
+		t.Fatalf("Err = %v for a running request, want nil", err)
+	}
+	stopped.Stop()
+	select {
+	case <-stopped.Done():
+		t.Error("Stop closed the slot's shared channel")
+	default:
+	}
+	if err := stopped.Err(); err != nil {
+		t.Errorf("Err = %v after Stop with Done open, want nil", err)
+	}
+	closeNow()
+	dl.Close()
+	checkEnded(t, stopped, context.Canceled, "after Stop and Close")
+	checkEnded(t, running, context.Canceled, "after Close returned")
+	if got := attempt.Pending(dl); got != 0 {
+		t.Errorf("%d slots pending after Close, want 0", got)
+	}
+	late := attempt.New(bg, time.Minute).EndAtClose(dl)
+	checkEnded(t, late, context.Canceled, "for a request made after Close")
+	running.Stop()
+	late.Stop()
+}
+
+// checkEnded fails t unless r's Done is closed and its Err matches want.
+func checkEnded(t *testing.T, r *attempt.Request, want error, when string) {
+	t.Helper()
+	select {
+	case <-r.Done():
+	default:
+		t.Errorf("Done still open %s", when)
+	}
+	if err := r.Err(); !errors.Is(err, want) {
+		t.Errorf("Err = %v %s, want %v", err, when, want)
+	}
+}
+
+// TestDeadlinesConcurrentClose: requests made, asked and stopped on many
+// goroutines while the Locker closes all end (run with -race).
+func TestDeadlinesConcurrentClose(t *testing.T) {
+	closing, closeNow := context.WithCancel(context.Background())
+	dl := attempt.NewDeadlines(closing)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			for i := range 200 {
+				r := attempt.New(context.Background(), time.Duration(1+g*200+i)*time.Second).EndAtClose(dl)
+				d := r.Done()
+				_ = r.Err()
+				if i%2 == 0 {
+					r.Stop()
+					continue
+				}
+				select {
+				case <-d:
+				case <-time.After(10 * time.Second):
+					t.Error("a request still running 10 s after Close")
+					return
+				}
+				if err := r.Err(); !errors.Is(err, context.Canceled) {
+					t.Errorf("Err = %v after Close, want Canceled", err)
+				}
+				r.Stop()
+			}
+		}()
+	}
+	close(start)
+	closeNow()
+	dl.Close()
+	wg.Wait()
+	if got := attempt.Pending(dl); got != 0 {
+		t.Errorf("%d slots pending after Close, want 0", got)
+	}
+}
+
+type sharedKey struct{}
+
+// TestSharedDeadline: a context that cannot be cancelled, with a deadline
+// at least MinShared away, gets a context sharing its slot's Done channel
+// with the others that end in the same slot, which keeps the values,
+// reports the deadline, closes at the earliest one Slot before it and
+// then reads DeadlineExceeded; a cancellable context or a nearer deadline
+// is left to the caller.
+func TestSharedDeadline(t *testing.T) {
+	t.Parallel()
+	parent := context.WithValue(context.Background(), sharedKey{}, "v")
+	d := time.Now().Add(attempt.MinShared + attempt.MinShared/2)
+	c1, ok1 := attempt.SharedDeadline(parent, d)
+	c2, ok2 := attempt.SharedDeadline(parent, d)
+	if !ok1 || !ok2 || c1.Done() == nil || c1.Done() != c2.Done() {
+		t.Fatalf("SharedDeadline: ok %v %v, Done %v and %v; want one shared channel", ok1, ok2, c1.Done(), c2.Done())
+	}
+	if got, _ := c1.Deadline(); !got.Equal(d) {
+		t.Errorf("Deadline = %v, want %v", got, d)
+	}
+	if c1.Value(sharedKey{}) != "v" || c1.Err() != nil {
+		t.Errorf("Value = %v, Err = %v; want the parent's value and nil", c1.Value(sharedKey{}), c1.Err())
+	}
+	cancellable, cancel := context.WithCancel(parent)
+	defer cancel()
+	if c, ok := attempt.SharedDeadline(cancellable, d); ok || c != cancellable {
+		t.Error("SharedDeadline took a context that can be cancelled")
+	}
+	if c, ok := attempt.SharedDeadline(parent, time.Now().Add(attempt.MinShared/2)); ok || c != parent {
+		t.Error("SharedDeadline took a deadline nearer than MinShared")
+	}
+	select {
+	case <-c1.Done():
+	case <-time.After(time.Until(d) + 10*time.Second):
+		t.Fatal("the shared Done not closed 10 s after the deadline")
+	}
+	if early := d.Sub(time.Now()); early > attempt.Slot {
+		t.Errorf("the shared Done closed %v before the deadline, more than a slot (%v)", early, attempt.Slot)
+	}
+	if err := c2.Err(); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Err = %v after the slot closed, want DeadlineExceeded", err)
+	}
+}
