@@ -131,8 +131,8 @@ var (
 // is already cancelled: releasing after a failed attempt, and Release. What
 // is left of it when the caller's deadline comes runs in the background
 // (on the Locker's time, ended by Close), not on the caller's time. On
-// rueidis a request under a context that cannot be cancelled may end up
-// to 16 ms sooner (see [RequestTimeout]).
+// rueidis a cleanup request under a context that cannot be cancelled may
+// end up to 16 ms sooner (see [RequestTimeout]).
 const CleanupTimeout = 2 * time.Second
 
 // DeadlineGrace is how long any call of a Locker or Lock may run past the
@@ -153,8 +153,9 @@ const DeadlineGrace = 100 * time.Millisecond
 // caller's context: a server that accepts and never answers fails the
 // attempt as unavailable after RequestTimeout, so that a wait without a
 // deadline still ends (see [DefaultMaxOutage]). Under a context that
-// cannot be cancelled the request may end up to 16 ms sooner: such
-// requests share one timer per 16 ms slot rather than one each.
+// cannot be cancelled a request may end up to 16 ms before its bound:
+// such requests share one timer per 16 ms slot rather than one each (an
+// acquire's requests on every backend, and on rueidis the others too).
 const RequestTimeout = 5 * time.Second
 
 // cleanupContext returns a context for cleanup work: it keeps ctx's values

@@ -591,8 +591,10 @@ func (lk *Locker[D]) Close() error {
 	if lk.closed.Swap(true) {
 		return nil
 	}
-	lk.stopNow()
+	// The deadlines first: their registration with lk.stop is undone
+	// before stopNow could start it in a goroutine of its own.
 	lk.deadlines.Close()
+	lk.stopNow()
 	for _, q := range lk.queues() {
 		if q != nil {
 			q.Close()

@@ -434,7 +434,11 @@ func (r *Request) Done() <-chan struct{} {
 // context.Canceled once the grace after the caller's cancellation has run
 // out or Stop was called (a request of [Until]: the caller context's Err
 // as soon as it ends), nil before (and always nil when the caller's
-// context cannot be cancelled, for a request of [New]). Once someone has
+// context cannot be cancelled, for a request of [New]). A request whose
+// Done is its slot's channel ([Request.EndAtClose]) is the exception: its
+// Err is nil while the slot is open, Stop or not, and then why the slot
+// closed, context.DeadlineExceeded up to [Slot] before the deadline or
+// context.Canceled at the Locker's Close. Once someone has
 // asked for Done, Err is what closed Done, as for the standard library's
 // contexts (the timer ends the request); before, Err looks at the clock
 // and the caller's context itself, for clients that only poll it.

@@ -2,6 +2,7 @@ package attempt
 
 import (
 	"context"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,10 +48,20 @@ type slot struct {
 	k  int64 // the slot's index from slotBase
 	ch chan struct{}
 	t  *time.Timer // closes ch at the slot's start
+	// once closes ch, by t or by Close, whichever comes first.
+	once sync.Once
 	// err is why ch was closed (context.DeadlineExceeded by t,
 	// context.Canceled by Close): written before ch is closed, read
 	// after.
 	err error
+}
+
+// end closes s's channel for err, unless it was closed already.
+func (s *slot) end(err error) {
+	s.once.Do(func() {
+		s.err = err
+		close(s.ch)
+	})
 }
 
 // The slots of a request whose end has come already, and of one made
@@ -83,9 +94,17 @@ func NewDeadlines(closing context.Context) *Deadlines {
 // slot's start (at once when that has passed) or when d's closing context
 // ends. The slot's index is read from the monotonic clock when end has a
 // reading of it (as time.Until does), so that a step of the wall clock
-// does not move it.
+// does not move it; the clock is read once, so that two requests with the
+// same end share a slot whatever the time between the readings. An end
+// too far away to count in a time.Duration takes the last slot that can
+// (which still closes before it).
 func (d *Deadlines) slotOf(end time.Time) *slot {
-	k := int64((time.Since(slotBase) + time.Until(end)) / Slot)
+	now := time.Now()
+	elapsed, left := now.Sub(slotBase), end.Sub(now)
+	if left > math.MaxInt64-elapsed {
+		left = math.MaxInt64 - elapsed
+	}
+	k := int64((elapsed + left) / Slot)
 	if s := d.last.Load(); s != nil && s.k == k {
 		return s
 	}
@@ -116,8 +135,7 @@ func (d *Deadlines) fire(s *slot) {
 	}
 	d.last.CompareAndSwap(s, nil)
 	d.mu.Unlock()
-	s.err = context.DeadlineExceeded
-	close(s.ch)
+	s.end(context.DeadlineExceeded)
 }
 
 // closeAll closes every slot's channel, for the Locker's Close; the
@@ -132,11 +150,11 @@ func (d *Deadlines) closeAll() {
 	d.closed = true
 	d.last.Store(nil)
 	for k, s := range d.slots {
-		// A timer that has started fire closes the channel itself.
-		if s.t.Stop() {
-			s.err = context.Canceled
-			close(s.ch)
-		}
+		// A timer that has started fire may be waiting for d.mu: the
+		// channel is closed here all the same (whichever of the two comes
+		// first says why), so that it is closed when Close returns.
+		s.t.Stop()
+		s.end(context.Canceled)
 		delete(d.slots, k)
 	}
 }

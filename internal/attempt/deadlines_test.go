@@ -3,6 +3,7 @@ package attempt_test
 import (
 	"context"
 	"errors"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -200,5 +201,54 @@ func TestSharedDeadline(t *testing.T) {
 	}
 	if err := c2.Err(); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Err = %v after the slot closed, want DeadlineExceeded", err)
+	}
+}
+
+// TestDeadlinesCloseRacingTheTimer: a slot whose timer has fired while its
+// fire waits for the Deadlines' lock is closed by Close all the same (so
+// that every channel is closed when the Locker's Close returns) and reads
+// Canceled; the late fire then changes nothing and does not panic on a
+// closed channel.
+func TestDeadlinesCloseRacingTheTimer(t *testing.T) {
+	t.Parallel()
+	closing, cancel := context.WithCancel(context.Background())
+	dl := attempt.NewDeadlines(closing)
+	end := time.Now().Add(2 * attempt.MinShared)
+	fire := attempt.FiredLate(dl, end)
+	done, why := attempt.SlotOf(dl, end)
+	cancel()
+	dl.Close()
+	select {
+	case <-done:
+	default:
+		t.Fatal("the slot's channel is open after Close")
+	}
+	if err := why(); !errors.Is(err, context.Canceled) {
+		t.Errorf("the slot reads %v after Close, want Canceled", err)
+	}
+	fire()
+	if err := why(); !errors.Is(err, context.Canceled) {
+		t.Errorf("the slot reads %v after its late fire, want Canceled still", err)
+	}
+	if got := attempt.Pending(dl); got != 0 {
+		t.Errorf("%d slots pending after Close, want 0", got)
+	}
+}
+
+// TestDeadlinesFarEnd: an end too far away to count in a time.Duration
+// from the slots' origin takes a slot that is open (not one already
+// expired, as an overflow would give) and closes at Close.
+func TestDeadlinesFarEnd(t *testing.T) {
+	t.Parallel()
+	dl := attempt.NewDeadlines(context.Background())
+	done, why := attempt.SlotOf(dl, time.Now().Add(math.MaxInt64))
+	if err := why(); err != nil {
+		t.Errorf("a slot ~292 years away reads %v, want nil (open)", err)
+	}
+	dl.Close()
+	select {
+	case <-done:
+	default:
+		t.Fatal("the far slot's channel is open after Close")
 	}
 }
