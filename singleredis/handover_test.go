@@ -10,6 +10,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/lockswap/lockswap"
+	"github.com/lockswap/lockswap/internal/lockstate"
 	"github.com/lockswap/lockswap/internal/queuetest"
 	"github.com/lockswap/lockswap/internal/redistest"
 	"github.com/lockswap/lockswap/internal/testserver"
@@ -46,11 +47,13 @@ func TestReleaseHandsOverInOneRequest(t *testing.T) {
 					t.Fatalf("release with a waiter: %v", err)
 				}
 				// The hand-over ran on the server before Release returned:
-				// the waiter's TTL counts from then at the latest. (The
-				// time before the call is no bound: on a busy machine the
-				// request may be sent later than the call by more than the
-				// drift the deadline keeps back.)
+				// the waiter's TTL counts from then at the latest, less the
+				// drift the deadline keeps back, plus 1 ms for the server's
+				// clock read in whole milliseconds. (The time before the
+				// call is no bound: on a busy machine the request may be
+				// sent later than the call by more than the drift.)
 				released := time.Now()
+				latest := released.Add(ttl - lockstate.Drift(ttl) + time.Millisecond)
 				r := <-out
 				if r.Err != nil {
 					t.Fatalf("waiter: %v", r.Err)
@@ -61,8 +64,8 @@ func TestReleaseHandsOverInOneRequest(t *testing.T) {
 				if v, _ := raw.Get(ctx, key).Result(); v != r.Lock.Token() {
 					t.Errorf("key holds %q, want the waiter's token %q", v, r.Lock.Token())
 				}
-				if left := time.Until(r.Lock.Deadline()); left <= 0 || r.Lock.Deadline().After(released.Add(ttl)) {
-					t.Errorf("waiter's deadline %v after the release returned, want within its own TTL %v", r.Lock.Deadline().Sub(released), ttl)
+				if left := time.Until(r.Lock.Deadline()); left <= 0 || r.Lock.Deadline().After(latest) {
+					t.Errorf("waiter's deadline %v after the release returned, want within its own TTL %v less the drift %v", r.Lock.Deadline().Sub(released), ttl, lockstate.Drift(ttl))
 				}
 				if pttl, _ := raw.PTTL(ctx, key).Result(); pttl <= 0 || pttl > ttl {
 					t.Errorf("key's PTTL %v, want the waiter's TTL %v", pttl, ttl)
