@@ -7,6 +7,7 @@ import (
 
 	"github.com/lockswap/lockswap"
 	"github.com/lockswap/lockswap/internal/fencetest"
+	"github.com/lockswap/lockswap/internal/queuetest"
 	"github.com/lockswap/lockswap/internal/redistest"
 	"github.com/lockswap/lockswap/redlock"
 )
@@ -83,21 +84,20 @@ func TestFenceCountersExpire(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		next := make(chan error, 1)
-		go func() {
-			l, err := lk.Acquire(ctx, "local")
-			if err == nil {
-				err = l.Release(ctx)
-			}
-			next <- err
-		}()
-		waitFor(t, "the local waiter waiting", func() bool { return redlock.Waiting(lk, "local") == 1 })
+		// The waiter's first attempt has failed and it waits between
+		// attempts, with no retry of its own to come (counting from
+		// "waiting", its first round could still be on its way).
+		next := queuetest.QueueBehind(t, ctx, lk, "local", lockswap.DefaultTTL)
 		persist("local")
 		before = requests()
 		if err := held.Release(ctx); err != nil { // hands the key to the waiter, its guess applied
 			t.Fatal(err)
 		}
-		if err := <-next; err != nil {
+		r := <-next
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+		if err := r.Lock.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
 		rounds("the hand-over and the waiter's release", requests, before, 2)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/lockswap/lockswap"
 	"github.com/lockswap/lockswap/internal/fencetest"
+	"github.com/lockswap/lockswap/internal/queuetest"
 	"github.com/lockswap/lockswap/internal/redistest"
 	"github.com/lockswap/lockswap/internal/testserver"
 	"github.com/lockswap/lockswap/singleredis"
@@ -55,14 +56,15 @@ func TestFenceCountersExpire(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		next := acquireAsync(ctx, lk, "local")
-		waitFor(t, 5*time.Second, "the local waiter waiting", func() bool { return singleredis.Waiting(lk, "local") == 1 })
+		// Parked after its first attempt, with no retry of its own to
+		// come: the release below hands it the lock.
+		next := queuetest.QueueBehind(t, ctx, lk, "local", lockswap.DefaultTTL)
 		raw.Del(ctx, singleredis.FenceKey("local")) // the hand-over below must set it again
 		local.Release(ctx)                          // hands the lock over in one request
-		if r := <-next; r.err != nil {
-			t.Fatal(r.err)
+		if r := <-next; r.Err != nil {
+			t.Fatal(r.Err)
 		} else {
-			r.l.Release(ctx)
+			r.Lock.Release(ctx)
 		}
 		for _, k := range []string{"plain", "fair", "local"} {
 			if d := raw.PTTL(ctx, singleredis.FenceKey(k)).Val(); d <= 0 || d > life {
