@@ -116,6 +116,7 @@ type Request struct {
 	bound         bool          // parent cannot be cancelled, and neither can the request: no Done, no Err
 	cancellable   bool          // parent can be cancelled (its Done is not nil)
 	cancelSeen    bool          // parent's cancellation was taken into end
+	long          bool          // at least MinShared from its start to its end (set by init)
 	wake          *wakeup       // the timer and callback; taken by the first Done
 	stopParent    func() bool   // undoes context.AfterFunc(parent, wake.fire)
 	// closing, when set ([Request.EndAtClose]), ends the request at once
@@ -238,6 +239,7 @@ func (r *Request) init(ctx context.Context, now time.Time, max time.Duration) {
 	r.endErr = context.DeadlineExceeded
 	r.cancellable = ended || ctx.Done() != nil
 	r.bound, r.cancelSeen = !r.cancellable, ended
+	r.long = limit.Sub(now) >= MinShared
 }
 
 // EndAtClose makes r, a Request of [New] or [Once] not yet handed to a
@@ -247,8 +249,8 @@ func (r *Request) init(ctx context.Context, now time.Time, max time.Duration) {
 // flight at Close returns then (from a client that watches Done) instead
 // of at its deadline. It returns r.
 //
-// When the caller's context cannot be cancelled and r has at least
-// [MinShared] left, r's Done is the channel of its deadline's slot in d,
+// When the caller's context cannot be cancelled and r was begun with at
+// least [MinShared] to its deadline, r's Done is the channel of its deadline's slot in d,
 // shared with the Locker's other requests that end within the same
 // [Slot]: no channel and no timer of r's own. It closes up to Slot before
 // r's Deadline (never after, as far as timers run on time) or at Close,
@@ -257,11 +259,11 @@ func (r *Request) init(ctx context.Context, now time.Time, max time.Duration) {
 // that is still running then ends at its slot or at Close (no later than
 // r's deadline), as the shared channel cannot be closed for one request.
 func (r *Request) EndAtClose(d *Deadlines) *Request {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	// r is not shared yet: no lock. Whether r has MinShared left counts
+	// from its start (init), which spares a reading of the clock.
 	r.closing, r.bound = d.closing, false
 	r.noteCancel()
-	if !r.cancellable && !r.closingSeen && time.Until(r.end) >= MinShared {
+	if !r.cancellable && !r.closingSeen && r.long {
 		r.dl, r.shared = d, d.slotOf(r.end)
 	}
 	return r

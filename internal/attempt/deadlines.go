@@ -2,7 +2,6 @@ package attempt
 
 import (
 	"context"
-	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -92,19 +91,14 @@ func NewDeadlines(closing context.Context) *Deadlines {
 
 // slotOf returns the slot end falls in, whose channel is closed at the
 // slot's start (at once when that has passed) or when d's closing context
-// ends. The slot's index is read from the monotonic clock when end has a
-// reading of it (as time.Until does), so that a step of the wall clock
-// does not move it; the clock is read once, so that two requests with the
-// same end share a slot whatever the time between the readings. An end
-// too far away to count in a time.Duration takes the last slot that can
-// (which still closes before it).
+// ends. The slot's index counts from slotBase on the monotonic clock when
+// end has a reading of it (as time.Sub does), so that a step of the wall
+// clock does not move it, and reads no clock: two requests with the same
+// end share a slot, and the clock is read only to make a new slot. An
+// end too far away to count in a time.Duration takes the last slot that
+// can (time.Sub saturates; that slot still closes before it).
 func (d *Deadlines) slotOf(end time.Time) *slot {
-	now := time.Now()
-	elapsed, left := now.Sub(slotBase), end.Sub(now)
-	if left > math.MaxInt64-elapsed {
-		left = math.MaxInt64 - elapsed
-	}
-	k := int64((elapsed + left) / Slot)
+	k := int64(end.Sub(slotBase) / Slot)
 	if s := d.last.Load(); s != nil && s.k == k {
 		return s
 	}
@@ -189,7 +183,16 @@ var uncancellable = NewDeadlines(context.Background())
 // rueidis adapter gives it to a client that watches Done and not the
 // deadline, in place of a timer per request.
 func SharedDeadline(ctx context.Context, d time.Time) (context.Context, bool) {
-	if ctx.Done() != nil || time.Until(d) < MinShared {
+	if ctx.Done() != nil {
+		return ctx, false
+	}
+	if r, ok := ctx.(*Request); ok && r.deadline.Equal(d) {
+		// The kit's request knows whether it was begun with MinShared
+		// to its deadline: no reading of the clock.
+		if !r.long {
+			return ctx, false
+		}
+	} else if time.Until(d) < MinShared {
 		return ctx, false
 	}
 	return &sharedCtx{Context: ctx, deadline: d, slot: uncancellable.slotOf(d)}, true

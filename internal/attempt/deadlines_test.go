@@ -167,7 +167,8 @@ type sharedKey struct{}
 // with the others that end in the same slot, which keeps the values,
 // reports the deadline, closes at the earliest one Slot before it and
 // then reads DeadlineExceeded; a cancellable context or a nearer deadline
-// is left to the caller.
+// (for the kit's request: one begun with less than MinShared to it) is
+// left to the caller.
 func TestSharedDeadline(t *testing.T) {
 	t.Parallel()
 	parent := context.WithValue(context.Background(), sharedKey{}, "v")
@@ -190,6 +191,21 @@ func TestSharedDeadline(t *testing.T) {
 	}
 	if c, ok := attempt.SharedDeadline(parent, time.Now().Add(attempt.MinShared/2)); ok || c != parent {
 		t.Error("SharedDeadline took a deadline nearer than MinShared")
+	}
+	// The kit's request (as the rueidis adapter gets it for a release
+	// under context.Background) is judged by the time from its start to
+	// its deadline, which it knows, without reading the clock.
+	for _, c := range []struct {
+		max  time.Duration
+		want bool
+	}{{attempt.MinShared / 2, false}, {attempt.MinShared + attempt.MinShared/2, true}} {
+		r := attempt.New(parent, c.max)
+		rd, _ := r.Deadline()
+		sc, ok := attempt.SharedDeadline(r, rd)
+		if ok != c.want || ok && (sc.Done() == nil || sc.Value(sharedKey{}) != "v") {
+			t.Errorf("SharedDeadline of a request begun with %v to its deadline: ok %v, Done %v, want ok %v with the request's values", c.max, ok, sc.Done(), c.want)
+		}
+		r.Stop()
 	}
 	select {
 	case <-c1.Done():

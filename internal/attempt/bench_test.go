@@ -1,0 +1,56 @@
+package attempt_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/lockswap/lockswap/internal/attempt"
+)
+
+// BenchmarkRequest measures what the kit's request context costs a
+// request on the client's side, without a network: made for
+// context.Background (the common caller), ended at a Locker's Close
+// (EndAtClose, as an acquire's is), read as a pipelining client reads it
+// (Done, Err and Deadline) and stopped; against context.WithTimeout made,
+// read and cancelled the same way ("with-timeout"), what a client would
+// make otherwise. Run:
+//
+//	go test -run '^$' -bench Request -cpu 1,2 ./internal/attempt/
+func BenchmarkRequest(b *testing.B) {
+	closing, closeAll := context.WithCancel(context.Background())
+	d := attempt.NewDeadlines(closing)
+	b.Cleanup(func() { closeAll(); d.Close() })
+	read := func(ctx context.Context) {
+		for range 3 {
+			if ctx.Err() != nil {
+				b.Fatal("the request ended at once")
+			}
+			select {
+			case <-ctx.Done(): // a client's select beside its reply
+				b.Fatal("the request ended at once")
+			default:
+			}
+		}
+		ctx.Deadline()
+	}
+	b.Run("request", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				r := attempt.New(context.Background(), attempt.Timeout).EndAtClose(d)
+				read(r)
+				r.Stop()
+			}
+		})
+	})
+	b.Run("with-timeout", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				ctx, cancel := context.WithTimeout(context.Background(), attempt.Timeout)
+				read(ctx)
+				cancel()
+			}
+		})
+	})
+}
