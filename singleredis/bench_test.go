@@ -2,7 +2,9 @@ package singleredis_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -75,19 +77,78 @@ func BenchmarkCyclePaired(b *testing.B) {
 
 // BenchmarkParallelPaired is issue 31's 32-goroutine target measured in
 // turns: 32 goroutines cycle locks on distinct keys through the floor for
-// a window, then through lockswap on the same client library for as long,
-// turn after turn (benchloop.Alternate), and "ratio" is the median over
-// the turns of lockswap's time per cycle ÷ the floor's in the same turn,
-// "ratio-min" and "ratio-max" its range. Run:
+// a window, then through lockswap on the same client library for as long
+// (the other way round in every other turn), turn after turn
+// (benchloop.Alternate), and "ratio" is the median over the turns of
+// lockswap's time per cycle ÷ the floor's in the same turn, "ratio-min"
+// and "ratio-max" its range. The goroutines' context can be cancelled (a
+// server's request context, say; benchloop.Loop cancels it at the first
+// error), which the floor's client ignores but lockswap watches, to
+// return within lockswap.DeadlineGrace of a cancellation;
+// "<client>/background" runs both sides under context.Background instead.
+// The "<client>/again" runs pair the floor
+// with itself (A/A): the bias of the method, to read beside the others;
+// "<client>/burn" pairs the floor with the floor that first does a fixed
+// piece of CPU work (burn, its time measured serially as "burn-ns"):
+// what that much CPU per cycle costs the throughput of 32 goroutines sharing the machine's cores
+// with the server. Run:
 //
 //	go test -run '^$' -bench ParallelPaired -benchtime=20x -count 3 ./singleredis/
 func BenchmarkParallelPaired(b *testing.B) {
+	again := map[string]bool{"redigo": true, "rueidis-pipelined": true}
 	for _, client := range benchClients(b) {
 		b.Run(client.name, func(b *testing.B) {
 			benchloop.Alternate(b, b.N, benchloop.Alternation{Shape: benchloop.Parallel(32), Base: client.floor, Ours: client.ours, BaseName: "floor"})
 		})
+		b.Run(client.name+"/background", func(b *testing.B) {
+			benchloop.Alternate(b, b.N, benchloop.Alternation{Shape: benchloop.Parallel(32), Base: underBackground(client.floor), Ours: underBackground(client.ours), BaseName: "floor"})
+		})
+		if again[client.name] {
+			b.Run(client.name+"/again", func(b *testing.B) {
+				benchloop.Alternate(b, b.N, benchloop.Alternation{Shape: benchloop.Parallel(32), Base: client.floor, Ours: client.floor, BaseName: "floor", OursName: "floor-again"})
+			})
+			b.Run(client.name+"/burn", func(b *testing.B) {
+				burned := func() benchloop.Cycle {
+					floor := client.floor()
+					return func(ctx context.Context, key string) error {
+						burn()
+						return floor(ctx, key)
+					}
+				}
+				benchloop.Alternate(b, b.N, benchloop.Alternation{Shape: benchloop.Parallel(32), Base: client.floor, Ours: burned, BaseName: "floor", OursName: "floor-burn"})
+				start := time.Now()
+				for range 10000 {
+					burn()
+				}
+				b.ReportMetric(float64(time.Since(start).Nanoseconds())/10000, "burn-ns")
+			})
+		}
 	}
 }
+
+// underBackground returns newCycle's cycles run under context.Background
+// rather than under the loop's context (which can be cancelled): a caller
+// whose context nothing cancels, as in the serial benchmarks.
+func underBackground(newCycle func() benchloop.Cycle) func() benchloop.Cycle {
+	return func() benchloop.Cycle {
+		cycle := newCycle()
+		return func(_ context.Context, key string) error { return cycle(context.Background(), key) }
+	}
+}
+
+// burn does a fixed piece of CPU work (about 1.8 µs on the 2-core test
+// machine): 16 SHA-256 blocks.
+func burn() {
+	var buf [64]byte
+	for range 16 {
+		sum := sha256.Sum256(buf[:])
+		copy(buf[:], sum[:])
+	}
+	burnSink.Store(uint32(buf[0]))
+}
+
+// burnSink keeps burn's work from being optimized away.
+var burnSink atomic.Uint32
 
 // benchLocker returns a singleredis Locker on c, closed at cleanup.
 func benchLocker(b *testing.B, c redisclient.Client) *singleredis.Locker {

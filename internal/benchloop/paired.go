@@ -118,10 +118,14 @@ func Paired(b B, n int, p Pair) {
 // turns, see the same states.
 type Alternation struct {
 	Shape Shape
-	// Base runs first in every turn and is reported as
-	// "<BaseName>-ns/op"; Ours as "<OursName>-ns/op" ("lockswap-ns/op"
-	// when OursName is ""): the medians over the turns of each window's
-	// time per cycle (its elapsed time ÷ its cycles, as Count measures).
+	// Base runs first in the even turns (the first, the third, ...) and
+	// Ours in the odd ones, so that neither side always follows the other
+	// (a window after the other side's may find the servers, caches and
+	// the scheduler in another state than one after its own); Base is
+	// reported as "<BaseName>-ns/op", Ours as "<OursName>-ns/op"
+	// ("lockswap-ns/op" when OursName is ""): the medians over the turns
+	// of each window's time per cycle (its elapsed time ÷ its cycles, as
+	// Count measures).
 	Base, Ours         func() Cycle
 	BaseName, OursName string
 	// Window is how long each side runs in a turn (0 means 150 ms), after
@@ -129,10 +133,13 @@ type Alternation struct {
 	Window time.Duration
 }
 
-// Alternate runs turns turns (b.N) of a's two sides and reports each
-// side's median ns per cycle and, over the turns, the median ratio
-// ("ratio", ours ÷ base within the turn) and its range ("ratio-min",
-// "ratio-max"). A cycle's error fails b.
+// Alternate runs turns turns (b.N; an even number weighs both orders
+// alike) of a's two sides and reports each side's median ns per cycle
+// and, over the turns, the median ratio ("ratio", ours ÷ base within the
+// turn) and its range ("ratio-min", "ratio-max"); with two turns or more
+// also the median ratio of the turns the base went first in
+// ("ratio-base-first") and of the others ("ratio-ours-first"), whose
+// difference is the order's bias. A cycle's error fails b.
 func Alternate(b B, turns int, a Alternation) {
 	b.Helper()
 	window := a.Window
@@ -142,11 +149,13 @@ func Alternate(b B, turns int, a Alternation) {
 	sides := [2]func() Cycle{a.Base, a.Ours}
 	per := [2][]float64{make([]float64, 0, turns), make([]float64, 0, turns)}
 	ratios := make([]float64, 0, turns)
+	var byOrder [2][]float64 // the ratios of the turns the base went first in, and of the others
 	b.ResetTimer()
-	for range turns {
+	for turn := range turns {
 		var took [2]float64
-		for s, newCycle := range sides {
-			r, err := Loop{Shape: a.Shape, NewCycle: newCycle, Warm: 4}.For(context.Background(), window, time.Second)
+		for i := range sides {
+			s := i ^ turn&1 // the base first in even turns, ours in odd ones
+			r, err := Loop{Shape: a.Shape, NewCycle: sides[s], Warm: 4}.For(context.Background(), window, time.Second)
 			if err != nil {
 				b.Fatal(err)
 				return
@@ -159,6 +168,7 @@ func Alternate(b B, turns int, a Alternation) {
 			per[s] = append(per[s], took[s])
 		}
 		ratios = append(ratios, took[1]/took[0])
+		byOrder[turn&1] = append(byOrder[turn&1], took[1]/took[0])
 	}
 	b.StopTimer()
 	if len(ratios) == 0 {
@@ -175,4 +185,8 @@ func Alternate(b B, turns int, a Alternation) {
 	b.ReportMetric(slices.Min(ratios), "ratio-min")
 	b.ReportMetric(slices.Max(ratios), "ratio-max")
 	b.ReportMetric(median(ratios), "ratio")
+	if len(byOrder[1]) > 0 {
+		b.ReportMetric(median(byOrder[0]), "ratio-base-first")
+		b.ReportMetric(median(byOrder[1]), "ratio-ours-first")
+	}
 }
