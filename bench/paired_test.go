@@ -97,3 +97,64 @@ func withKit(b *testing.B, im impl) impl {
 func pairCycle(c cycleFunc) benchloop.Cycle {
 	return func(ctx context.Context, key string) error { return c(ctx, key, nil) }
 }
+
+// turnsPairs are issue 31's 32-goroutine targets (lockswap ÷ the floor of
+// the same client, limit 1.10) measured in turns, and the floor against
+// itself (A/A): the bias of the method, to read beside them.
+var turnsPairs = []struct{ ours, base string }{
+	{"lockswap-goredis", "floor-goredis"},
+	{"lockswap-goredis", "floor-goredis-default"},
+	{"lockswap-goredis-default", "floor-goredis-default"},
+	{"lockswap-redigo", "floor-redigo"},
+	{"lockswap-rueidis", "floor-rueidis"},
+	{"lockswap-rueidis", "floor-rueidis-default"},
+	{"floor-rueidis", "floor-rueidis"},
+}
+
+// BenchmarkTurns runs each pair of turnsPairs on 32 goroutines and
+// distinct keys of the first server, the two sides in alternating windows
+// of 150 ms, the base first in every other turn (benchloop.Alternate), b.N
+// turns: "ratio" is the median over the turns of ours ÷ base time per
+// cycle within a turn. BenchmarkLocks runs the libraries one after the
+// other, and its 32-goroutine ratios range over 0.7–2 from round to round
+// on the 2-core test machine; in turns they repeat within a few percent.
+// Each pair runs twice: under the loop's context, which can be cancelled
+// (as a server's request context can; the floors' clients ignore a
+// cancellation, lockswap returns within lockswap.DeadlineGrace of one),
+// and under context.Background ("background"). bench/run.sh runs it
+// after BenchmarkLocks, and the report judges issue 31's 32-goroutine
+// targets on it too. Run (five redis-servers in LOCKSWAP_BENCH_REDIS):
+//
+//	go test -run '^$' -bench Turns -benchtime=10x -count 3 .
+func BenchmarkTurns(b *testing.B) {
+	s := shared(b)
+	impls := map[string]impl{}
+	for _, im := range redis1Impls(b, s) {
+		impls[im.name] = im
+	}
+	for _, p := range turnsPairs {
+		ours, base := impls[p.ours], impls[p.base]
+		if ours.newCycle == nil || base.newCycle == nil {
+			b.Fatalf("redis1 has no %s or %s", p.ours, p.base)
+		}
+		oursName := p.ours
+		if oursName == p.base {
+			oursName += "-again" // A/A: a metric of its own
+		}
+		for _, ctx := range []string{"cancellable", "background"} {
+			newSide := func(b *testing.B, im impl) func() benchloop.Cycle {
+				return func() benchloop.Cycle {
+					cycle := pairCycle(im.newCycle(b))
+					if ctx == "background" {
+						return func(_ context.Context, key string) error { return cycle(context.Background(), key) }
+					}
+					return cycle
+				}
+			}
+			b.Run(fmt.Sprintf("redis1/%s/%s/%s", ctx, p.ours, p.base), func(b *testing.B) {
+				benchloop.Alternate(b, b.N, benchloop.Alternation{Shape: benchloop.Parallel(32),
+					Base: newSide(b, base), Ours: newSide(b, ours), BaseName: p.base, OursName: oursName})
+			})
+		}
+	}
+}

@@ -7,6 +7,7 @@
 #   COUNT=1 BENCHTIME=100ms bench/run.sh             # quick look
 #   BENCH='Locks/serial/redis1' PROCS=0 bench/run.sh  # a subset, no cross-process run
 #   PROCS=2s bench/run.sh             # each cross-process run 2 s long (default 1s)
+#   TURNS=20 bench/run.sh             # 20 turns per round of BenchmarkTurns (default 10; 0: skip it)
 #   PROFILE='Locks/parallel/redis1/lockswap-goredis' bench/run.sh
 #                                     # CPU and memory profiles of one benchmark
 #   REPORT=/tmp/r.md BENCH='Locks/(serial|contended)/redlock' PROCS=0 bench/run.sh
@@ -36,6 +37,7 @@ COUNT=${COUNT:-4}
 BENCHTIME=${BENCHTIME:-200ms}
 BENCH=${BENCH:-Locks}
 PROCS=${PROCS:-1s}
+TURNS=${TURNS:-10}
 REPORT=${REPORT:-}
 NSERVERS=5
 
@@ -112,6 +114,11 @@ if [ "$PROCS" != 0 ]; then
 		LOCKSWAP_BENCH_PROCS=$PROCS "$workdir/bench.test" -test.run '^TestProcesses$' -test.count 1 -test.timeout 10m | grep '^BenchmarkLocks/' | tee -a "$raw"
 	done
 fi
+# Issue 31's 32-goroutine pairs in turns (BenchmarkTurns), COUNT rounds
+# of TURNS turns each.
+if [ "$TURNS" != 0 ]; then
+	go test -run '^$' -bench '^BenchmarkTurns$' -count "$COUNT" -benchtime "${TURNS}x" -timeout 30m . | grep '^BenchmarkTurns/' | tee -a "$raw" || status=$?
+fi
 took=$(( $(date +%s) - start ))
 
 # The regression guard: the committed run (HEAD's bench/results/raw.txt),
@@ -125,7 +132,7 @@ if git -C "$root" show HEAD:bench/results/raw.txt >"$workdir/previous-raw.txt" 2
 fi
 
 {
-	echo "Command: \`bench/run.sh\` (COUNT=$COUNT BENCHTIME=$BENCHTIME BENCH=$BENCH PROCS=$PROCS): \`go test -run '^\$' -bench $BENCH -benchmem -count $COUNT -benchtime $BENCHTIME\` in bench/, then $COUNT × \`LOCKSWAP_BENCH_PROCS=$PROCS bench.test -test.run '^TestProcesses\$'\` (8 OS processes per library), took ${took}s."
+	echo "Command: \`bench/run.sh\` (COUNT=$COUNT BENCHTIME=$BENCHTIME BENCH=$BENCH PROCS=$PROCS): \`go test -run '^\$' -bench $BENCH -benchmem -count $COUNT -benchtime $BENCHTIME\` in bench/, then $COUNT × \`LOCKSWAP_BENCH_PROCS=$PROCS bench.test -test.run '^TestProcesses\$'\` (8 OS processes per library), then \`go test -run '^\$' -bench '^BenchmarkTurns\$' -count $COUNT -benchtime ${TURNS}x\` (TURNS=$TURNS; none when 0), took ${took}s."
 	echo
 	echo "Load: $(cat /proc/loadavg | cut -d' ' -f1-3) (1, 5, 15 min load average at the end of the run, on $(nproc) CPUs shared with other work)."
 	echo

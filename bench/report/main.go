@@ -26,7 +26,13 @@ type sample map[string]float64
 // results maps scenario/group/impl to its samples, one per round, in order.
 type results map[string][]sample
 
-var lineRE = regexp.MustCompile(`^BenchmarkLocks/(\S+?)(-\d+)?\s+\d+\s+(.*)$`)
+var lineRE = regexp.MustCompile(`^Benchmark(Locks|Turns)/(\S+?)(-\d+)?\s+\d+\s+(.*)$`)
+
+// turnsPrefix begins the names parse gives BenchmarkTurns's results
+// ("turns/redis1/<context>/<ours>/<base>"), which are not in the order it
+// returns: the scenario tables and the comparison with an earlier run
+// are BenchmarkLocks's; targets31 reads them.
+const turnsPrefix = "turns/"
 
 // totalCPU is the unit parse adds to a sample that has both the client's
 // CPU time per op (cpu-ns/op) and the servers' (srv-cpu-ns/op): their sum.
@@ -42,7 +48,11 @@ func parse(r io.Reader) (results, []string) {
 		if m == nil {
 			continue
 		}
-		f := strings.Fields(m[3])
+		name := m[2]
+		if m[1] == "Turns" {
+			name = turnsPrefix + name
+		}
+		f := strings.Fields(m[4])
 		s := sample{}
 		for i := 0; i+1 < len(f); i += 2 {
 			v, err := strconv.ParseFloat(f[i], 64)
@@ -55,10 +65,10 @@ func parse(r io.Reader) (results, []string) {
 		if ok1 && ok2 {
 			s[totalCPU] = cpu + srv
 		}
-		if _, ok := res[m[1]]; !ok {
-			order = append(order, m[1])
+		if _, ok := res[name]; !ok && m[1] == "Locks" {
+			order = append(order, name)
 		}
-		res[m[1]] = append(res[m[1]], s)
+		res[name] = append(res[name], s)
 	}
 	return res, order
 }
@@ -462,6 +472,29 @@ func targets31(w io.Writer, r results) {
 	}
 	add("redlock3 rueidis parallel: throughput ÷ redsync-redigo", "parallel", "redlock3", "redsync-redigo", "lockswap-rueidis", 2, false)
 	add("redlock5 rueidis parallel: throughput ÷ redsync-redigo", "parallel", "redlock5", "redsync-redigo", "lockswap-rueidis", 2.5, false)
+	// The 32-goroutine targets in turns (BenchmarkTurns): the median over
+	// the rounds of each round's median ratio, and their range.
+	for _, ctx := range []string{"cancellable", "background"} {
+		for _, p := range []struct{ what, ours, base string }{
+			{"singleredis goredis", "lockswap-goredis", "floor-goredis"},
+			{"singleredis goredis", "lockswap-goredis", "floor-goredis-default"},
+			{"singleredis on go-redis as it comes", "lockswap-goredis-default", "floor-goredis-default"},
+			{"singleredis redigo", "lockswap-redigo", "floor-redigo"},
+			{"singleredis rueidis", "lockswap-rueidis", "floor-rueidis"},
+			{"singleredis rueidis", "lockswap-rueidis", "floor-rueidis-default"},
+			{"", "floor-rueidis", "floor-rueidis"}, // A/A
+		} {
+			v := r.values(turnsPrefix+"redis1/"+ctx+"/"+p.ours+"/"+p.base, "ratio")
+			if len(v) == 0 {
+				continue
+			}
+			what, limit := fmt.Sprintf("%s parallel, in turns, %s caller: %s ÷ %s", p.what, ctx, p.ours, p.base), 1.10
+			if p.ours == p.base {
+				what, limit = fmt.Sprintf("(A/A parallel, in turns, %s caller: %s ÷ itself)", ctx, p.base), math.NaN()
+			}
+			ts = append(ts, target15{what, median(v), slices.Min(v), slices.Max(v), limit, true})
+		}
+	}
 	// The same targets in CPU time (this process's and the servers', per
 	// op), which the scheduling of a busy machine does not blur as it
 	// blurs latency: where ns/op cannot tell 5%, these can.

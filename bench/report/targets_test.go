@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -39,5 +40,44 @@ func TestTargets31Redlock(t *testing.T) {
 		if strings.Contains(out, s) {
 			t.Errorf("targets have %q:\n%s", s, out)
 		}
+	}
+}
+
+// TestTargets31Turns: BenchmarkTurns's rounds give issue 31's
+// 32-goroutine targets in turns, per caller's context: the median of the
+// rounds' "ratio" and their range, judged against 1.10; the A/A pair is a
+// reference row without a verdict; and the turns are in neither the
+// scenario tables' order nor the comparison with an earlier run.
+func TestTargets31Turns(t *testing.T) {
+	turns := func(name string, ratio float64) string {
+		return "BenchmarkTurns/redis1/" + name + "-2 \t 10 \t 310000000 ns/op \t 7000 floor-ns/op \t " +
+			strconv.FormatFloat(ratio, 'f', 3, 64) + " ratio \t 1.3 ratio-max \t 0.9 ratio-min\n"
+	}
+	r, order := parseLines(
+		line("parallel/redis1/floor-rueidis", 7000, 1),
+		turns("cancellable/lockswap-rueidis/floor-rueidis", 1.30),
+		turns("cancellable/lockswap-rueidis/floor-rueidis", 1.20),
+		turns("cancellable/lockswap-rueidis/floor-rueidis", 1.40),
+		turns("background/lockswap-goredis/floor-goredis", 1.05),
+		turns("background/lockswap-goredis/floor-goredis", 1.09),
+		turns("cancellable/floor-rueidis/floor-rueidis", 1.01),
+	)
+	if len(order) != 1 || order[0] != "parallel/redis1/floor-rueidis" {
+		t.Errorf("order = %v, want BenchmarkLocks's name only", order)
+	}
+	var b strings.Builder
+	targets31(&b, r)
+	out := b.String()
+	for _, s := range []string{
+		"| singleredis rueidis parallel, in turns, cancellable caller: lockswap-rueidis ÷ floor-rueidis | 1.300 | 1.20 … 1.40 | ≤ 1.10 | **missed** |",
+		"| singleredis goredis parallel, in turns, background caller: lockswap-goredis ÷ floor-goredis | 1.070 | 1.05 … 1.09 | ≤ 1.10 | met |",
+		"| (A/A parallel, in turns, cancellable caller: floor-rueidis ÷ itself) | 1.010 | 1.01 … 1.01 | – | reference |",
+	} {
+		if !strings.Contains(out, s) {
+			t.Errorf("targets lack %q:\n%s", s, out)
+		}
+	}
+	if strings.Contains(out, "background caller: lockswap-rueidis") {
+		t.Errorf("targets have a row for a pair the run lacks:\n%s", out)
 	}
 }
