@@ -98,7 +98,8 @@ func Context(ctx context.Context, max time.Duration) (context.Context, func()) {
 // A Request serves one request and is not reused, so that a client that
 // keeps the context after the request (a pool watching it, a goroutine
 // reading Err after Done) never sees it come back to life for another one.
-// Its methods are safe for concurrent use.
+// Its methods are safe for concurrent use ([Request.EndAtClose], which
+// comes before the others, excepted).
 type Request struct {
 	mu     sync.Mutex
 	parent context.Context // values; its cancellation ends the request grace later
@@ -116,7 +117,7 @@ type Request struct {
 	bound         bool          // parent cannot be cancelled, and neither can the request: no Done, no Err
 	cancellable   bool          // parent can be cancelled (its Done is not nil)
 	cancelSeen    bool          // parent's cancellation was taken into end
-	long          bool          // at least MinShared from its start to its end (set by init)
+	long          bool          // begun with at least MinShared to its deadline (set by init; false for Until's)
 	wake          *wakeup       // the timer and callback; taken by the first Done
 	stopParent    func() bool   // undoes context.AfterFunc(parent, wake.fire)
 	// closing, when set ([Request.EndAtClose]), ends the request at once
@@ -243,7 +244,8 @@ func (r *Request) init(ctx context.Context, now time.Time, max time.Duration) {
 }
 
 // EndAtClose makes r, a Request of [New] or [Once] not yet handed to a
-// client, also end at once, with context.Canceled and without the grace,
+// client (nor to anything that may call its methods meanwhile: unlike
+// them, EndAtClose is not safe for concurrent use), also end at once, with context.Canceled and without the grace,
 // when the closing context of d ends: the kit passes its Locker's
 // Deadlines, whose context its Close cancels, so that a request in
 // flight at Close returns then (from a client that watches Done) instead
@@ -352,7 +354,8 @@ func (r *Request) catchUp() (left time.Duration, ended bool) {
 
 // noteCancel takes a cancellation of the caller's context, if any, into
 // the end: grace from now (Canceled), or now with the caller context's
-// Err for a request of [Until]. r.mu is held.
+// Err for a request of [Until]. r.mu is held, or r is not shared yet
+// (EndAtClose).
 func (r *Request) noteCancel() {
 	if r.closing != nil && !r.closingSeen && r.closing.Err() != nil {
 		r.closingSeen = true

@@ -2,6 +2,7 @@ package attempt
 
 import (
 	"context"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -91,14 +92,30 @@ func NewDeadlines(closing context.Context) *Deadlines {
 
 // slotOf returns the slot end falls in, whose channel is closed at the
 // slot's start (at once when that has passed) or when d's closing context
-// ends. The slot's index counts from slotBase on the monotonic clock when
-// end has a reading of it (as time.Sub does), so that a step of the wall
-// clock does not move it, and reads no clock: two requests with the same
-// end share a slot, and the clock is read only to make a new slot. An
-// end too far away to count in a time.Duration takes the last slot that
-// can (time.Sub saturates; that slot still closes before it).
+// ends. The slot's index counts from slotBase on the monotonic clock, as
+// the slot's timer waits, and reads no clock when end has a reading of
+// it (nearly always: the kit's deadlines count from time.Now), so that
+// two requests with the same end share a slot and a step of the wall
+// clock does not move it. An end without one (a deadline from
+// time.Date, say, or whose reading an overflow stripped) counts from
+// now on the wall clock, then from slotBase on the monotonic one, the
+// clock read once: counted from slotBase's wall time, a wall clock moved
+// since the process began would move the slot past end. An end too far
+// away to count in a time.Duration takes the last slot that can (which
+// still closes before it).
 func (d *Deadlines) slotOf(end time.Time) *slot {
-	k := int64(end.Sub(slotBase) / Slot)
+	var since time.Duration // from slotBase to end
+	if end == end.Round(0) {
+		now := time.Now()
+		elapsed, left := now.Sub(slotBase), end.Sub(now)
+		if left > math.MaxInt64-elapsed {
+			left = math.MaxInt64 - elapsed
+		}
+		since = elapsed + left
+	} else {
+		since = end.Sub(slotBase) // saturates
+	}
+	k := int64(since / Slot)
 	if s := d.last.Load(); s != nil && s.k == k {
 		return s
 	}
@@ -179,9 +196,14 @@ var uncancellable = NewDeadlines(context.Background())
 // and it closes up to Slot before d (never after, as far as timers run on
 // time). Its Err is context.DeadlineExceeded once Done is closed. It
 // returns false, and ctx, when ctx can be cancelled or d is nearer: the
-// caller then makes a context of its own (context.WithDeadline). The
-// rueidis adapter gives it to a client that watches Done and not the
-// deadline, in place of a timer per request.
+// caller then makes a context of its own (context.WithDeadline). For the
+// kit's own request ([Request]) whose deadline is d, "at least MinShared
+// away" counts from the request's start, without reading the clock: a
+// second command under a request begun with MinShared to go (the EVAL
+// after a NOSCRIPT, say) shares its slot too, ending up to Slot early
+// however little is left then. The rueidis adapter gives it to a client
+// that watches Done and not the deadline, in place of a timer per
+// request.
 func SharedDeadline(ctx context.Context, d time.Time) (context.Context, bool) {
 	if ctx.Done() != nil {
 		return ctx, false

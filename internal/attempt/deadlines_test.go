@@ -195,15 +195,29 @@ func TestSharedDeadline(t *testing.T) {
 	// The kit's request (as the rueidis adapter gets it for a release
 	// under context.Background) is judged by the time from its start to
 	// its deadline, which it knows, without reading the clock.
+	// A request begun a second ago with 1.5 s to go has half a second
+	// left and is shared all the same; asked for another deadline than
+	// its own, SharedDeadline reads the clock.
 	for _, c := range []struct {
-		max  time.Duration
-		want bool
-	}{{attempt.MinShared / 2, false}, {attempt.MinShared + attempt.MinShared/2, true}} {
-		r := attempt.New(parent, c.max)
+		name     string
+		begun    time.Duration // before now
+		max      time.Duration
+		otherEnd bool
+		want     bool
+	}{
+		{"begun with MinShared/2", 0, attempt.MinShared / 2, false, false},
+		{"begun with 1.5 MinShared", 0, attempt.MinShared + attempt.MinShared/2, false, true},
+		{"begun with 1.5 MinShared, MinShared ago", attempt.MinShared, attempt.MinShared + attempt.MinShared/2, false, true},
+		{"the same, asked for another deadline", attempt.MinShared, attempt.MinShared + attempt.MinShared/2, true, false},
+	} {
+		r := attempt.OnceAt(new(attempt.Request), parent, time.Now().Add(-c.begun), c.max)
 		rd, _ := r.Deadline()
+		if c.otherEnd {
+			rd = rd.Add(-time.Millisecond)
+		}
 		sc, ok := attempt.SharedDeadline(r, rd)
 		if ok != c.want || ok && (sc.Done() == nil || sc.Value(sharedKey{}) != "v") {
-			t.Errorf("SharedDeadline of a request begun with %v to its deadline: ok %v, Done %v, want ok %v with the request's values", c.max, ok, sc.Done(), c.want)
+			t.Errorf("SharedDeadline of a request %s: ok %v, Done %v, want ok %v with the request's values", c.name, ok, sc.Done(), c.want)
 		}
 		r.Stop()
 	}
@@ -266,5 +280,28 @@ func TestDeadlinesFarEnd(t *testing.T) {
 	case <-done:
 	default:
 		t.Fatal("the far slot's channel is open after Close")
+	}
+}
+
+// TestDeadlinesWallClockEnd: an end without a monotonic clock reading (a
+// deadline from time.Date, say) takes the slot the same end with one
+// takes, counted from now rather than from the wall time of the slots'
+// origin (which a step of the wall clock since the process began would
+// move past the end).
+func TestDeadlinesWallClockEnd(t *testing.T) {
+	t.Parallel()
+	dl := attempt.NewDeadlines(context.Background())
+	defer dl.Close()
+	// The middle of a slot 2 s away, so that no clock reading between the
+	// two lands it in another.
+	k := time.Since(attempt.SlotBase)/attempt.Slot + 2*time.Second/attempt.Slot
+	end := attempt.SlotBase.Add(k*attempt.Slot + attempt.Slot/2)
+	mono, _ := attempt.SlotOf(dl, end)
+	wall, why := attempt.SlotOf(dl, end.Round(0))
+	if wall != mono {
+		t.Errorf("an end without a monotonic reading took another slot than the same end with one")
+	}
+	if err := why(); err != nil {
+		t.Errorf("its slot reads %v, want nil (open)", err)
 	}
 }

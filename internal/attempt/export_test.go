@@ -18,3 +18,6 @@ func FiredLate(d *Deadlines, end time.Time) func() {
 	s.t.Stop()
 	return func() { d.fire(s) }
 }
+
+// SlotBase is the origin of the slots.
+var SlotBase = slotBase
