@@ -85,10 +85,10 @@ func BenchmarkCyclePaired(b *testing.B) {
 // server's request context, say; benchloop.Loop cancels it at the first
 // error), which the floor's client ignores but lockswap watches, to
 // return within lockswap.DeadlineGrace of a cancellation;
-// "<client>/background" runs both sides under context.Background instead.
-// The "<client>/again" runs pair the floor
+// "<client>-background" runs both sides under context.Background instead.
+// The "<client>-again" runs pair the floor
 // with itself (A/A): the bias of the method, to read beside the others;
-// "<client>/burn" pairs the floor with the floor that first does a fixed
+// "<client>-burn" pairs the floor with the floor that first does a fixed
 // piece of CPU work (burn, its time measured serially as "burn-ns"):
 // what that much CPU per cycle costs the throughput of 32 goroutines sharing the machine's cores
 // with the server. Run:
@@ -100,14 +100,14 @@ func BenchmarkParallelPaired(b *testing.B) {
 		b.Run(client.name, func(b *testing.B) {
 			benchloop.Alternate(b, b.N, benchloop.Alternation{Shape: benchloop.Parallel(32), Base: client.floor, Ours: client.ours, BaseName: "floor"})
 		})
-		b.Run(client.name+"/background", func(b *testing.B) {
+		b.Run(client.name+"-background", func(b *testing.B) {
 			benchloop.Alternate(b, b.N, benchloop.Alternation{Shape: benchloop.Parallel(32), Base: underBackground(client.floor), Ours: underBackground(client.ours), BaseName: "floor"})
 		})
 		if again[client.name] {
-			b.Run(client.name+"/again", func(b *testing.B) {
+			b.Run(client.name+"-again", func(b *testing.B) {
 				benchloop.Alternate(b, b.N, benchloop.Alternation{Shape: benchloop.Parallel(32), Base: client.floor, Ours: client.floor, BaseName: "floor", OursName: "floor-again"})
 			})
-			b.Run(client.name+"/burn", func(b *testing.B) {
+			b.Run(client.name+"-burn", func(b *testing.B) {
 				burned := func() benchloop.Cycle {
 					floor := client.floor()
 					return func(ctx context.Context, key string) error {

@@ -347,6 +347,21 @@ func TestAlternateRunsTheSidesInTurnsAndReportsTheRatioRange(t *testing.T) {
 		t.Errorf("ratio %v outside its range [%v, %v]", mid, lo, hi)
 	}
 
+	// Each turn's ratio is ours ÷ base, whichever went first: with ours
+	// a millisecond's sleep per cycle and the base a yield (some µs even
+	// on a busy machine), both orders' ratios are far above 1.
+	slow := func() benchloop.Cycle {
+		return func(context.Context, string) error { time.Sleep(time.Millisecond); return nil }
+	}
+	b = &fakeB{}
+	benchloop.Alternate(b, 2, benchloop.Alternation{Shape: benchloop.Parallel(2), Base: side("floor"), Ours: slow,
+		BaseName: "floor", Window: 5 * time.Millisecond})
+	for _, unit := range []string{"ratio-base-first", "ratio-ours-first"} {
+		if b.metrics[unit] <= 1 {
+			t.Errorf("%s = %v with ours sleeping a millisecond per cycle, want above 1 (ours ÷ base; metrics %v)", unit, b.metrics[unit], b.metrics)
+		}
+	}
+
 	// A cycle's error fails the benchmark.
 	failing := func() benchloop.Cycle {
 		return func(context.Context, string) error { return errors.New("server gone") }
