@@ -3,8 +3,9 @@
 //
 // It is a separate module so that the other libraries never enter
 // lockswap's go.mod. Run it through bench/run.sh, which starts five
-// redis-servers, runs BenchmarkLocks with -count 4 (and the cross-process TestProcesses) and writes the markdown
-// table; the embedded etcd is started here.
+// redis-servers, runs BenchmarkLocks with -count 4 (and the cross-process
+// TestProcesses, then BenchmarkTurns, paired_test.go) and writes the
+// markdown table; the embedded etcd is started here.
 //
 // BenchmarkLocks/<scenario>/<group>/<impl>:
 //

@@ -7,7 +7,8 @@
 #   COUNT=1 BENCHTIME=100ms bench/run.sh             # quick look
 #   BENCH='Locks/serial/redis1' PROCS=0 bench/run.sh  # a subset, no cross-process run
 #   PROCS=2s bench/run.sh             # each cross-process run 2 s long (default 1s)
-#   TURNS=20 bench/run.sh             # 20 turns per round of BenchmarkTurns (default 10; 0: skip it)
+#   TURNS=20 bench/run.sh             # 20 turns per round of BenchmarkTurns (default 10, or 0
+#                                     # when BENCH is given: a subset runs no BenchmarkTurns)
 #   PROFILE='Locks/parallel/redis1/lockswap-goredis' bench/run.sh
 #                                     # CPU and memory profiles of one benchmark
 #   REPORT=/tmp/r.md BENCH='Locks/(serial|contended)/redlock' PROCS=0 bench/run.sh
@@ -33,11 +34,15 @@ if [ -n "${REPORT:-}" ]; then
 	latest="$REPORT"
 fi
 
+# BenchmarkTurns runs TURNS turns per round: 10 by default, none by
+# default when BENCH picks a subset.
+if [ -z "${TURNS:-}" ]; then
+	if [ -n "${BENCH:-}" ]; then TURNS=0; else TURNS=10; fi
+fi
 COUNT=${COUNT:-4}
 BENCHTIME=${BENCHTIME:-200ms}
 BENCH=${BENCH:-Locks}
 PROCS=${PROCS:-1s}
-TURNS=${TURNS:-10}
 REPORT=${REPORT:-}
 NSERVERS=5
 
@@ -117,7 +122,10 @@ fi
 # Issue 31's 32-goroutine pairs in turns (BenchmarkTurns), COUNT rounds
 # of TURNS turns each.
 if [ "$TURNS" != 0 ]; then
-	go test -run '^$' -bench '^BenchmarkTurns$' -count "$COUNT" -benchtime "${TURNS}x" -timeout 30m . | grep '^BenchmarkTurns/' | tee -a "$raw" || status=$?
+	# The whole output to a file (a failure's message stays in view), its
+	# result lines to the raw results.
+	go test -run '^$' -bench '^BenchmarkTurns$' -count "$COUNT" -benchtime "${TURNS}x" -timeout 0 . | tee "$workdir/turns.txt" || status=$?
+	grep '^BenchmarkTurns/' "$workdir/turns.txt" >>"$raw" || true
 fi
 took=$(( $(date +%s) - start ))
 
