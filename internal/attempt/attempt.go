@@ -245,15 +245,16 @@ func (r *Request) init(ctx context.Context, now time.Time, max time.Duration) {
 
 // EndAtClose makes r, a Request of [New] or [Once] not yet handed to a
 // client (nor to anything that may call its methods meanwhile: unlike
-// them, EndAtClose is not safe for concurrent use), also end at once, with context.Canceled and without the grace,
-// when the closing context of d ends: the kit passes its Locker's
+// them, EndAtClose is not safe for concurrent use), also end at once,
+// with context.Canceled and without the grace, when the closing context
+// of d ends: the kit passes its Locker's
 // Deadlines, whose context its Close cancels, so that a request in
 // flight at Close returns then (from a client that watches Done) instead
 // of at its deadline. It returns r.
 //
 // When the caller's context cannot be cancelled and r was begun with at
-// least [MinShared] to its deadline, r's Done is the channel of its deadline's slot in d,
-// shared with the Locker's other requests that end within the same
+// least [MinShared] to its deadline, r's Done is the channel of its
+// deadline's slot in d, shared with the Locker's other requests that end within the same
 // [Slot]: no channel and no timer of r's own. It closes up to Slot before
 // r's Deadline (never after, as far as timers run on time) or at Close,
 // and Err is DeadlineExceeded or Canceled from then. Stop does not end

@@ -14,9 +14,12 @@ import (
 // after it (as far as timers run on time).
 const Slot = 16 * time.Millisecond
 
-// MinShared is the least time a request must have left for [Deadlines] to
-// serve it: ending up to [Slot] early is then under 2% of its time. A
-// request with less left gets a channel and a timer of its own.
+// MinShared is the least time a request must be begun with, to its
+// deadline, for [Deadlines] to serve it: ending up to [Slot] early is
+// then under 2% of that time. A request begun with less gets a channel
+// and a timer of its own; a later command under a request begun with
+// more shares its slot whatever it has left by then (see
+// [SharedDeadline]).
 const MinShared = time.Second
 
 // slotBase is the origin of the slots: a reading of the monotonic clock
@@ -93,8 +96,9 @@ func NewDeadlines(closing context.Context) *Deadlines {
 // slotOf returns the slot end falls in, whose channel is closed at the
 // slot's start (at once when that has passed) or when d's closing context
 // ends. The slot's index counts from slotBase on the monotonic clock, as
-// the slot's timer waits, and reads no clock when end has a reading of
-// it (nearly always: the kit's deadlines count from time.Now), so that
+// the slot's timer waits, and finding the slot reads no clock when end
+// has a reading of it (nearly always: the kit's deadlines count from
+// time.Now; making a new slot reads it once), so that
 // two requests with the same end share a slot and a step of the wall
 // clock does not move it. An end without one (a deadline from
 // time.Date, say, or whose reading an overflow stripped) counts from
@@ -106,14 +110,11 @@ func NewDeadlines(closing context.Context) *Deadlines {
 func (d *Deadlines) slotOf(end time.Time) *slot {
 	var since time.Duration // from slotBase to end
 	if end == end.Round(0) {
+		// Round(0) strips a monotonic reading: end has none.
 		now := time.Now()
-		elapsed, left := now.Sub(slotBase), end.Sub(now)
-		if left > math.MaxInt64-elapsed {
-			left = math.MaxInt64 - elapsed
-		}
-		since = elapsed + left
+		since = wallSince(end, now, now.Sub(slotBase))
 	} else {
-		since = end.Sub(slotBase) // saturates
+		since = end.Sub(slotBase)
 	}
 	k := int64(since / Slot)
 	if s := d.last.Load(); s != nil && s.k == k {
@@ -136,6 +137,18 @@ func (d *Deadlines) slotOf(end time.Time) *slot {
 	}
 	d.last.Store(s)
 	return s
+}
+
+// wallSince is the time from slotBase to end for an end without a
+// monotonic clock reading: elapsed (now − slotBase on the monotonic
+// clock) plus end − now on the wall clock, clamped to the largest
+// Duration. A step of the wall clock since slotBase moves neither.
+func wallSince(end, now time.Time, elapsed time.Duration) time.Duration {
+	left := end.Sub(now)
+	if left > math.MaxInt64-elapsed {
+		left = math.MaxInt64 - elapsed
+	}
+	return elapsed + left
 }
 
 // fire closes s's channel at the slot's start and forgets s.

@@ -15,8 +15,8 @@ import (
 // contexts cannot be cancelled and that end within the same slot share
 // one Done channel, which closes at the earliest one Slot before their
 // Deadline (timers never fire early) and then reads DeadlineExceeded; a
-// request with a cancellable caller, or with less than MinShared left,
-// has a channel of its own. The slot's timer is gone once it has fired.
+// request with a cancellable caller, or begun with less than MinShared
+// to its deadline, has a channel of its own. The slot's timer is gone once it has fired.
 func TestDeadlinesShareTheSlot(t *testing.T) {
 	t.Parallel()
 	dl := attempt.NewDeadlines(context.Background())
@@ -284,16 +284,28 @@ func TestDeadlinesFarEnd(t *testing.T) {
 }
 
 // TestDeadlinesWallClockEnd: an end without a monotonic clock reading (a
-// deadline from time.Date, say) takes the slot the same end with one
-// takes, counted from now rather than from the wall time of the slots'
-// origin (which a step of the wall clock since the process began would
-// move past the end).
+// deadline from time.Date, say) counts from now on the wall clock, not
+// from the wall time of the slots' origin: with the wall clock stepped an
+// hour ahead since the origin, an end 2 s from now is 2 s from now on the
+// monotonic clock, where the slot's timer waits (counted from the
+// origin's wall time it would be an hour and 2 s, past the end). And
+// while the wall clock has not stepped, such an end takes the slot the
+// same end with a monotonic reading takes.
 func TestDeadlinesWallClockEnd(t *testing.T) {
 	t.Parallel()
+	elapsed := 5 * time.Minute // since the origin, on the monotonic clock
+	stepped := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	if got, want := attempt.WallSince(stepped.Add(2*time.Second), stepped, elapsed), elapsed+2*time.Second; got != want {
+		t.Errorf("an end 2 s after a stepped wall clock's now: %v from the origin, want %v", got, want)
+	}
+	if got := attempt.WallSince(stepped.Add(math.MaxInt64), stepped, elapsed); got != math.MaxInt64 {
+		t.Errorf("an end too far to count: %v from the origin, want the largest Duration", got)
+	}
+
 	dl := attempt.NewDeadlines(context.Background())
 	defer dl.Close()
-	// The middle of a slot 2 s away, so that no clock reading between the
-	// two lands it in another.
+	// The middle of a slot 2 s away: the two branches agree unless the
+	// wall clock steps by half a slot between them.
 	k := time.Since(attempt.SlotBase)/attempt.Slot + 2*time.Second/attempt.Slot
 	end := attempt.SlotBase.Add(k*attempt.Slot + attempt.Slot/2)
 	mono, _ := attempt.SlotOf(dl, end)

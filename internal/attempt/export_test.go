@@ -21,3 +21,6 @@ func FiredLate(d *Deadlines, end time.Time) func() {
 
 // SlotBase is the origin of the slots.
 var SlotBase = slotBase
+
+// WallSince is wallSince.
+var WallSince = wallSince

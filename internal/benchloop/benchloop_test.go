@@ -356,6 +356,9 @@ func TestAlternateRunsTheSidesInTurnsAndReportsTheRatioRange(t *testing.T) {
 	b = &fakeB{}
 	benchloop.Alternate(b, 2, benchloop.Alternation{Shape: benchloop.Parallel(2), Base: side("floor"), Ours: slow,
 		BaseName: "floor", Window: 5 * time.Millisecond})
+	if len(b.fatal) != 0 {
+		t.Fatalf("fatal: %v", b.fatal)
+	}
 	for _, unit := range []string{"ratio-base-first", "ratio-ours-first"} {
 		if b.metrics[unit] <= 1 {
 			t.Errorf("%s = %v with ours sleeping a millisecond per cycle, want above 1 (ours ÷ base; metrics %v)", unit, b.metrics[unit], b.metrics)

@@ -157,7 +157,8 @@ func (a *adapter) unwatched(ctx context.Context) bool {
 // command's Done channel, not its deadline, and would wait for a reply
 // past it (a Release under context.Background on a hung server took 12 s,
 // rueidis's own timeouts, instead of lockswap.CleanupTimeout). A deadline
-// at least attempt.MinShared away shares its Done channel and timer with
+// at least attempt.MinShared away (for the kit's request: begun with that
+// much to go, see attempt.SharedDeadline) shares its Done channel and timer with
 // the process's other requests ending within the same attempt.Slot (and
 // ends up to a Slot early) rather than taking a context.WithDeadline of
 // its own: with the kit's acquire requests sharing theirs the same way,
