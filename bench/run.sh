@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench/run.sh: start five redis-servers on free ports, run BenchmarkLocks
-# (which starts its own embedded etcd) interleaved -count times, stop the
-# servers, and write the markdown report.
+# (which starts its own embedded etcd) -count times, then the cross-process
+# TestProcesses and BenchmarkTurns (issue 31's 32-goroutine pairs in
+# turns), stop the servers, and write the markdown report.
 #
 #   bench/run.sh                      # full run: -count 4, -benchtime 200ms
 #   COUNT=1 BENCHTIME=100ms bench/run.sh             # quick look
@@ -122,12 +123,18 @@ fi
 # Issue 31's 32-goroutine pairs in turns (BenchmarkTurns), COUNT rounds
 # of TURNS turns each.
 if [ "$TURNS" != 0 ]; then
-	# The whole output to a file (a failure's message stays in view), its
-	# result lines to the raw results.
-	go test -run '^$' -bench '^BenchmarkTurns$' -count "$COUNT" -benchtime "${TURNS}x" -timeout 0 . | tee "$workdir/turns.txt" || status=$?
-	grep '^BenchmarkTurns/' "$workdir/turns.txt" >>"$raw" || true
+	# The whole output goes to the raw results (a failure's message with
+	# it; the report reads the result lines only). The timeout allows
+	# about three times what the turns take (14 pairs, about 0.35 s a
+	# turn), so that a hung server ends the run with a stack dump.
+	go test -run '^$' -bench '^BenchmarkTurns$' -count "$COUNT" -benchtime "${TURNS}x" \
+		-timeout "$((COUNT * (TURNS + 1) * 14 + 600))s" . | tee -a "$raw" || status=$?
 fi
 took=$(( $(date +%s) - start ))
+turnscmd=""
+if [ "$TURNS" != 0 ]; then
+	turnscmd=", then \`go test -run '^\$' -bench '^BenchmarkTurns\$' -count $COUNT -benchtime ${TURNS}x\` (TURNS=$TURNS)"
+fi
 
 # The regression guard: the committed run (HEAD's bench/results/raw.txt),
 # when there is one, is what the report compares this run with.
@@ -140,7 +147,7 @@ if git -C "$root" show HEAD:bench/results/raw.txt >"$workdir/previous-raw.txt" 2
 fi
 
 {
-	echo "Command: \`bench/run.sh\` (COUNT=$COUNT BENCHTIME=$BENCHTIME BENCH=$BENCH PROCS=$PROCS): \`go test -run '^\$' -bench $BENCH -benchmem -count $COUNT -benchtime $BENCHTIME\` in bench/, then $COUNT × \`LOCKSWAP_BENCH_PROCS=$PROCS bench.test -test.run '^TestProcesses\$'\` (8 OS processes per library), then \`go test -run '^\$' -bench '^BenchmarkTurns\$' -count $COUNT -benchtime ${TURNS}x\` (TURNS=$TURNS; none when 0), took ${took}s."
+	echo "Command: \`bench/run.sh\` (COUNT=$COUNT BENCHTIME=$BENCHTIME BENCH=$BENCH PROCS=$PROCS): \`go test -run '^\$' -bench $BENCH -benchmem -count $COUNT -benchtime $BENCHTIME\` in bench/, then $COUNT × \`LOCKSWAP_BENCH_PROCS=$PROCS bench.test -test.run '^TestProcesses\$'\` (8 OS processes per library)$turnscmd, took ${took}s."
 	echo
 	echo "Load: $(cat /proc/loadavg | cut -d' ' -f1-3) (1, 5, 15 min load average at the end of the run, on $(nproc) CPUs shared with other work)."
 	echo
