@@ -21,7 +21,8 @@ import (
 // TestClientCostLogged: each Redis backend says once at New, through its
 // Logger, which of its clients were built in a way that costs every lock
 // command more (redisclient.MsgClientCost: go-redis without
-// ContextTimeoutEnabled, a rueidis client not made by rueidis.NewClient),
+// ContextTimeoutEnabled or with a timeout of -2, a rueidis client not
+// made by rueidis.NewClient),
 // naming the clients and the setting, and says nothing of clients built
 // the recommended way.
 func TestClientCostLogged(t *testing.T) {
@@ -31,6 +32,13 @@ func TestClientCostLogged(t *testing.T) {
 	}
 	goRedis := func(addr string, contextTimeout bool) redisclient.Client {
 		c := redis.NewClient(&redis.Options{Addr: addr, Password: "s3cret-pw", ContextTimeoutEnabled: contextTimeout})
+		t.Cleanup(func() { c.Close() })
+		return goredis.New(c)
+	}
+	// With ContextTimeoutEnabled, but timeouts of -2: go-redis sets no
+	// socket deadline, the context's included.
+	goRedisNoDeadlines := func(addr string) redisclient.Client {
+		c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, ReadTimeout: -2, WriteTimeout: -2})
 		t.Cleanup(func() { c.Close() })
 		return goredis.New(c)
 	}
@@ -58,6 +66,7 @@ func TestClientCostLogged(t *testing.T) {
 	}{
 		{"singleredis/goredis-default", []redisclient.Client{goRedis(servers[0], false)}, map[string][]int{"ContextTimeoutEnabled": {0}}},
 		{"singleredis/goredis-context", []redisclient.Client{goRedis(servers[0], true)}, nil},
+		{"singleredis/goredis-no-socket-deadlines", []redisclient.Client{goRedisNoDeadlines(servers[0])}, map[string][]int{"WriteTimeout of -2": {0}}},
 		{"singleredis/rueidis-named", []redisclient.Client{rueidisNamed(servers[0])}, map[string][]int{"NewClient": {0}}},
 		{"singleredis/rueidis-newclient", []redisclient.Client{rueidisFast(servers[0])}, nil},
 		{"legacysetnx/goredis-default", []redisclient.Client{goRedis(servers[0], false)}, map[string][]int{"ContextTimeoutEnabled": {0}}},

@@ -137,7 +137,7 @@ func (c *call) wait(ctx context.Context) error {
 		return nil
 	}
 	if guard {
-		return fmt.Errorf("%w (go-redis command abandoned: the client ignores contexts, set ContextTimeoutEnabled)", err)
+		return fmt.Errorf("%w (%s)", err, abandonedUnguarded)
 	}
 	return fmt.Errorf("%w (go-redis command abandoned: go-redis does not watch a context's cancellation)", err)
 }

@@ -23,9 +23,10 @@ type goRedis struct {
 	c    redis.Cmdable
 	name string
 	addr string // Addr
-	// guard: the client ignores contexts (ContextTimeoutEnabled is off, or
-	// unknown), so each command runs on another goroutine (a worker, see
-	// package workers) and the adapter returns when the context ends.
+	// guard: the client ignores contexts (ContextTimeoutEnabled is off, a
+	// timeout of -2 sets no socket deadline, or the options are unknown),
+	// so each command runs on another goroutine (a worker, see package
+	// workers) and the adapter returns when the context ends.
 	guard bool
 }
 
@@ -36,7 +37,9 @@ type goRedis struct {
 // Set Options.ContextTimeoutEnabled on the client so that the context's
 // deadline bounds each command on the socket. Without it go-redis ignores
 // contexts (a command to a server that hangs waits for ReadTimeout, 3 s by
-// default, per retry), and the adapter keeps the deadlines another way: it
+// default, per retry), and so it does with a ReadTimeout or WriteTimeout
+// of -2, which sets no socket deadline at all (-1 sets the context's
+// alone); the adapter then keeps the deadlines another way: it
 // hands each command to another goroutine and returns when the context
 // ends, while the abandoned command finishes on the client's own timeouts.
 // That costs a hand-over per command: the goroutines are workers the
@@ -50,10 +53,17 @@ func New(c redis.Cmdable) redisclient.Client {
 		return nil
 	}
 	name, addr, guard := "go-redis", "", true
+	// guard: the client does not keep a context's deadline on its sockets.
+	// go-redis does with ContextTimeoutEnabled, unless a ReadTimeout or
+	// WriteTimeout of -2 keeps it from setting socket deadlines at all:
+	// a cluster's or ring's options keep -2 as given, and their nodes'
+	// clients (like a *redis.Client's options) read it as -1.
 	switch cc := c.(type) {
 	case *redis.Client:
 		o := cc.Options()
-		name, guard = "go-redis "+o.Addr, !o.ContextTimeoutEnabled
+		// Normalized by go-redis: a timeout of -1 sets no socket
+		// deadline, not even the context's.
+		name, guard = "go-redis "+o.Addr, !o.ContextTimeoutEnabled || o.ReadTimeout < 0 || o.WriteTimeout < 0
 		switch {
 		case o.Addr == "FailoverClient":
 			// A failover client (sentinel) does not say which master set
@@ -66,13 +76,15 @@ func New(c redis.Cmdable) redisclient.Client {
 		}
 	case *redis.ClusterClient:
 		o := cc.Options()
-		name, guard = fmt.Sprintf("go-redis cluster %v", o.Addrs), !o.ContextTimeoutEnabled
+		name = fmt.Sprintf("go-redis cluster %v", o.Addrs)
+		guard = !o.ContextTimeoutEnabled || o.ReadTimeout < -1 || o.WriteTimeout < -1
 		if hosts := normalizeAll(o.Addrs); hosts != "" {
 			addr = "cluster:" + hosts
 		}
 	case *redis.Ring:
 		o := cc.Options()
-		name, guard = "go-redis ring", !o.ContextTimeoutEnabled
+		name = "go-redis ring"
+		guard = !o.ContextTimeoutEnabled || o.ReadTimeout < -1 || o.WriteTimeout < -1
 		var addrs []string
 		for _, a := range o.Addrs {
 			addrs = append(addrs, a)
@@ -185,17 +197,20 @@ func bounded[T any](g *goRedis, ctx context.Context, f func(context.Context) (T,
 		ch <- result{v, err}
 	})
 	var zero T
-	const why = "go-redis command abandoned: the client ignores contexts, set ContextTimeoutEnabled"
 	select {
 	case r := <-ch:
 		return r.v, r.err
 	case <-ctx.Done():
 		cancel()
-		return zero, fmt.Errorf("%w (%s)", ctx.Err(), why)
+		return zero, fmt.Errorf("%w (%s)", ctx.Err(), abandonedUnguarded)
 	case <-expired:
-		return zero, fmt.Errorf("%w (%s)", context.DeadlineExceeded, why)
+		return zero, fmt.Errorf("%w (%s)", context.DeadlineExceeded, abandonedUnguarded)
 	}
 }
+
+// abandonedUnguarded explains the error of a command abandoned on a
+// client that keeps no context's deadline on its sockets (guard).
+const abandonedUnguarded = "go-redis command abandoned: the client ignores contexts, set ContextTimeoutEnabled and no timeout of -2"
 
 func (g *goRedis) String() string { return g.name }
 
@@ -357,7 +372,8 @@ func (g *goRedis) Do(ctx context.Context, args ...any) (any, error) {
 }
 
 // CostNote implements [redisclient.CostNoter]: a client without
-// Options.ContextTimeoutEnabled (or one whose options New cannot read)
+// Options.ContextTimeoutEnabled, or with a timeout of -2 (or one whose
+// options New cannot read)
 // costs each command a hand-over to another goroutine (and, but for the lock's own commands
 // under a context that can be cancelled, a context and a timer), and an
 // abandoned command holds its connection to ReadTimeout; with it, only a
@@ -367,5 +383,5 @@ func (g *goRedis) CostNote() string {
 	if !g.guard {
 		return ""
 	}
-	return "go-redis ignores contexts without Options.ContextTimeoutEnabled (or New cannot read the client's options), so each command is handed to another goroutine to keep the call's deadline, with a timer (and a context, but for the lock's own commands under a context that can be cancelled), and a command abandoned at its deadline runs on to the client's ReadTimeout; with ContextTimeoutEnabled: true go-redis keeps the deadline itself and only a command that can be cancelled is handed over (docs/configuration.md)"
+	return "go-redis ignores contexts without Options.ContextTimeoutEnabled, and sets no socket deadline with a ReadTimeout or WriteTimeout of -2 (or New cannot read the client's options), so each command is handed to another goroutine to keep the call's deadline, with a timer (and a context, but for the lock's own commands under a context that can be cancelled), and a command abandoned at its deadline runs on to the client's ReadTimeout; with ContextTimeoutEnabled: true (and no timeout of -2) go-redis keeps the deadline itself and only a command that can be cancelled is handed over (docs/configuration.md)"
 }
