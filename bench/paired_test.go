@@ -146,7 +146,7 @@ func BenchmarkTurns(b *testing.B) {
 				return func() benchloop.Cycle {
 					cycle := pairCycle(im.newCycle(b))
 					if ctx == "background" {
-						return func(_ context.Context, key string) error { return cycle(context.Background(), key) }
+						return benchloop.UnderBackground(cycle)
 					}
 					return cycle
 				}

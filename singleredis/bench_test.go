@@ -101,7 +101,9 @@ func BenchmarkParallelPaired(b *testing.B) {
 			benchloop.Alternate(b, b.N, benchloop.Alternation{Shape: benchloop.Parallel(32), Base: client.floor, Ours: client.ours, BaseName: "floor"})
 		})
 		b.Run(client.name+"-background", func(b *testing.B) {
-			benchloop.Alternate(b, b.N, benchloop.Alternation{Shape: benchloop.Parallel(32), Base: underBackground(client.floor), Ours: underBackground(client.ours), BaseName: "floor"})
+			floor := func() benchloop.Cycle { return benchloop.UnderBackground(client.floor()) }
+			ours := func() benchloop.Cycle { return benchloop.UnderBackground(client.ours()) }
+			benchloop.Alternate(b, b.N, benchloop.Alternation{Shape: benchloop.Parallel(32), Base: floor, Ours: ours, BaseName: "floor"})
 		})
 		if again[client.name] {
 			b.Run(client.name+"-again", func(b *testing.B) {
@@ -123,16 +125,6 @@ func BenchmarkParallelPaired(b *testing.B) {
 				b.ReportMetric(float64(time.Since(start).Nanoseconds())/10000, "burn-ns")
 			})
 		}
-	}
-}
-
-// underBackground returns newCycle's cycles run under context.Background
-// rather than under the loop's context (which can be cancelled): a caller
-// whose context nothing cancels, as in the serial benchmarks.
-func underBackground(newCycle func() benchloop.Cycle) func() benchloop.Cycle {
-	return func() benchloop.Cycle {
-		cycle := newCycle()
-		return func(_ context.Context, key string) error { return cycle(context.Background(), key) }
 	}
 }
 

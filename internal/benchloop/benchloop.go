@@ -29,6 +29,14 @@ import (
 // Cycle acquires key, releases it, and returns the first error.
 type Cycle func(ctx context.Context, key string) error
 
+// UnderBackground returns cycle run under context.Background rather than
+// under the loop's context, which can be cancelled (a Loop cancels it at
+// the first error): a caller whose context nothing can cancel, whose
+// requests lockswap need not watch for a cancellation.
+func UnderBackground(cycle Cycle) Cycle {
+	return func(_ context.Context, key string) error { return cycle(context.Background(), key) }
+}
+
 // TryCycle is one TryAcquire with ttl and Release on lk: the uncontended
 // cycle.
 func TryCycle(lk lockswap.Locker, ttl time.Duration) Cycle { return lockerCycle(lk.TryAcquire, ttl) }

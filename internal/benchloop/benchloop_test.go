@@ -147,6 +147,33 @@ func TestErrorStopsEveryGoroutine(t *testing.T) {
 	}
 }
 
+// TestUnderBackground: a cycle wrapped by UnderBackground gets a context
+// that cannot be cancelled (no Done channel), under a loop whose own
+// context can be, and the cycle's error still stops the loop.
+func TestUnderBackground(t *testing.T) {
+	boom := errors.New("boom")
+	var calls, cancellable atomic.Int64
+	newCycle := func() benchloop.Cycle {
+		return benchloop.UnderBackground(func(ctx context.Context, key string) error {
+			if ctx.Done() != nil {
+				cancellable.Add(1)
+			}
+			if calls.Add(1) == 20 {
+				return boom
+			}
+			return nil
+		})
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if _, err := (benchloop.Loop{Shape: benchloop.Parallel(2), NewCycle: newCycle}).Count(ctx, 1000, nil); !errors.Is(err, boom) {
+		t.Fatalf("err %v, want boom", err)
+	}
+	if n := cancellable.Load(); n != 0 {
+		t.Errorf("%d of %d cycles got a context that can be cancelled", n, calls.Load())
+	}
+}
+
 func TestWarmRunsBeforeTheClock(t *testing.T) {
 	var calls atomic.Int64
 	timer := &fakeB{onReset: func() {
