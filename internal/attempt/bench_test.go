@@ -11,7 +11,8 @@ import (
 // request on the client's side, without a network: made for
 // context.Background (the common caller), ended at a Locker's Close
 // (EndAtClose, as an acquire's is), read as a pipelining client reads it
-// (Done, Err and Deadline) and stopped; against context.WithTimeout made,
+// (Done, Err and Deadline) and stopped ("request-cancellable": made for a
+// context that can be cancelled); against context.WithTimeout made,
 // read and cancelled the same way ("with-timeout"), what a client would
 // make otherwise. Run:
 //
@@ -41,6 +42,23 @@ func BenchmarkRequest(b *testing.B) {
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
 				r := attempt.New(context.Background(), attempt.Timeout).EndAtClose(d)
+				if !read(r) {
+					b.Error("the request ended at once")
+				}
+				r.Stop()
+			}
+		})
+	})
+	// A caller whose context can be cancelled (a server's request
+	// context): the request has a channel of its own, and watches the
+	// caller's context from Watch on.
+	parent, cancelParent := context.WithCancel(context.Background())
+	b.Cleanup(cancelParent)
+	b.Run("request-cancellable", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				r := attempt.New(parent, attempt.Timeout).EndAtClose(d)
 				if !read(r) {
 					b.Error("the request ended at once")
 				}
