@@ -341,6 +341,12 @@ func TestPairedReportsBothAndTheRatio(t *testing.T) {
 	}
 }
 
+// alternateWindow is the window of the tests' Alternate runs: long
+// enough that each side completes cycles in it beside CPU hogs under the
+// race detector, where a goroutine may wait several ms for a core (a
+// window of 5 ms once completed none).
+const alternateWindow = 50 * time.Millisecond
+
 func TestAlternateRunsTheSidesInTurnsAndReportsTheRatioRange(t *testing.T) {
 	var mu sync.Mutex
 	var made []string // the side of each goroutine's cycle, in the order made
@@ -357,7 +363,7 @@ func TestAlternateRunsTheSidesInTurnsAndReportsTheRatioRange(t *testing.T) {
 	}
 	b := &fakeB{}
 	benchloop.Alternate(b, 3, benchloop.Alternation{Shape: benchloop.Parallel(2), Base: side("floor"), Ours: side("ours"),
-		BaseName: "floor", Window: 5 * time.Millisecond})
+		BaseName: "floor", Window: alternateWindow})
 	if len(b.fatal) != 0 {
 		t.Fatalf("fatal: %v", b.fatal)
 	}
@@ -382,7 +388,7 @@ func TestAlternateRunsTheSidesInTurnsAndReportsTheRatioRange(t *testing.T) {
 	}
 	b = &fakeB{}
 	benchloop.Alternate(b, 2, benchloop.Alternation{Shape: benchloop.Parallel(2), Base: side("floor"), Ours: slow,
-		BaseName: "floor", Window: 5 * time.Millisecond})
+		BaseName: "floor", Window: alternateWindow})
 	if len(b.fatal) != 0 {
 		t.Fatalf("fatal: %v", b.fatal)
 	}
@@ -398,7 +404,7 @@ func TestAlternateRunsTheSidesInTurnsAndReportsTheRatioRange(t *testing.T) {
 	}
 	b = &fakeB{}
 	benchloop.Alternate(b, 2, benchloop.Alternation{Shape: benchloop.Parallel(2), Base: side("floor"), Ours: failing,
-		BaseName: "floor", Window: 5 * time.Millisecond})
+		BaseName: "floor", Window: alternateWindow})
 	if len(b.fatal) == 0 || !strings.Contains(fmt.Sprint(b.fatal...), "server gone") {
 		t.Errorf("fatal = %v, want the cycle's error", b.fatal)
 	}
