@@ -66,7 +66,7 @@ func TestClientCostLogged(t *testing.T) {
 	}{
 		{"singleredis/goredis-default", []redisclient.Client{goRedis(servers[0], false)}, map[string][]int{"ContextTimeoutEnabled": {0}}},
 		{"singleredis/goredis-context", []redisclient.Client{goRedis(servers[0], true)}, nil},
-		{"singleredis/goredis-no-socket-deadlines", []redisclient.Client{goRedisNoDeadlines(servers[0])}, map[string][]int{"WriteTimeout of -2": {0}}},
+		{"singleredis/goredis-no-socket-deadlines", []redisclient.Client{goRedisNoDeadlines(servers[0])}, map[string][]int{"sets no socket deadline": {0}}},
 		{"singleredis/rueidis-named", []redisclient.Client{rueidisNamed(servers[0])}, map[string][]int{"NewClient": {0}}},
 		{"singleredis/rueidis-newclient", []redisclient.Client{rueidisFast(servers[0])}, nil},
 		{"legacysetnx/goredis-default", []redisclient.Client{goRedis(servers[0], false)}, map[string][]int{"ContextTimeoutEnabled": {0}}},

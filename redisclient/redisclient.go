@@ -7,9 +7,11 @@
 //	rc := rueidis.New(c)     // redisclient/rueidis: rueidis.Client (auto-pipelining)
 //
 // Every command is bounded by its context: redigo through DoContext;
-// rueidis on its own (it returns when the context ends); go-redis
-// only when the client was built with Options.ContextTimeoutEnabled = true
-// (otherwise go-redis bounds a command by its ReadTimeout/WriteTimeout).
+// rueidis on its own (it returns when the context ends); go-redis on its
+// sockets only when the client was built with
+// Options.ContextTimeoutEnabled = true and no ReadTimeout or WriteTimeout
+// of -2 (otherwise go-redis bounds a command by its timeouts, or not at
+// all, and the adapter keeps the context's bounds itself).
 // Scripts go by EVALSHA, falling back to EVAL once when the server answers
 // NOSCRIPT (after a restart or SCRIPT FLUSH).
 package redisclient

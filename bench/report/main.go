@@ -204,7 +204,7 @@ func main() {
 		rounds = max(rounds, len(res[name]))
 	}
 	w := os.Stdout
-	fmt.Fprintf(w, "Medians over %d rounds (Go runs each benchmark its `-count` rounds in a row, so the rounds of two libraries are seconds apart, not interleaved). *spread* is (max − min) ÷ median of ns/op over the rounds. *× base* is lockswap's (or a library's) ns/op ÷ the base's ns/op, paired round by round (median of the per-round ratios): below 1 is faster. The base is the raw floor of the same client (redis1), the pipelined redigo fan-out floor (redlock), or concurrency.Mutex (etcd). In the contended scenario ns/op is 1 ÷ acquisitions per second, so × base is the inverse of the acq/s ratio.\n\n", rounds)
+	fmt.Fprintf(w, "Medians over %d rounds (in the tables of in-process benchmarks Go runs each benchmark its `-count` rounds in a row, so the rounds of two libraries are seconds apart, not interleaved; the processes table runs every library in each round). *spread* is (max − min) ÷ median of ns/op over the rounds. *× base* is lockswap's (or a library's) ns/op ÷ the base's ns/op, paired round by round (median of the per-round ratios): below 1 is faster. The base is the raw floor of the same client (redis1), the pipelined redigo fan-out floor (redlock), or concurrency.Mutex (etcd). In the contended scenario ns/op is 1 ÷ acquisitions per second, so × base is the inverse of the acq/s ratio.\n\n", rounds)
 
 	var curScenario string
 	var curTable string

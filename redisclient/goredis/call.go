@@ -110,7 +110,7 @@ func (c *call) execute() {
 // deadline with a timer of its own, as bounded does); c then belongs to
 // the command's goroutine and the caller must not touch it again.
 func (c *call) wait(ctx context.Context) error {
-	guard := c.g.guard // c is not ours to read once abandoned
+	guard, why := c.g.guard, c.g.why // c is not ours to read once abandoned
 	var expired <-chan time.Time
 	if d, ok := ctx.Deadline(); ok && guard {
 		c.timer.Reset(time.Until(d))
@@ -137,7 +137,7 @@ func (c *call) wait(ctx context.Context) error {
 		return nil
 	}
 	if guard {
-		return fmt.Errorf("%w (%s)", err, abandonedUnguarded)
+		return fmt.Errorf("%w (go-redis command abandoned: %s)", err, why)
 	}
 	return fmt.Errorf("%w (go-redis command abandoned: go-redis does not watch a context's cancellation)", err)
 }

@@ -26,8 +26,10 @@ type goRedis struct {
 	// guard: the client ignores contexts (ContextTimeoutEnabled is off, a
 	// timeout of -2 sets no socket deadline, or the options are unknown),
 	// so each command runs on another goroutine (a worker, see package
-	// workers) and the adapter returns when the context ends.
+	// workers) and the adapter returns when the context ends. why says
+	// which, for errors and CostNote.
 	guard bool
+	why   string
 }
 
 // New adapts a go-redis v9 client: *redis.Client, *redis.ClusterClient,
@@ -36,12 +38,14 @@ type goRedis struct {
 //
 // Set Options.ContextTimeoutEnabled on the client so that the context's
 // deadline bounds each command on the socket. Without it go-redis ignores
-// contexts (a command to a server that hangs waits for ReadTimeout, 3 s by
+// contexts (a command to a server that hangs waits for ReadTimeout, 5 s by
 // default, per retry), and so it does with a ReadTimeout or WriteTimeout
 // of -2, which sets no socket deadline at all (-1 sets the context's
 // alone); the adapter then keeps the deadlines another way: it
 // hands each command to another goroutine and returns when the context
-// ends, while the abandoned command finishes on the client's own timeouts.
+// ends, while the abandoned command finishes on the client's own timeouts
+// (with -2, when the server answers or the connection breaks: until then
+// it holds its connection and the goroutine).
 // That costs a hand-over per command: the goroutines are workers the
 // adapter keeps, shared by the process's adapters, and a worker exits
 // after 100–200 ms without a command. The same goes, with
@@ -52,18 +56,23 @@ func New(c redis.Cmdable) redisclient.Client {
 	if redisclient.IsNil(c) {
 		return nil
 	}
-	name, addr, guard := "go-redis", "", true
-	// guard: the client does not keep a context's deadline on its sockets.
-	// go-redis does with ContextTimeoutEnabled, unless a ReadTimeout or
-	// WriteTimeout of -2 keeps it from setting socket deadlines at all:
-	// a cluster's or ring's options keep -2 as given, and their nodes'
-	// clients (like a *redis.Client's options) read it as -1.
+	name, addr := "go-redis", ""
+	// contexts: the client keeps a context's deadline on its sockets
+	// (ContextTimeoutEnabled), unknown for a Cmdable of another type.
+	// timeouts: its ReadTimeout and WriteTimeout as given, where -2 keeps
+	// go-redis from setting any socket deadline, even the context's (-1:
+	// the context's alone). A cluster's or ring's options keep them as
+	// given; a *redis.Client's are normalized (-2 to -1, -1 to 0), and are
+	// moved back by one.
+	var (
+		contexts, known bool
+		timeouts        [2]time.Duration
+	)
 	switch cc := c.(type) {
 	case *redis.Client:
 		o := cc.Options()
-		// Normalized by go-redis: a timeout of -1 sets no socket
-		// deadline, not even the context's.
-		name, guard = "go-redis "+o.Addr, !o.ContextTimeoutEnabled || o.ReadTimeout < 0 || o.WriteTimeout < 0
+		name, contexts, known = "go-redis "+o.Addr, o.ContextTimeoutEnabled, true
+		timeouts = [2]time.Duration{o.ReadTimeout - 1, o.WriteTimeout - 1}
 		switch {
 		case o.Addr == "FailoverClient":
 			// A failover client (sentinel) does not say which master set
@@ -76,15 +85,15 @@ func New(c redis.Cmdable) redisclient.Client {
 		}
 	case *redis.ClusterClient:
 		o := cc.Options()
-		name = fmt.Sprintf("go-redis cluster %v", o.Addrs)
-		guard = !o.ContextTimeoutEnabled || o.ReadTimeout < -1 || o.WriteTimeout < -1
+		name, contexts, known = fmt.Sprintf("go-redis cluster %v", o.Addrs), o.ContextTimeoutEnabled, true
+		timeouts = [2]time.Duration{o.ReadTimeout, o.WriteTimeout}
 		if hosts := normalizeAll(o.Addrs); hosts != "" {
 			addr = "cluster:" + hosts
 		}
 	case *redis.Ring:
 		o := cc.Options()
-		name = "go-redis ring"
-		guard = !o.ContextTimeoutEnabled || o.ReadTimeout < -1 || o.WriteTimeout < -1
+		name, contexts, known = "go-redis ring", o.ContextTimeoutEnabled, true
+		timeouts = [2]time.Duration{o.ReadTimeout, o.WriteTimeout}
 		var addrs []string
 		for _, a := range o.Addrs {
 			addrs = append(addrs, a)
@@ -93,7 +102,18 @@ func New(c redis.Cmdable) redisclient.Client {
 			addr = fmt.Sprintf("ring:%s/%d", hosts, o.DB)
 		}
 	}
-	return &goRedis{c: c, name: name, addr: addr, guard: guard}
+	g := &goRedis{c: c, name: name, addr: addr, guard: true}
+	switch {
+	case !known:
+		g.why = fmt.Sprintf("the adapter cannot read the options of a %T and takes it to ignore contexts", c)
+	case !contexts:
+		g.why = "the client ignores contexts without Options.ContextTimeoutEnabled"
+	case timeouts[0] < -1 || timeouts[1] < -1:
+		g.why = "the client sets no socket deadline, not even the context's, with a ReadTimeout or WriteTimeout of -2"
+	default:
+		g.guard = false
+	}
+	return g
 }
 
 // normalizeAll returns the sorted normalized addresses joined by commas,
@@ -118,30 +138,44 @@ func normalizeAll(addrs []string) string {
 // there for the forms); "" for a failover client or another Cmdable.
 func (g *goRedis) Addr() string { return g.addr }
 
-// unguarded reports whether a command under ctx can go to the client as
-// it is: ctx cannot be cancelled (no Done channel), and it has no deadline
-// or the client obeys contexts. go-redis with ContextTimeoutEnabled puts a
-// context's deadline on the socket, and does not watch for cancellation
-// while it dials, writes or reads: a context that can be cancelled would
-// wait for its deadline (the kit's request contexts have one, up to
-// lockswap.RequestTimeout, and end soon after the caller's cancellation)
-// or, without one, for ReadTimeout (3 s by default) on a server that
-// hangs. Such a command goes through bounded, which returns when ctx is
-// cancelled.
-func (g *goRedis) unguarded(ctx context.Context) bool {
+// direct reports whether a command under ctx can go to the client on the
+// caller's goroutine: ctx cannot be cancelled (no Done channel), and it
+// has no deadline or the client keeps it on its sockets (not guard). It
+// returns the context to give go-redis then: ctx, or for a deadline one
+// that ends at it (adapt.WithDone, mostly without a timer of its own),
+// as go-redis waits for a pooled connection, when all are in use, until
+// its PoolTimeout (ReadTimeout + 1 s, or 30 s) unless Done closes; call
+// the function when the command has returned. go-redis with
+// ContextTimeoutEnabled puts a context's deadline on the socket and does
+// not watch for cancellation while it dials, writes or reads: a context
+// that can be cancelled would wait for its deadline (the kit's request
+// contexts have one, up to lockswap.RequestTimeout, and end soon after the
+// caller's cancellation) or, without one, for ReadTimeout (5 s by
+// default) on a server that hangs. Such a command goes through bounded
+// (or a call), which returns when ctx is cancelled.
+func (g *goRedis) direct(ctx context.Context) (context.Context, context.CancelFunc, bool) {
 	if ctx.Done() != nil {
-		return false
+		return ctx, nil, false
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		return ctx, noCancel, true
 	}
 	// A deadline without a Done channel (the kit's request under a caller
 	// that cannot be cancelled) still ends: a client that ignores contexts
 	// must not be left to its own timeouts then either.
-	_, ok := ctx.Deadline()
-	return !ok || !g.guard
+	if g.guard {
+		return ctx, nil, false
+	}
+	dctx, cancel := adapt.WithDone(ctx)
+	return dctx, cancel, true
 }
+
+// noCancel is the function of a context direct did not make.
+func noCancel() {}
 
 // bounded runs f for a client that ignores contexts on its sockets (or,
 // for g with ContextTimeoutEnabled, under a context that can be
-// cancelled, which go-redis does not watch; see unguarded): it
+// cancelled, which go-redis does not watch; see direct): it
 // returns as soon as ctx ends or its deadline passes, leaving f to finish
 // in the background on the client's own timeouts. For a client that
 // ignores contexts f gets a context of its own, detached from ctx but
@@ -202,15 +236,11 @@ func bounded[T any](g *goRedis, ctx context.Context, f func(context.Context) (T,
 		return r.v, r.err
 	case <-ctx.Done():
 		cancel()
-		return zero, fmt.Errorf("%w (%s)", ctx.Err(), abandonedUnguarded)
+		return zero, fmt.Errorf("%w (go-redis command abandoned: %s)", ctx.Err(), g.why)
 	case <-expired:
-		return zero, fmt.Errorf("%w (%s)", context.DeadlineExceeded, abandonedUnguarded)
+		return zero, fmt.Errorf("%w (go-redis command abandoned: %s)", context.DeadlineExceeded, g.why)
 	}
 }
-
-// abandonedUnguarded explains the error of a command abandoned on a
-// client that keeps no context's deadline on its sockets (guard).
-const abandonedUnguarded = "go-redis command abandoned: the client ignores contexts, set ContextTimeoutEnabled and no timeout of -2"
 
 func (g *goRedis) String() string { return g.name }
 
@@ -231,8 +261,9 @@ func (g *goRedis) setnxpxOnce(ctx context.Context, key, value string, ttl time.D
 }
 
 func (g *goRedis) SetNXPX(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
-	if g.unguarded(ctx) {
-		return g.setnxpxOnce(ctx, key, value, ttl)
+	if dctx, cancel, ok := g.direct(ctx); ok {
+		defer cancel()
+		return g.setnxpxOnce(dctx, key, value, ttl)
 	}
 	return bounded(g, ctx, func(ctx context.Context) (bool, error) { return g.setnxpxOnce(ctx, key, value, ttl) })
 }
@@ -243,8 +274,9 @@ func (g *goRedis) setnxOnce(ctx context.Context, key, value string) (bool, error
 }
 
 func (g *goRedis) SetNX(ctx context.Context, key, value string) (bool, error) {
-	if g.unguarded(ctx) {
-		return g.setnxOnce(ctx, key, value)
+	if dctx, cancel, ok := g.direct(ctx); ok {
+		defer cancel()
+		return g.setnxOnce(dctx, key, value)
 	}
 	return bounded(g, ctx, func(ctx context.Context) (bool, error) { return g.setnxOnce(ctx, key, value) })
 }
@@ -262,8 +294,9 @@ func (g *goRedis) Get(ctx context.Context, key string) (string, bool, error) {
 		v  string
 		ok bool
 	}
-	if g.unguarded(ctx) {
-		return g.getOnce(ctx, key)
+	if dctx, cancel, ok := g.direct(ctx); ok {
+		defer cancel()
+		return g.getOnce(dctx, key)
 	}
 	r, err := bounded(g, ctx, func(ctx context.Context) (found, error) {
 		v, ok, err := g.getOnce(ctx, key)
@@ -285,8 +318,9 @@ func (g *goRedis) GetSet(ctx context.Context, key, value string) (string, bool, 
 		v  string
 		ok bool
 	}
-	if g.unguarded(ctx) {
-		return g.getsetOnce(ctx, key, value)
+	if dctx, cancel, ok := g.direct(ctx); ok {
+		defer cancel()
+		return g.getsetOnce(dctx, key, value)
 	}
 	r, err := bounded(g, ctx, func(ctx context.Context) (found, error) {
 		v, ok, err := g.getsetOnce(ctx, key, value)
@@ -301,8 +335,9 @@ func (g *goRedis) delOnce(ctx context.Context, keys ...string) (int64, error) {
 }
 
 func (g *goRedis) Del(ctx context.Context, keys ...string) (int64, error) {
-	if g.unguarded(ctx) {
-		return g.delOnce(ctx, keys...)
+	if dctx, cancel, ok := g.direct(ctx); ok {
+		defer cancel()
+		return g.delOnce(dctx, keys...)
 	}
 	keys = slices.Clone(keys)
 	return bounded(g, ctx, func(ctx context.Context) (int64, error) { return g.delOnce(ctx, keys...) })
@@ -314,8 +349,9 @@ func (g *goRedis) timeOnce(ctx context.Context) (time.Time, error) {
 }
 
 func (g *goRedis) Time(ctx context.Context) (time.Time, error) {
-	if g.unguarded(ctx) {
-		return g.timeOnce(ctx)
+	if dctx, cancel, ok := g.direct(ctx); ok {
+		defer cancel()
+		return g.timeOnce(dctx)
 	}
 	return bounded(g, ctx, func(ctx context.Context) (time.Time, error) { return g.timeOnce(ctx) })
 }
@@ -332,8 +368,9 @@ func (g *goRedis) runOnce(ctx context.Context, s *redisclient.Script, keys []str
 }
 
 func (g *goRedis) Run(ctx context.Context, s *redisclient.Script, keys []string, args ...any) (any, error) {
-	if g.unguarded(ctx) {
-		return g.runOnce(ctx, s, keys, args...)
+	if dctx, cancel, ok := g.direct(ctx); ok {
+		defer cancel()
+		return g.runOnce(dctx, s, keys, args...)
 	}
 	if ctx.Done() != nil {
 		return g.runCall(ctx, s, keys, args)
@@ -364,24 +401,27 @@ func (g *goRedis) doOnce(ctx context.Context, args ...any) (any, error) {
 }
 
 func (g *goRedis) Do(ctx context.Context, args ...any) (any, error) {
-	if g.unguarded(ctx) {
-		return g.doOnce(ctx, args...)
+	if dctx, cancel, ok := g.direct(ctx); ok {
+		defer cancel()
+		return g.doOnce(dctx, args...)
 	}
 	args = adapt.Detach(args)
 	return bounded(g, ctx, func(ctx context.Context) (any, error) { return g.doOnce(ctx, args...) })
 }
 
-// CostNote implements [redisclient.CostNoter]: a client without
-// Options.ContextTimeoutEnabled, or with a timeout of -2 (or one whose
-// options New cannot read)
-// costs each command a hand-over to another goroutine (and, but for the lock's own commands
-// under a context that can be cancelled, a context and a timer), and an
-// abandoned command holds its connection to ReadTimeout; with it, only a
-// command that can be cancelled is handed over (go-redis does not
-// watch a cancellation).
+// CostNote implements [redisclient.CostNoter]: for a client that does
+// not keep a context's deadline on its sockets (without
+// Options.ContextTimeoutEnabled, with a timeout of -2, or one whose
+// options New cannot read) it says why, and what that costs: each
+// command a hand-over to another goroutine and a timer (and, but for the
+// lock's own commands under a context that can be cancelled, a context),
+// and an abandoned command holds its connection to ReadTimeout (with -2,
+// until the server answers). With ContextTimeoutEnabled only a command
+// that can be cancelled is handed over (go-redis does not watch a
+// cancellation).
 func (g *goRedis) CostNote() string {
 	if !g.guard {
 		return ""
 	}
-	return "go-redis ignores contexts without Options.ContextTimeoutEnabled, and sets no socket deadline with a ReadTimeout or WriteTimeout of -2 (or New cannot read the client's options), so each command is handed to another goroutine to keep the call's deadline, with a timer (and a context, but for the lock's own commands under a context that can be cancelled), and a command abandoned at its deadline runs on to the client's ReadTimeout; with ContextTimeoutEnabled: true (and no timeout of -2) go-redis keeps the deadline itself and only a command that can be cancelled is handed over (docs/configuration.md)"
+	return "go-redis: " + g.why + ", so each command is handed to another goroutine to keep the call's deadline, with a timer (and a context, but for the lock's own commands under a context that can be cancelled), and a command abandoned at its deadline runs on to the client's ReadTimeout (with a timeout of -2, until the server answers); with ContextTimeoutEnabled: true and no timeout of -2 go-redis keeps the deadline itself and only a command that can be cancelled is handed over (docs/configuration.md)"
 }

@@ -52,3 +52,67 @@ func TestGoRedisClientKinds(t *testing.T) {
 		t.Errorf("SETNX through a Ring: %v, %v", ok, err)
 	}
 }
+
+// TestGuardedClients: the adapter keeps a request's deadline itself (and
+// says so, CostNote) exactly for the clients that do not keep a
+// context's deadline on their sockets: without ContextTimeoutEnabled,
+// with a ReadTimeout or WriteTimeout of -2 (no socket deadline at all;
+// -1 means the context's alone) on every client type, with a timeout
+// of -1 kept as given by WithTimeout (no deadline either), and a client
+// whose options the adapter cannot read. The note names the cause.
+func TestGuardedClients(t *testing.T) {
+	const addr = "127.0.0.1:1" // never dialled
+	client := func(o redis.Options) redis.Cmdable {
+		o.Addr = addr
+		c := redis.NewClient(&o)
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	cluster := func(o redis.ClusterOptions) redis.Cmdable {
+		o.Addrs = []string{addr}
+		c := redis.NewClusterClient(&o)
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	ring := func(o redis.RingOptions) redis.Cmdable {
+		o.Addrs = map[string]string{"a": addr}
+		c := redis.NewRing(&o)
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	withTimeout := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { withTimeout.Close() })
+	for _, tc := range []struct {
+		name  string
+		c     redis.Cmdable
+		cause string // in the note; "" for none
+	}{
+		{"client/defaults", client(redis.Options{}), "ContextTimeoutEnabled"},
+		{"client/context", client(redis.Options{ContextTimeoutEnabled: true}), ""},
+		{"client/context-read-1", client(redis.Options{ContextTimeoutEnabled: true, ReadTimeout: -1, WriteTimeout: -1}), ""},
+		{"client/context-read-2", client(redis.Options{ContextTimeoutEnabled: true, ReadTimeout: -2}), "-2"},
+		{"client/context-write-2", client(redis.Options{ContextTimeoutEnabled: true, WriteTimeout: -2}), "-2"},
+		{"client/with-timeout-1", withTimeout.WithTimeout(-1), "-2"},
+		{"cluster/defaults", cluster(redis.ClusterOptions{}), "ContextTimeoutEnabled"},
+		{"cluster/context", cluster(redis.ClusterOptions{ContextTimeoutEnabled: true}), ""},
+		{"cluster/context-read-1", cluster(redis.ClusterOptions{ContextTimeoutEnabled: true, ReadTimeout: -1}), ""},
+		{"cluster/context-read-2", cluster(redis.ClusterOptions{ContextTimeoutEnabled: true, ReadTimeout: -2}), "-2"},
+		{"ring/defaults", ring(redis.RingOptions{}), "ContextTimeoutEnabled"},
+		{"ring/context", ring(redis.RingOptions{ContextTimeoutEnabled: true}), ""},
+		{"ring/context-read-1", ring(redis.RingOptions{ContextTimeoutEnabled: true, ReadTimeout: -1}), ""},
+		{"ring/context-write-2", ring(redis.RingOptions{ContextTimeoutEnabled: true, WriteTimeout: -2}), "-2"},
+		{"opaque", opaqueClient{client(redis.Options{ContextTimeoutEnabled: true}).(*redis.Client)}, "cannot read"},
+	} {
+		note := goredis.New(tc.c).(redisclient.CostNoter).CostNote()
+		switch {
+		case tc.cause == "" && note != "":
+			t.Errorf("%s: noted %q, want no cost", tc.name, note)
+		case tc.cause != "" && !strings.Contains(note, tc.cause):
+			t.Errorf("%s: noted %q, want a cost naming %q", tc.name, note, tc.cause)
+		}
+	}
+}
+
+// opaqueClient hides a go-redis client's type from the adapter, as a
+// program's own wrapper would: the adapter cannot read its options.
+type opaqueClient struct{ redis.UniversalClient }

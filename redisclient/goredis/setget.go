@@ -30,8 +30,9 @@ type processor interface {
 // of READONLY, LOADING, MOVED and the like applies: an error reply means
 // the server ran nothing.
 func (g *goRedis) SetNXPXGet(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
-	if g.unguarded(ctx) {
-		return g.setGetOnce(ctx, key, value, ttl)
+	if dctx, cancel, ok := g.direct(ctx); ok {
+		defer cancel()
+		return g.setGetOnce(dctx, key, value, ttl)
 	}
 	if ctx.Done() != nil {
 		return g.setGetCall(ctx, key, value, ttl)

@@ -81,13 +81,28 @@ func normalize(v any) any {
 	return v
 }
 
+// get takes a pooled connection. A pool that waits for one when all are
+// in use (Wait, with MaxActive) watches only ctx's Done while it waits:
+// a context with a deadline and no Done channel (the kit's request under
+// a caller's context.Background) would wait past its deadline, for as
+// long as the connections' commands take, so it waits under a context
+// that ends at the deadline (adapt.WithDone).
+func (r *redigo) get(ctx context.Context) (redis.Conn, error) {
+	if r.pool.Wait && r.pool.MaxActive > 0 {
+		wctx, cancel := adapt.WithDone(ctx)
+		defer cancel()
+		ctx = wctx
+	}
+	return r.pool.GetContext(ctx)
+}
+
 // do runs cmd with args on a pooled connection. redigo's DoContext writes
 // the command from a goroutine of its own and returns when ctx ends, while
 // that goroutine may still be reading args: they must not be memory the
 // caller reuses (the adapter's methods build them afresh, Do and Run copy
 // theirs with adapt.Detach).
 func (r *redigo) do(ctx context.Context, cmd string, args ...any) (any, error) {
-	conn, err := r.pool.GetContext(ctx)
+	conn, err := r.get(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("redigo: get connection: %w", redigoErr(err))
 	}
@@ -146,7 +161,7 @@ func (r *redigo) Time(ctx context.Context) (time.Time, error) {
 }
 
 func (r *redigo) Run(ctx context.Context, s *redisclient.Script, keys []string, args ...any) (any, error) {
-	conn, err := r.pool.GetContext(ctx)
+	conn, err := r.get(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("redigo: get connection: %w", redigoErr(err))
 	}
@@ -188,7 +203,7 @@ func (r *redigo) Do(ctx context.Context, args ...any) (any, error) {
 
 // Split implements [redisclient.Splitter].
 func (r *redigo) Split(ctx context.Context) (redisclient.SplitConn, error) {
-	c, err := r.pool.GetContext(ctx)
+	c, err := r.get(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("redigo: get connection: %w", redigoErr(err))
 	}

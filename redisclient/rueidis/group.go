@@ -7,7 +7,7 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"github.com/lockswap/lockswap/internal/attempt"
+	"github.com/lockswap/lockswap/redisclient/internal/adapt"
 	"github.com/lockswap/lockswap/redisclient/internal/workers"
 )
 
@@ -84,7 +84,7 @@ func (m *member) put() {
 // do sends cmd: at once when nothing else of the adapter's is in flight,
 // otherwise with the next batch.
 func (a *adapter) do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
-	ctx, cancel := withDone(ctx)
+	ctx, cancel := adapt.WithDone(ctx)
 	defer cancel()
 	if !a.grouped || cmd.IsBlock() {
 		if a.unwatched(ctx) {
@@ -151,36 +151,6 @@ func (a *adapter) unwatched(ctx context.Context) bool {
 	return !ok || !a.pipelined || a.rising.Load() > 0
 }
 
-// withDone returns ctx, or, for a context with a deadline that cannot be
-// cancelled (the kit's request under a caller's context.Background), a
-// context that ends at that deadline: rueidis watches a pipelined
-// command's Done channel, not its deadline, and would wait for a reply
-// past it (a Release under context.Background on a hung server took 12 s,
-// rueidis's own timeouts, instead of lockswap.CleanupTimeout). A deadline
-// at least attempt.MinShared away (for the kit's request: begun with that
-// much to go, see attempt.SharedDeadline) shares its Done channel and timer with
-// the process's other requests ending within the same attempt.Slot (and
-// ends up to a Slot early) rather than taking a context.WithDeadline of
-// its own: with the kit's acquire requests sharing theirs the same way,
-// the median of singleredis's serial cycle on rueidis moved from 1.13 to
-// 1.09 times the raw client's (docs/benchmarks.md, "Issue 31: one timer
-// per 16 ms slot").
-func withDone(ctx context.Context) (context.Context, context.CancelFunc) {
-	if ctx.Done() != nil {
-		return ctx, noCancel
-	}
-	if d, ok := ctx.Deadline(); ok {
-		if sctx, ok := attempt.SharedDeadline(ctx, d); ok {
-			return sctx, noCancel
-		}
-		return context.WithDeadline(ctx, d)
-	}
-	return ctx, noCancel
-}
-
-// noCancel is the CancelFunc of a context withDone did not make.
-func noCancel() {}
-
 // doWatched sends cmd under ctx, which can be cancelled and which rueidis
 // may not watch (unwatched), from a worker goroutine (package workers),
 // and returns its reply, or the context's error as soon as ctx is
@@ -214,7 +184,7 @@ func (a *adapter) send(ctx context.Context, cmd rueidis.Completed) rueidis.Redis
 	if err := endErr(ctx); err != nil {
 		return rueidis.NewErrorResult(err)
 	}
-	ctx, cancel := withDone(ctx)
+	ctx, cancel := adapt.WithDone(ctx)
 	defer cancel()
 	return a.c.Do(ctx, cmd)
 }

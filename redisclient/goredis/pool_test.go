@@ -1,0 +1,75 @@
+package goredis_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockswap/lockswap/internal/testserver"
+	"github.com/lockswap/lockswap/redisclient/goredis"
+	"github.com/lockswap/lockswap/redisclient/internal/stalltest"
+)
+
+// TestPoolWaitKeepsDeadline: a command under a context with a deadline and
+// no Done channel (the kit's request under a caller's context.Background:
+// a Release, say) returns at that deadline while it waits for a pooled
+// connection, all of them taken by a command hung on its server. go-redis
+// keeps such a deadline on its sockets but, waiting for a connection,
+// watches only the context's Done and its own PoolTimeout (here 11 s,
+// ReadTimeout + 1 s): the adapter gives it a context whose Done closes at
+// the deadline.
+func TestPoolWaitKeepsDeadline(t *testing.T) {
+	srv := testserver.RedisT(t, testserver.RedisOptions{})
+	p := testserver.ProxyT(t, srv.Addr())
+	rdb := redis.NewClient(&redis.Options{Addr: p.Addr(), ContextTimeoutEnabled: true, PoolSize: 1,
+		MaxRetries: -1, ReadTimeout: 10 * time.Second})
+	c := goredis.New(rdb)
+	if _, err := c.SetNXPX(context.Background(), "warm", "v", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	p.Blackhole(true)
+	// The pool's one connection hangs under a command of the program's
+	// own, until the client is closed.
+	hung := make(chan struct{})
+	go func() {
+		defer close(hung)
+		rdb.Get(context.Background(), "warm")
+	}()
+	t.Cleanup(func() {
+		rdb.Close()
+		<-hung
+	})
+	for deadline := time.Now().Add(10 * time.Second); rdb.PoolStats().IdleConns != 0 || rdb.PoolStats().TotalConns != 1; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the hung command did not take the pool's connection: %+v", rdb.PoolStats())
+		}
+	}
+	const bound = time.Second
+	start := time.Now()
+	errc := make(chan error, 1)
+	go func() {
+		_, _, err := c.Get(deadlineOnly{context.Background(), start.Add(bound)}, "warm")
+		errc <- err
+	}()
+	select {
+	case err := <-errc:
+		if err == nil {
+			t.Error("GET with the pool's only connection hung succeeded")
+		}
+		t.Logf("returned %v after it began, its deadline %v: %v", time.Since(start), bound, err)
+	case <-time.After(bound + stalltest.CancelBound):
+		t.Errorf("GET waiting for a pooled connection under a context with a deadline of %v and no Done channel had not returned after %v", bound, bound+stalltest.CancelBound)
+		<-errc // the client's close ends it
+	}
+}
+
+// deadlineOnly is a context with a deadline and no Done channel, as the
+// kit's request under a caller's context.Background.
+type deadlineOnly struct {
+	context.Context
+	d time.Time
+}
+
+func (c deadlineOnly) Deadline() (time.Time, bool) { return c.d, true }

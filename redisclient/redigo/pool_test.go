@@ -1,0 +1,83 @@
+package redigo_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	redigolib "github.com/gomodule/redigo/redis"
+
+	"github.com/lockswap/lockswap/internal/testserver"
+	"github.com/lockswap/lockswap/redisclient/internal/stalltest"
+	"github.com/lockswap/lockswap/redisclient/redigo"
+)
+
+// TestPoolWaitKeepsDeadline: a command under a context with a deadline and
+// no Done channel (the kit's request under a caller's context.Background:
+// a Release, say) returns at that deadline while it waits for a pooled
+// connection of a pool that waits (Wait, MaxActive 1), its one connection
+// taken by a command hung on its server. redigo watches only the
+// context's Done while it waits: the adapter gives it one that closes at
+// the deadline.
+func TestPoolWaitKeepsDeadline(t *testing.T) {
+	srv := testserver.RedisT(t, testserver.RedisOptions{})
+	p := testserver.ProxyT(t, srv.Addr())
+	pool := &redigolib.Pool{MaxActive: 1, Wait: true, DialContext: func(ctx context.Context) (redigolib.Conn, error) {
+		return redigolib.DialContext(ctx, "tcp", p.Addr())
+	}}
+	c := redigo.NewNamed(pool, p.Addr())
+	if _, err := c.SetNXPX(context.Background(), "warm", "v", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	p.Blackhole(true)
+	// The pool's one connection hangs under a command of the program's
+	// own, until the proxy closes its connections.
+	conn := pool.Get()
+	hung := make(chan struct{})
+	go func() {
+		defer close(hung)
+		conn.Do("GET", "warm")
+	}()
+	// unhang ends the hung command (the proxy closes its connections) and
+	// gives its connection back to the pool.
+	var once sync.Once
+	unhang := func() {
+		once.Do(func() {
+			p.Close()
+			<-hung
+			conn.Close()
+		})
+	}
+	t.Cleanup(func() {
+		unhang()
+		pool.Close()
+	})
+	const bound = time.Second
+	start := time.Now()
+	errc := make(chan error, 1)
+	go func() {
+		_, _, err := c.Get(deadlineOnly{context.Background(), start.Add(bound)}, "warm")
+		errc <- err
+	}()
+	select {
+	case err := <-errc:
+		if err == nil {
+			t.Error("GET with the pool's only connection hung succeeded")
+		}
+		t.Logf("returned %v after it began, its deadline %v: %v", time.Since(start), bound, err)
+	case <-time.After(bound + stalltest.CancelBound):
+		t.Errorf("GET waiting for a pooled connection under a context with a deadline of %v and no Done channel had not returned after %v", bound, bound+stalltest.CancelBound)
+		unhang() // GET then takes the connection and ends
+		<-errc
+	}
+}
+
+// deadlineOnly is a context with a deadline and no Done channel, as the
+// kit's request under a caller's context.Background.
+type deadlineOnly struct {
+	context.Context
+	d time.Time
+}
+
+func (c deadlineOnly) Deadline() (time.Time, bool) { return c.d, true }
