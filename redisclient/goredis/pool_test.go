@@ -46,30 +46,5 @@ func TestPoolWaitKeepsDeadline(t *testing.T) {
 			t.Fatalf("the hung command did not take the pool's connection: %+v", rdb.PoolStats())
 		}
 	}
-	const bound = time.Second
-	start := time.Now()
-	errc := make(chan error, 1)
-	go func() {
-		_, _, err := c.Get(deadlineOnly{context.Background(), start.Add(bound)}, "warm")
-		errc <- err
-	}()
-	select {
-	case err := <-errc:
-		if err == nil {
-			t.Error("GET with the pool's only connection hung succeeded")
-		}
-		t.Logf("returned %v after it began, its deadline %v: %v", time.Since(start), bound, err)
-	case <-time.After(bound + stalltest.CancelBound):
-		t.Errorf("GET waiting for a pooled connection under a context with a deadline of %v and no Done channel had not returned after %v", bound, bound+stalltest.CancelBound)
-		<-errc // the client's close ends it
-	}
+	stalltest.CheckGetByDeadline(t, c, "GET while the pool's one connection hangs", func() { rdb.Close() })
 }
-
-// deadlineOnly is a context with a deadline and no Done channel, as the
-// kit's request under a caller's context.Background.
-type deadlineOnly struct {
-	context.Context
-	d time.Time
-}
-
-func (c deadlineOnly) Deadline() (time.Time, bool) { return c.d, true }

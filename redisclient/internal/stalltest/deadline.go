@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/lockswap/lockswap/internal/testserver"
+	"github.com/lockswap/lockswap/redisclient"
 	"github.com/lockswap/lockswap/registry"
 )
 
@@ -31,6 +32,17 @@ func RunDeadlineOnlyHung(t *testing.T, dial Dialer) {
 		t.Fatalf("SET before the proxy went silent: %v", err)
 	}
 	p.Blackhole(true)
+	CheckGetByDeadline(t, c, "GET on a hung server", nil)
+}
+
+// CheckGetByDeadline checks that c's GET under a context with a deadline
+// of a second and no Done channel (the kit's request under a caller's
+// context.Background) returns, with an error, within CancelBound of that
+// deadline, whatever keeps it (what names it in the failures). A GET
+// still running then is waited for after late is called (nil: nothing to
+// do), which must end it.
+func CheckGetByDeadline(t *testing.T, c redisclient.Client, what string, late func()) {
+	t.Helper()
 	const bound = time.Second
 	start := time.Now()
 	errc := make(chan error, 1)
@@ -41,11 +53,15 @@ func RunDeadlineOnlyHung(t *testing.T, dial Dialer) {
 	select {
 	case err := <-errc:
 		if err == nil {
-			t.Error("GET on a hung server succeeded")
+			t.Errorf("%s succeeded", what)
 		}
 		t.Logf("returned %v after it began, its deadline %v: %v", time.Since(start), bound, err)
 	case <-time.After(bound + CancelBound):
-		t.Errorf("GET on a hung server under a context with a deadline of %v and no Done channel had not returned after %v", bound, bound+CancelBound)
+		t.Errorf("%s under a context with a deadline of %v and no Done channel had not returned after %v", what, bound, bound+CancelBound)
+		if late != nil {
+			late()
+			<-errc
+		}
 	}
 }
 
