@@ -64,14 +64,14 @@ func TestClientCostLogged(t *testing.T) {
 		clients []redisclient.Client
 		want    map[string][]int // setting named in the reason -> indexes of the clients
 	}{
-		{"singleredis/goredis-default", []redisclient.Client{goRedis(servers[0], false)}, map[string][]int{"ContextTimeoutEnabled": {0}}},
+		{"singleredis/goredis-default", []redisclient.Client{goRedis(servers[0], false)}, map[string][]int{"ignores contexts without": {0}}},
 		{"singleredis/goredis-context", []redisclient.Client{goRedis(servers[0], true)}, nil},
 		{"singleredis/goredis-no-socket-deadlines", []redisclient.Client{goRedisNoDeadlines(servers[0])}, map[string][]int{"sets no socket deadline": {0}}},
 		{"singleredis/rueidis-named", []redisclient.Client{rueidisNamed(servers[0])}, map[string][]int{"NewClient": {0}}},
 		{"singleredis/rueidis-newclient", []redisclient.Client{rueidisFast(servers[0])}, nil},
-		{"legacysetnx/goredis-default", []redisclient.Client{goRedis(servers[0], false)}, map[string][]int{"ContextTimeoutEnabled": {0}}},
+		{"legacysetnx/goredis-default", []redisclient.Client{goRedis(servers[0], false)}, map[string][]int{"ignores contexts without": {0}}},
 		{"redlock/mixed", []redisclient.Client{goRedis(servers[0], false), rueidisNamed(servers[1]), goRedis(servers[2], false)},
-			map[string][]int{"ContextTimeoutEnabled": {0, 2}, "NewClient": {1}}},
+			map[string][]int{"ignores contexts without": {0, 2}, "NewClient": {1}}},
 		{"redlock/recommended", []redisclient.Client{goRedis(servers[0], true), rueidisFast(servers[1]), goRedis(servers[2], true)}, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {

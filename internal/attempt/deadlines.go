@@ -214,9 +214,10 @@ var uncancellable = NewDeadlines(context.Background())
 // away" counts from the request's start, without reading the clock: a
 // second command under a request begun with MinShared to go (the EVAL
 // after a NOSCRIPT, say) shares its slot too, ending up to Slot early
-// however little is left then. The rueidis adapter gives it to a client
-// that watches Done and not the deadline, in place of a timer per
-// request.
+// however little is left then. The Redis adapters give it
+// (redisclient/internal/adapt.WithDone) to a client that watches Done and
+// not the deadline (rueidis for a reply, go-redis and redigo while they
+// wait for a pooled connection), in place of a timer per request.
 func SharedDeadline(ctx context.Context, d time.Time) (context.Context, bool) {
 	if ctx.Done() != nil {
 		return ctx, false

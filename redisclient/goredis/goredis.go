@@ -59,11 +59,11 @@ func New(c redis.Cmdable) redisclient.Client {
 	name, addr := "go-redis", ""
 	// contexts: the client keeps a context's deadline on its sockets
 	// (ContextTimeoutEnabled), unknown for a Cmdable of another type.
-	// timeouts: its ReadTimeout and WriteTimeout as given, where -2 keeps
-	// go-redis from setting any socket deadline, even the context's (-1:
-	// the context's alone). A cluster's or ring's options keep them as
-	// given; a *redis.Client's are normalized (-2 to -1, -1 to 0), and are
-	// moved back by one.
+	// timeouts: its ReadTimeout and WriteTimeout, where -2 keeps go-redis
+	// from setting any socket deadline, even the context's (-1: the
+	// context's alone). A ring's options keep them as given, a cluster's
+	// too but for -1 (made 0, the same); a *redis.Client's are normalized
+	// (-2 to -1, -1 to 0) and are moved back by one.
 	var (
 		contexts, known bool
 		timeouts        [2]time.Duration
@@ -109,7 +109,7 @@ func New(c redis.Cmdable) redisclient.Client {
 	case !contexts:
 		g.why = "the client ignores contexts without Options.ContextTimeoutEnabled"
 	case timeouts[0] < -1 || timeouts[1] < -1:
-		g.why = "the client sets no socket deadline, not even the context's, with a ReadTimeout or WriteTimeout of -2"
+		g.why = "the client sets no socket deadline for reads or for writes, not even the context's (a ReadTimeout or WriteTimeout of -2)"
 	default:
 		g.guard = false
 	}
@@ -144,7 +144,9 @@ func (g *goRedis) Addr() string { return g.addr }
 // returns the context to give go-redis then: ctx, or for a deadline one
 // that ends at it (adapt.WithDone, mostly without a timer of its own),
 // as go-redis waits for a pooled connection, when all are in use, until
-// its PoolTimeout (ReadTimeout + 1 s, or 30 s) unless Done closes; call
+// its PoolTimeout (ReadTimeout + 1 s, or 30 s), and again on each of its
+// retries, unless Done closes (it waits for a new connection's dial the
+// same way); call
 // the function when the command has returned. go-redis with
 // ContextTimeoutEnabled puts a context's deadline on the socket and does
 // not watch for cancellation while it dials, writes or reads: a context
@@ -423,5 +425,5 @@ func (g *goRedis) CostNote() string {
 	if !g.guard {
 		return ""
 	}
-	return "go-redis: " + g.why + ", so each command is handed to another goroutine to keep the call's deadline, with a timer (and a context, but for the lock's own commands under a context that can be cancelled), and a command abandoned at its deadline runs on to the client's ReadTimeout (with a timeout of -2, until the server answers); with ContextTimeoutEnabled: true and no timeout of -2 go-redis keeps the deadline itself and only a command that can be cancelled is handed over (docs/configuration.md)"
+	return "go-redis: " + g.why + ", so each command is handed to another goroutine to keep the call's deadline, with a timer (and a context, but for the lock's own commands under a context that can be cancelled), and a command abandoned at its deadline runs on to the client's ReadTimeout (without a socket deadline, until the server answers or the connection breaks); with ContextTimeoutEnabled: true and no timeout of -2 go-redis keeps the deadline itself and only a command that can be cancelled is handed over (docs/configuration.md)"
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockswap/lockswap/internal/attempt"
 	"github.com/lockswap/lockswap/internal/testserver"
 	"github.com/lockswap/lockswap/redisclient"
 	"github.com/lockswap/lockswap/registry"
@@ -32,18 +33,20 @@ func RunDeadlineOnlyHung(t *testing.T, dial Dialer) {
 		t.Fatalf("SET before the proxy went silent: %v", err)
 	}
 	p.Blackhole(true)
-	CheckGetByDeadline(t, c, "GET on a hung server", nil)
+	CheckGetByDeadline(t, c, "GET on a hung server", time.Second, nil)
 }
 
 // CheckGetByDeadline checks that c's GET under a context with a deadline
-// of a second and no Done channel (the kit's request under a caller's
-// context.Background) returns, with an error, within CancelBound of that
-// deadline, whatever keeps it (what names it in the failures). A GET
-// still running then is waited for after late is called (nil: nothing to
-// do), which must end it.
-func CheckGetByDeadline(t *testing.T, c redisclient.Client, what string, late func()) {
+// of bound and no Done channel (the kit's request under a caller's
+// context.Background) returns, with an error, at that deadline (not before
+// the start of its attempt.Slot, and within CancelBound after it),
+// whatever keeps it (what names it in the failures); it returns the GET's
+// error. A bound of attempt.MinShared or more takes the path of the
+// kit's requests begun with that much to go (the deadline's shared slot).
+// A GET still running after CancelBound is waited for, for up to half a
+// minute, after late is called (nil: nothing to do), which must end it.
+func CheckGetByDeadline(t *testing.T, c redisclient.Client, what string, bound time.Duration, late func()) error {
 	t.Helper()
-	const bound = time.Second
 	start := time.Now()
 	errc := make(chan error, 1)
 	go func() {
@@ -52,16 +55,26 @@ func CheckGetByDeadline(t *testing.T, c redisclient.Client, what string, late fu
 	}()
 	select {
 	case err := <-errc:
+		took := time.Since(start)
 		if err == nil {
 			t.Errorf("%s succeeded", what)
 		}
-		t.Logf("returned %v after it began, its deadline %v: %v", time.Since(start), bound, err)
+		if took < bound-attempt.Slot {
+			t.Errorf("%s returned %v after it began, before its deadline of %v: %v", what, took, bound, err)
+		}
+		t.Logf("returned %v after it began, its deadline %v: %v", took, bound, err)
+		return err
 	case <-time.After(bound + CancelBound):
 		t.Errorf("%s under a context with a deadline of %v and no Done channel had not returned after %v", what, bound, bound+CancelBound)
 		if late != nil {
 			late()
-			<-errc
+			select {
+			case <-errc:
+			case <-time.After(30 * time.Second):
+				t.Errorf("%s had not returned 30 s after it was made to end", what)
+			}
 		}
+		return nil
 	}
 }
 
