@@ -100,7 +100,11 @@ func pairCycle(c cycleFunc) benchloop.Cycle {
 
 // turnsPairs are issue 31's 32-goroutine targets (lockswap ÷ the floor of
 // the same client, limit 1.10) measured in turns, and the floor against
-// itself (A/A): the bias of the method, to read beside them.
+// itself (A/A): the bias of the method, to read beside them; and each
+// client's bounded floor (bounded_test.go: a token per acquisition and a
+// context.WithTimeout per command) against its floor and against lockswap
+// on the same client: what a deadline per command costs the raw client
+// itself, and what lockswap costs beyond that.
 var turnsPairs = []struct{ ours, base string }{
 	{"lockswap-goredis", "floor-goredis"},
 	{"lockswap-goredis", "floor-goredis-default"},
@@ -109,6 +113,12 @@ var turnsPairs = []struct{ ours, base string }{
 	{"lockswap-rueidis", "floor-rueidis"},
 	{"lockswap-rueidis", "floor-rueidis-default"},
 	{"floor-rueidis", "floor-rueidis"},
+	{"bounded-goredis", "floor-goredis"},
+	{"lockswap-goredis", "bounded-goredis"},
+	{"bounded-redigo", "floor-redigo"},
+	{"lockswap-redigo", "bounded-redigo"},
+	{"bounded-rueidis", "floor-rueidis"},
+	{"lockswap-rueidis", "bounded-rueidis"},
 }
 
 // BenchmarkTurns runs each pair of turnsPairs on 32 goroutines and
@@ -129,7 +139,7 @@ var turnsPairs = []struct{ ours, base string }{
 func BenchmarkTurns(b *testing.B) {
 	s := shared(b)
 	impls := map[string]impl{}
-	for _, im := range redis1Impls(b, s) {
+	for _, im := range append(redis1Impls(b, s), boundedImpls(s)...) {
 		impls[im.name] = im
 	}
 	for _, p := range turnsPairs {

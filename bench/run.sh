@@ -14,6 +14,8 @@
 #                                     # CPU and memory profiles of one benchmark
 #   REPORT=/tmp/r.md BENCH='Locks/(serial|contended)/redlock' PROCS=0 bench/run.sh
 #                                     # a subset, reported to /tmp/r.md only
+#   REPORT=/tmp/t.md BENCH='^$' PROCS=0 TURNS=10 COUNT=6 bench/run.sh
+#                                     # BenchmarkTurns alone: its table only
 #
 # Output: bench/results/raw.txt (go test output), bench/results/latest.md
 # (the table), and the generated section of docs/benchmarks.md, replaced in
@@ -125,12 +127,16 @@ fi
 if [ "$TURNS" != 0 ]; then
 	# The whole output goes to the raw results (a failure's message with
 	# it; the report reads the result lines only). The timeout allows
-	# about three times what the turns take (14 pairs, about 0.35 s a
+	# about three times what the turns take (26 pairs, about 0.35 s a
 	# turn), so that a hung server ends the run with a stack dump.
 	go test -run '^$' -bench '^BenchmarkTurns$' -count "$COUNT" -benchtime "${TURNS}x" \
-		-timeout "$((COUNT * (TURNS + 1) * 14 + 600))s" . | tee -a "$raw" || status=$?
+		-timeout "$((COUNT * (TURNS + 1) * 26 + 600))s" . | tee -a "$raw" || status=$?
 fi
 took=$(( $(date +%s) - start ))
+procscmd=""
+if [ "$PROCS" != 0 ]; then
+	procscmd=", then $COUNT × \`LOCKSWAP_BENCH_PROCS=$PROCS bench.test -test.run '^TestProcesses\$'\` (8 OS processes per library)"
+fi
 turnscmd=""
 if [ "$TURNS" != 0 ]; then
 	turnscmd=", then \`go test -run '^\$' -bench '^BenchmarkTurns\$' -count $COUNT -benchtime ${TURNS}x\` (TURNS=$TURNS)"
@@ -147,14 +153,16 @@ if git -C "$root" show HEAD:bench/results/raw.txt >"$workdir/previous-raw.txt" 2
 fi
 
 {
-	echo "Command: \`bench/run.sh\` (COUNT=$COUNT BENCHTIME=$BENCHTIME BENCH=$BENCH PROCS=$PROCS): \`go test -run '^\$' -bench $BENCH -benchmem -count $COUNT -benchtime $BENCHTIME\` in bench/, then $COUNT × \`LOCKSWAP_BENCH_PROCS=$PROCS bench.test -test.run '^TestProcesses\$'\` (8 OS processes per library)$turnscmd, took ${took}s."
+	echo "Command: \`bench/run.sh\` (COUNT=$COUNT BENCHTIME=$BENCHTIME BENCH=$BENCH PROCS=$PROCS): \`go test -run '^\$' -bench $BENCH -benchmem -count $COUNT -benchtime $BENCHTIME\` in bench/$procscmd$turnscmd, took ${took}s."
 	echo
 	echo "Load: $(cat /proc/loadavg | cut -d' ' -f1-3) (1, 5, 15 min load average at the end of the run, on $(nproc) CPUs shared with other work)."
 	echo
 	echo "Machine: $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')), $(go version | cut -d' ' -f3-), redis-server $(redis-server --version | sed -n 's/.*v=\([^ ]*\).*/\1/p'), embedded etcd $(cd "$here" && go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3) ($( [ "${LOCKSWAP_BENCH_ETCD_NOFSYNC:-}" = 1 ] && echo "no fsync" || echo "fsync on")), run on $(date -u +%Y-%m-%d)."
 	echo
-	echo "Compared with: $prevnote"
-	echo
+	if [ "$BENCH" != '^$' ]; then
+		echo "Compared with: $prevnote"
+		echo
+	fi
 	go run ./report ${previous[@]+"${previous[@]}"} <"$raw"
 } >"$latest"
 

@@ -196,7 +196,10 @@ func main() {
 	flag.Parse()
 	res, order := parse(os.Stdin)
 	if len(order) == 0 {
-		fmt.Fprintln(os.Stderr, "report: no BenchmarkLocks lines on stdin")
+		if turnsOnly(os.Stdout, res) {
+			return
+		}
+		fmt.Fprintln(os.Stderr, "report: no BenchmarkLocks or BenchmarkTurns lines on stdin")
 		os.Exit(1)
 	}
 	rounds := 0
@@ -472,29 +475,7 @@ func targets31(w io.Writer, r results) {
 	}
 	add("redlock3 rueidis parallel: throughput ÷ redsync-redigo", "parallel", "redlock3", "redsync-redigo", "lockswap-rueidis", 2, false)
 	add("redlock5 rueidis parallel: throughput ÷ redsync-redigo", "parallel", "redlock5", "redsync-redigo", "lockswap-rueidis", 2.5, false)
-	// The 32-goroutine targets in turns (BenchmarkTurns): the median over
-	// the rounds of each round's median ratio, and their range.
-	for _, ctx := range []string{"cancellable", "background"} {
-		for _, p := range []struct{ what, ours, base string }{
-			{"singleredis goredis", "lockswap-goredis", "floor-goredis"},
-			{"singleredis goredis", "lockswap-goredis", "floor-goredis-default"},
-			{"singleredis on go-redis as it comes", "lockswap-goredis-default", "floor-goredis-default"},
-			{"singleredis redigo", "lockswap-redigo", "floor-redigo"},
-			{"singleredis rueidis", "lockswap-rueidis", "floor-rueidis"},
-			{"singleredis rueidis", "lockswap-rueidis", "floor-rueidis-default"},
-			{"", "floor-rueidis", "floor-rueidis"}, // A/A
-		} {
-			v := r.values(turnsPrefix+"redis1/"+ctx+"/"+p.ours+"/"+p.base, "ratio")
-			if len(v) == 0 {
-				continue
-			}
-			what, limit := fmt.Sprintf("%s parallel, in turns, %s caller: %s ÷ %s", p.what, ctx, p.ours, p.base), 1.10
-			if p.ours == p.base {
-				what, limit = fmt.Sprintf("(A/A parallel, in turns, %s caller: %s ÷ itself)", ctx, p.base), math.NaN()
-			}
-			ts = append(ts, target15{what, median(v), slices.Min(v), slices.Max(v), limit, true})
-		}
-	}
+	ts = append(ts, turnsTargets(r)...)
 	// The same targets in CPU time (this process's and the servers', per
 	// op), which the scheduling of a busy machine does not blur as it
 	// blurs latency: where ns/op cannot tell 5%, these can.
@@ -519,6 +500,60 @@ func targets31(w io.Writer, r results) {
 			n(scen, "redis1", "lockswap-goredis-default"), n(scen, "redis1", "floor-goredis-default"), 8))
 	}
 	writeRangeTargets(w, "Targets of issue 31", ts)
+}
+
+// turnsOnly writes the report of a run of BenchmarkTurns alone
+// (BENCH='^$' bench/run.sh): its table of issue 31's pairs in turns. It
+// reports false, writing nothing, when r has no turns either.
+func turnsOnly(w io.Writer, r results) bool {
+	ts := turnsTargets(r)
+	if len(ts) == 0 {
+		return false
+	}
+	writeRangeTargets(w, "Issue 31's 32-goroutine pairs in turns, BenchmarkTurns alone", ts)
+	return true
+}
+
+// turnsTargets are issue 31's 32-goroutine targets in turns
+// (BenchmarkTurns): the median over the rounds of each round's median
+// ratio, and their range; the pairs the run lacks have no row.
+func turnsTargets(r results) []target15 {
+	var ts []target15
+	for _, ctx := range []string{"cancellable", "background"} {
+		for _, p := range []struct{ what, ours, base string }{
+			{"singleredis goredis", "lockswap-goredis", "floor-goredis"},
+			{"singleredis goredis", "lockswap-goredis", "floor-goredis-default"},
+			{"singleredis on go-redis as it comes", "lockswap-goredis-default", "floor-goredis-default"},
+			{"singleredis redigo", "lockswap-redigo", "floor-redigo"},
+			{"singleredis rueidis", "lockswap-rueidis", "floor-rueidis"},
+			{"singleredis rueidis", "lockswap-rueidis", "floor-rueidis-default"},
+			{"", "floor-rueidis", "floor-rueidis"}, // A/A
+			// For reference, with no verdict: the bounded floors (a
+			// token per acquisition and context.WithTimeout per
+			// command on the raw client) against the floor, and
+			// lockswap against them.
+			{"", "bounded-goredis", "floor-goredis"},
+			{"", "lockswap-goredis", "bounded-goredis"},
+			{"", "bounded-redigo", "floor-redigo"},
+			{"", "lockswap-redigo", "bounded-redigo"},
+			{"", "bounded-rueidis", "floor-rueidis"},
+			{"", "lockswap-rueidis", "bounded-rueidis"},
+		} {
+			v := r.values(turnsPrefix+"redis1/"+ctx+"/"+p.ours+"/"+p.base, "ratio")
+			if len(v) == 0 {
+				continue
+			}
+			what, limit := fmt.Sprintf("%s parallel, in turns, %s caller: %s ÷ %s", p.what, ctx, p.ours, p.base), 1.10
+			switch {
+			case p.ours == p.base:
+				what, limit = fmt.Sprintf("(A/A parallel, in turns, %s caller: %s ÷ itself)", ctx, p.base), math.NaN()
+			case p.what == "":
+				what, limit = fmt.Sprintf("(parallel, in turns, %s caller: %s ÷ %s)", ctx, p.ours, p.base), math.NaN()
+			}
+			ts = append(ts, target15{what, median(v), slices.Min(v), slices.Max(v), limit, true})
+		}
+	}
+	return ts
 }
 
 // targets16 is issue 16's cost of fencing: redlock with Options.Fence

@@ -45,8 +45,9 @@ func TestTargets31Redlock(t *testing.T) {
 
 // TestTargets31Turns: BenchmarkTurns's rounds give issue 31's
 // 32-goroutine targets in turns, per caller's context: the median of the
-// rounds' "ratio" and their range, judged against 1.10; the A/A pair is a
-// reference row without a verdict; and the turns are in neither the
+// rounds' "ratio" and their range, judged against 1.10; the A/A pair and
+// the bounded floors' pairs are reference rows without a verdict; and the
+// turns are in neither the
 // scenario tables' order nor the comparison with an earlier run.
 func TestTargets31Turns(t *testing.T) {
 	turns := func(name string, ratio float64) string {
@@ -61,6 +62,8 @@ func TestTargets31Turns(t *testing.T) {
 		turns("background/lockswap-goredis/floor-goredis", 1.05),
 		turns("background/lockswap-goredis/floor-goredis", 1.09),
 		turns("cancellable/floor-rueidis/floor-rueidis", 1.01),
+		turns("background/bounded-rueidis/floor-rueidis", 1.25),
+		turns("background/lockswap-rueidis/bounded-rueidis", 1.02),
 	)
 	if len(order) != 1 || order[0] != "parallel/redis1/floor-rueidis" {
 		t.Errorf("order = %v, want BenchmarkLocks's name only", order)
@@ -72,12 +75,35 @@ func TestTargets31Turns(t *testing.T) {
 		"| singleredis rueidis parallel, in turns, cancellable caller: lockswap-rueidis ÷ floor-rueidis | 1.300 | 1.20 … 1.40 | ≤ 1.10 | **missed** |",
 		"| singleredis goredis parallel, in turns, background caller: lockswap-goredis ÷ floor-goredis | 1.070 | 1.05 … 1.09 | ≤ 1.10 | met |",
 		"| (A/A parallel, in turns, cancellable caller: floor-rueidis ÷ itself) | 1.010 | 1.01 … 1.01 | – | reference |",
+		"| (parallel, in turns, background caller: bounded-rueidis ÷ floor-rueidis) | 1.250 | 1.25 … 1.25 | – | reference |",
+		"| (parallel, in turns, background caller: lockswap-rueidis ÷ bounded-rueidis) | 1.020 | 1.02 … 1.02 | – | reference |",
 	} {
 		if !strings.Contains(out, s) {
 			t.Errorf("targets lack %q:\n%s", s, out)
 		}
 	}
-	if strings.Contains(out, "background caller: lockswap-rueidis") {
+	if strings.Contains(out, "background caller: lockswap-rueidis ÷ floor-rueidis") {
 		t.Errorf("targets have a row for a pair the run lacks:\n%s", out)
+	}
+}
+
+// TestTurnsOnly: a run of BenchmarkTurns alone (no BenchmarkLocks line)
+// gets the table of its pairs, and a run with neither gets nothing.
+func TestTurnsOnly(t *testing.T) {
+	r, order := parseLines("BenchmarkTurns/redis1/background/bounded-redigo/floor-redigo-2 \t 10 \t 310000000 ns/op \t 1.240 ratio\n")
+	if len(order) != 0 {
+		t.Fatalf("order = %v, want none", order)
+	}
+	var b strings.Builder
+	if !turnsOnly(&b, r) {
+		t.Fatal("turnsOnly = false for a run with turns")
+	}
+	if want := "| (parallel, in turns, background caller: bounded-redigo ÷ floor-redigo) | 1.240 | 1.24 … 1.24 | – | reference |"; !strings.Contains(b.String(), want) {
+		t.Errorf("report lacks %q:\n%s", want, b.String())
+	}
+	empty, _ := parseLines()
+	b.Reset()
+	if turnsOnly(&b, empty) || b.Len() != 0 {
+		t.Errorf("turnsOnly wrote %q for a run without turns", b.String())
 	}
 }
