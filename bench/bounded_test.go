@@ -21,10 +21,11 @@ import (
 // most lockswap.RequestTimeout. They keep no other promise of lockswap's
 // (no grace for the reply of a cancelled acquire, no end at Close, no
 // cancellation noticed by go-redis, no lost-lock watch): what they cost
-// over the floor is a lower bound of what keeping lockswap's deadlines
-// through each client's context costs. BenchmarkTurns pairs each with
-// its floor and with lockswap on the same client (issue 31's 32-goroutine
-// targets).
+// over the floor is what a user of the raw client pays for a token and
+// a deadline per command set that way (lockswap keeps its deadlines
+// otherwise: under context.Background with no timer per request).
+// BenchmarkTurns pairs each with its floor and with lockswap on the same
+// client (issue 31's 32-goroutine targets).
 
 // boundedImpls are the bounded floors on the first server, on the same
 // clients as redis1's floors (go-redis with ContextTimeoutEnabled, which
@@ -51,9 +52,12 @@ func bounded(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, lockswap.RequestTimeout)
 }
 
-// The cycles take a free key at the first try (BenchmarkTurns runs on
-// distinct keys): a held key is an error, not a wait.
+// The bounded cycles take a free key at the first try (BenchmarkTurns
+// runs on distinct keys): a held key is an error, not a wait.
 
+// goredisBoundedCycle is goredisFloorCycle's commands bounded (see
+// above), on gr, which keeps a context's deadline on its socket
+// (ContextTimeoutEnabled).
 func goredisBoundedCycle(gr *goredis.Client) cycleFunc {
 	return func(ctx context.Context, key string, hold func() error) error {
 		token := boundedToken()
@@ -76,6 +80,8 @@ func goredisBoundedCycle(gr *goredis.Client) cycleFunc {
 	}
 }
 
+// redigoBoundedCycle is redigoFloorCycle's commands bounded (see above),
+// a pooled connection per command.
 func redigoBoundedCycle(pool *redigo.Pool) cycleFunc {
 	ms := ttl.Milliseconds()
 	do := func(ctx context.Context, cmd string, args ...any) (any, error) {
@@ -106,6 +112,8 @@ func redigoBoundedCycle(pool *redigo.Pool) cycleFunc {
 	}
 }
 
+// rueidisBoundedCycle is rueidisFloorCycle's commands bounded (see
+// above), on c.
 func rueidisBoundedCycle(c rueidis.Client) cycleFunc {
 	ms := ttl.Milliseconds()
 	return func(ctx context.Context, key string, hold func() error) error {

@@ -15,7 +15,7 @@
 #   REPORT=/tmp/r.md BENCH='Locks/(serial|contended)/redlock' PROCS=0 bench/run.sh
 #                                     # a subset, reported to /tmp/r.md only
 #   REPORT=/tmp/t.md BENCH='^$' PROCS=0 TURNS=10 COUNT=6 bench/run.sh
-#                                     # BenchmarkTurns alone: its table only
+#                                     # BenchmarkTurns alone: its table only (REPORT needed)
 #
 # Output: bench/results/raw.txt (go test output), bench/results/latest.md
 # (the table), and the generated section of docs/benchmarks.md, replaced in
@@ -48,6 +48,12 @@ BENCH=${BENCH:-Locks}
 PROCS=${PROCS:-1s}
 REPORT=${REPORT:-}
 NSERVERS=5
+if [ "$BENCH" = '^$' ] && [ -z "$REPORT" ]; then
+	# Its report would replace the committed results (the regression
+	# guard's baseline) and the generated tables with BenchmarkTurns's.
+	echo "BENCH='^\$' runs no BenchmarkLocks: set REPORT=<file>" >&2
+	exit 2
+fi
 
 command -v redis-server >/dev/null || { echo "redis-server not found on PATH" >&2; exit 1; }
 
@@ -127,8 +133,9 @@ fi
 if [ "$TURNS" != 0 ]; then
 	# The whole output goes to the raw results (a failure's message with
 	# it; the report reads the result lines only). The timeout allows
-	# about three times what the turns take (26 pairs, about 0.35 s a
-	# turn), so that a hung server ends the run with a stack dump.
+	# about three times what the turns take (13 pairs under 2 contexts,
+	# about 0.35 s a turn), so that a hung server ends the run with a
+	# stack dump.
 	go test -run '^$' -bench '^BenchmarkTurns$' -count "$COUNT" -benchtime "${TURNS}x" \
 		-timeout "$((COUNT * (TURNS + 1) * 26 + 600))s" . | tee -a "$raw" || status=$?
 fi
@@ -159,7 +166,7 @@ fi
 	echo
 	echo "Machine: $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')), $(go version | cut -d' ' -f3-), redis-server $(redis-server --version | sed -n 's/.*v=\([^ ]*\).*/\1/p'), embedded etcd $(cd "$here" && go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3) ($( [ "${LOCKSWAP_BENCH_ETCD_NOFSYNC:-}" = 1 ] && echo "no fsync" || echo "fsync on")), run on $(date -u +%Y-%m-%d)."
 	echo
-	if [ "$BENCH" != '^$' ]; then
+	if grep -q '^BenchmarkLocks/' "$raw"; then
 		echo "Compared with: $prevnote"
 		echo
 	fi
