@@ -103,8 +103,8 @@ func pairCycle(c cycleFunc) benchloop.Cycle {
 // itself (A/A): the bias of the method, to read beside them; and each
 // client's bounded floor (bounded_test.go: a token per acquisition and a
 // context.WithTimeout per command) against its floor and against lockswap
-// on the same client: what a deadline per command costs the raw client
-// itself, and what lockswap costs beyond that.
+// on the same client: what a token and a deadline per command cost a user
+// of the raw client, and what lockswap costs beyond that.
 var turnsPairs = []struct{ ours, base string }{
 	{"lockswap-goredis", "floor-goredis"},
 	{"lockswap-goredis", "floor-goredis-default"},

@@ -47,8 +47,8 @@ func TestTargets31Redlock(t *testing.T) {
 // 32-goroutine targets in turns, per caller's context: the median of the
 // rounds' "ratio" and their range, judged against 1.10; the A/A pair and
 // the bounded floors' pairs are reference rows without a verdict; and the
-// turns are in neither the
-// scenario tables' order nor the comparison with an earlier run.
+// turns are in neither the scenario tables' order nor the comparison with
+// an earlier run.
 func TestTargets31Turns(t *testing.T) {
 	turns := func(name string, ratio float64) string {
 		return "BenchmarkTurns/redis1/" + name + "-2 \t 10 \t 310000000 ns/op \t 7000 floor-ns/op \t " +
